@@ -1,0 +1,54 @@
+#pragma once
+// Plugin kind "dataset": prepares data once (fetch, read, vocabularies, tensors) and hands out
+// batches cut from pre-built tensors (no per-sample work in the training loop).
+#include <attnlab/data/vocab.hpp>
+#include <attnlab/plugin/plugin.hpp>
+
+#include <torch/types.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace attnlab::data {
+
+enum class Split { Train, Val, Test };
+const char* split_name(Split s);  // "train", "val", "test"
+
+struct Batch {
+  torch::Tensor src;             // [B, S] ids (or [B, S, F] features)
+  torch::Tensor src_valid_lens;  // [B]
+  torch::Tensor tgt_in;          // [B, T] decoder input: <bos> + target[:-1] (teacher forcing)
+  torch::Tensor tgt_out;         // [B, T] labels: target ('<pad>' where padded)
+  torch::Tensor tgt_valid_lens;  // [B] non-pad labels
+  Batch to(torch::Device device, bool non_blocking = false) const;
+  int64_t size() const { return src.size(0); }
+};
+
+class Dataset {
+ public:
+  virtual ~Dataset() = default;
+  /// Fetch (honouring the mirror), read, build vocabularies and tensors. Called once.
+  virtual void prepare(const std::string& data_dir) = 0;
+  virtual plugin::DataInfo info() const = 0;
+  /// The split's batches; shuffled by `seed` when shuffle is true (training), in order otherwise.
+  virtual std::vector<Batch> batches(Split split, bool shuffle, uint64_t seed) const = 0;
+  virtual bool has_split(Split split) const { return split != Split::Test; }
+
+  // --- text datasets (translation) ---
+  virtual const Vocab* src_vocab() const { return nullptr; }
+  virtual const Vocab* tgt_vocab() const { return nullptr; }
+  /// Raw sentences -> src [N, S] ids and valid lengths [N], with the dataset's preprocessing.
+  virtual Batch encode_sources(const std::vector<std::string>& sentences) const;
+  /// Tokens of a raw sentence after preprocessing (labels for attention plots).
+  virtual std::vector<std::string> source_tokens(const std::string& sentence) const;
+  /// Target ids -> text (joined with spaces, stopping at <eos>).
+  virtual std::string decode_target(const std::vector<int64_t>& ids) const;
+};
+
+}  // namespace attnlab::data
+
+template <>
+struct attnlab::plugin::KindOf<attnlab::data::Dataset> {
+  static constexpr const char* value = "dataset";
+};

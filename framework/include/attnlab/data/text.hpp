@@ -1,0 +1,19 @@
+#pragma once
+// d2l's text rules, shared by every dataset/tokenizer that uses them (one implementation).
+#include <string>
+#include <vector>
+
+namespace attnlab::data {
+
+/// d2l MTFraEng._preprocess: U+202F and U+00A0 -> ' ', lowercase (Unicode-aware for Latin
+/// scripts, as Python's str.lower on this corpus), and a space inserted before any of ",.!?"
+/// not already preceded by a space (except at position 0).
+std::string d2l_preprocess(const std::string& text);
+
+/// Split on ' ' dropping empty tokens (d2l's `[t for t in s.split(' ') if t]`).
+std::vector<std::string> split_spaces(const std::string& s);
+
+/// Lowercase UTF-8 text (ASCII, Latin-1 Supplement, Latin Extended-A, Greek, Cyrillic).
+std::string utf8_lower(const std::string& s);
+
+}  // namespace attnlab::data

@@ -1,0 +1,80 @@
+#pragma once
+// Shared attention machinery (d2l 1.0.3 semantics): masked softmax, attention pooling over any
+// scorer, multi-head attention.
+#include <attnlab/nn/scorer.hpp>
+
+#include <torch/nn/cloneable.h>
+#include <torch/nn/modules/dropout.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/nn/pimpl.h>
+
+#include <memory>
+
+namespace attnlab::nn {
+
+/// scores [B, Q, K]; valid_lens undefined, [B] (same for every query) or [B, Q].
+/// Positions at or past the valid length get -1e6 before the softmax, as d2l does.
+/// -> weights [B, Q, K]
+torch::Tensor masked_softmax(const torch::Tensor& scores, const torch::Tensor& valid_lens);
+
+/// Attention pooling: weights = dropout(masked_softmax(scorer(q, k))), output = weights @ v.
+/// When recording is on, the last weights are kept ([B, Q, K]).
+class AttentionImpl : public torch::nn::Module {
+ public:
+  AttentionImpl(std::shared_ptr<Scorer> scorer, double dropout);
+  /// queries [B, Q, Dq], keys [B, K, Dk], values [B, K, Dv], valid_lens [B] / [B, Q] / undefined
+  /// -> [B, Q, Dv]
+  torch::Tensor forward(const torch::Tensor& queries, const torch::Tensor& keys, const torch::Tensor& values,
+                        const torch::Tensor& valid_lens = {});
+  void set_recording(bool on) { recording_ = on; }
+  bool recording() const { return recording_; }
+  /// [B, Q, K] from the last forward while recording; undefined otherwise.
+  const torch::Tensor& weights() const { return weights_; }
+  Scorer& scorer() { return *scorer_; }
+
+ private:
+  std::shared_ptr<Scorer> scorer_;
+  torch::nn::Dropout dropout_{nullptr};
+  bool recording_ = false;
+  torch::Tensor weights_;
+};
+TORCH_MODULE(Attention);
+
+struct MultiHeadAttentionOptions {
+  MultiHeadAttentionOptions(int64_t num_hiddens, int64_t num_heads) : num_hiddens_(num_hiddens), num_heads_(num_heads) {}
+  TORCH_ARG(int64_t, num_hiddens);  // model width; W_q/W_k/W_v/W_o map to it
+  TORCH_ARG(int64_t, num_heads);    // must divide num_hiddens
+  TORCH_ARG(double, dropout) = 0.0;  // on attention weights
+  TORCH_ARG(bool, bias) = false;     // bias in W_q/W_k/W_v/W_o
+  TORCH_ARG(int64_t, query_size) = 0;  // input sizes; 0 = num_hiddens (d2l's LazyLinear)
+  TORCH_ARG(int64_t, key_size) = 0;
+  TORCH_ARG(int64_t, value_size) = 0;
+};
+
+/// d2l MultiHeadAttention: W_q/W_k/W_v, transpose_qkv, per-head attention with the given scorer
+/// (built for per-head sizes num_hiddens / num_heads), transpose_output, W_o.
+class MultiHeadAttentionImpl : public torch::nn::Module {
+ public:
+  MultiHeadAttentionImpl(const MultiHeadAttentionOptions& options, std::shared_ptr<Scorer> scorer);
+  /// queries [B, Q, Dq], keys [B, K, Dk], values [B, K, Dv], valid_lens [B] / [B, Q] / undefined
+  /// -> [B, Q, num_hiddens]
+  torch::Tensor forward(const torch::Tensor& queries, const torch::Tensor& keys, const torch::Tensor& values,
+                        const torch::Tensor& valid_lens = {});
+  void set_recording(bool on) { attention_->set_recording(on); }
+  /// [B, heads, Q, K] from the last forward while recording; undefined otherwise.
+  torch::Tensor weights() const;
+
+  MultiHeadAttentionOptions options;
+  torch::nn::Linear W_q{nullptr}, W_k{nullptr}, W_v{nullptr}, W_o{nullptr};
+
+ private:
+  Attention attention_{nullptr};
+};
+TORCH_MODULE(MultiHeadAttention);
+
+/// [B, T, H] -> [B * heads, T, H / heads]
+torch::Tensor transpose_qkv(const torch::Tensor& x, int64_t num_heads);
+/// [B * heads, T, H / heads] -> [B, T, H]
+torch::Tensor transpose_output(const torch::Tensor& x, int64_t num_heads);
+
+}  // namespace attnlab::nn

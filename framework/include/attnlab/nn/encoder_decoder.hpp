@@ -1,0 +1,89 @@
+#pragma once
+// Plugin kinds "encoder" and "decoder", and the framework's composition of the two.
+#include <attnlab/plugin/plugin.hpp>
+
+#include <torch/nn/module.h>
+#include <torch/nn/pimpl.h>
+#include <torch/types.h>
+
+#include <map>
+#include <memory>
+#include <string>
+
+namespace attnlab::nn {
+
+/// Recorded attention: module name -> [layers, B, heads, queries, keys].
+/// Names used by the results file: "encoder_self", "decoder_self", "decoder_cross".
+using AttentionMap = std::map<std::string, torch::Tensor>;
+
+struct EncoderOutput {
+  torch::Tensor states;      // [B, S, H]
+  torch::Tensor valid_lens;  // [B] source valid lengths (may be undefined = no padding)
+};
+
+class Encoder : public torch::nn::Module {
+ public:
+  ~Encoder() override = default;
+  /// src [B, S] token ids (or [B, S, F] features), valid_lens [B] -> states
+  virtual EncoderOutput forward(const torch::Tensor& src, const torch::Tensor& valid_lens) = 0;
+  /// Record attention weights on subsequent forwards (evaluation/prediction only).
+  virtual void set_recording(bool on) { recording_ = on; }
+  /// Weights of the last forward while recording.
+  virtual AttentionMap attention() const { return {}; }
+  /// Output width H.
+  virtual int64_t output_size() const = 0;
+
+ protected:
+  bool recording_ = false;
+};
+
+/// Per-sequence decoding state (encoder outputs, caches). Decoders subclass it.
+struct DecoderState {
+  virtual ~DecoderState() = default;
+  EncoderOutput encoder;
+  /// true: each forward gets the next step(s) and appends to caches (prediction);
+  /// false: forward gets the whole teacher-forced target with causal masking (training/validation).
+  bool incremental = false;
+};
+
+class Decoder : public torch::nn::Module {
+ public:
+  ~Decoder() override = default;
+  virtual std::unique_ptr<DecoderState> init_state(const EncoderOutput& enc, bool incremental) = 0;
+  /// tgt [B, T] ids (or [B, T, F]) -> logits [B, T, V] (or features [B, T, F])
+  virtual torch::Tensor forward(const torch::Tensor& tgt, DecoderState& state) = 0;
+  virtual void set_recording(bool on) { recording_ = on; }
+  /// Weights of the last forward while recording ("decoder_self", "decoder_cross").
+  virtual AttentionMap attention() const { return {}; }
+
+ protected:
+  bool recording_ = false;
+};
+
+/// The model the seq2seq trainer trains: any encoder plugin + any decoder plugin.
+class EncoderDecoderImpl : public torch::nn::Module {
+ public:
+  EncoderDecoderImpl(std::shared_ptr<Encoder> encoder, std::shared_ptr<Decoder> decoder);
+  /// Teacher-forced: src [B, S], src_valid_lens [B], tgt_in [B, T] -> logits [B, T, V]
+  torch::Tensor forward(const torch::Tensor& src, const torch::Tensor& src_valid_lens, const torch::Tensor& tgt_in);
+  Encoder& encoder() { return *encoder_; }
+  Decoder& decoder() { return *decoder_; }
+  void set_recording(bool on);
+  int64_t num_parameters() const;
+
+ private:
+  std::shared_ptr<Encoder> encoder_;
+  std::shared_ptr<Decoder> decoder_;
+};
+TORCH_MODULE(EncoderDecoder);
+
+}  // namespace attnlab::nn
+
+template <>
+struct attnlab::plugin::KindOf<attnlab::nn::Encoder> {
+  static constexpr const char* value = "encoder";
+};
+template <>
+struct attnlab::plugin::KindOf<attnlab::nn::Decoder> {
+  static constexpr const char* value = "decoder";
+};

@@ -1,0 +1,54 @@
+#pragma once
+// Transformer building blocks shared by plugins (d2l 1.0.3): positional encoding, FFN, add & norm.
+#include <torch/nn/module.h>
+#include <torch/nn/modules/dropout.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/nn/modules/normalization.h>
+#include <torch/nn/pimpl.h>
+
+namespace attnlab::nn {
+
+/// Sinusoidal positional encoding with dropout: X + P[:, :T, :], then dropout.
+class PositionalEncodingImpl : public torch::nn::Module {
+ public:
+  PositionalEncodingImpl(int64_t num_hiddens, double dropout, int64_t max_len = 1000);
+  /// x [B, T, H] -> [B, T, H]. `offset`: position of x's first step (incremental decoding feeds
+  /// step t alone and needs P[:, t]; d2l 1.0.3 always adds P[:, :T]).
+  torch::Tensor forward(const torch::Tensor& x, int64_t offset = 0);
+  torch::Tensor P;  // [1, max_len, H] buffer
+ private:
+  torch::nn::Dropout dropout_{nullptr};
+};
+TORCH_MODULE(PositionalEncoding);
+
+/// Position-wise FFN: dense2(relu(dense1(x))); optional dropout after the ReLU (Step-by-Step's layers).
+class PositionWiseFFNImpl : public torch::nn::Module {
+ public:
+  PositionWiseFFNImpl(int64_t in_size, int64_t ffn_hiddens, int64_t out_size, double inner_dropout = 0.0);
+  /// x [B, T, in] -> [B, T, out]
+  torch::Tensor forward(const torch::Tensor& x);
+  torch::nn::Linear dense1{nullptr}, dense2{nullptr};
+ private:
+  torch::nn::Dropout dropout_{nullptr};
+};
+TORCH_MODULE(PositionWiseFFN);
+
+/// Residual connection with layer norm, either norm-last (d2l AddNorm: ln(x + dropout(y)))
+/// or norm-first (x + dropout(y) where y was computed from ln(x): use `pre()` then `post()`).
+enum class NormPlacement { First, Last };
+
+class AddNormImpl : public torch::nn::Module {
+ public:
+  AddNormImpl(int64_t num_hiddens, double dropout, NormPlacement placement, double eps = 1e-5);
+  /// What the sublayer should see: ln(x) for norm-first, x for norm-last. [B, T, H]
+  torch::Tensor pre(const torch::Tensor& x);
+  /// Combine input x and sublayer output y. [B, T, H]
+  torch::Tensor post(const torch::Tensor& x, const torch::Tensor& y);
+  torch::nn::LayerNorm ln{nullptr};
+  NormPlacement placement;
+ private:
+  torch::nn::Dropout dropout_{nullptr};
+};
+TORCH_MODULE(AddNorm);
+
+}  // namespace attnlab::nn

@@ -1,0 +1,140 @@
+#pragma once
+// Transformer encoder/decoder blocks and stacks (d2l 1.0.3, chapter 11.7), with norm-last (d2l)
+// or norm-first placement and any scorer. Plugins map options onto these; models with other
+// inputs (continuous features) reuse the blocks and the *_embedded entry points.
+#include <attnlab/nn/attention.hpp>
+#include <attnlab/nn/encoder_decoder.hpp>
+#include <attnlab/nn/layers.hpp>
+
+#include <torch/nn/modules/container/modulelist.h>
+#include <torch/nn/modules/embedding.h>
+
+#include <functional>
+#include <memory>
+#include <vector>
+
+namespace attnlab::nn {
+
+/// Builds a scorer for queries of query_size and keys of key_size (per head).
+using ScorerFactory = std::function<std::shared_ptr<Scorer>(int64_t query_size, int64_t key_size)>;
+
+struct TransformerBlockOptions {
+  TransformerBlockOptions(int64_t num_hiddens, int64_t ffn_num_hiddens, int64_t num_heads)
+      : num_hiddens_(num_hiddens), ffn_num_hiddens_(ffn_num_hiddens), num_heads_(num_heads) {}
+  TORCH_ARG(int64_t, num_hiddens);      // model width H
+  TORCH_ARG(int64_t, ffn_num_hiddens);  // FFN inner width
+  TORCH_ARG(int64_t, num_heads);        // must divide num_hiddens
+  TORCH_ARG(double, dropout) = 0.0;     // attention weights and every residual branch
+  TORCH_ARG(bool, bias) = false;        // bias in the attention projections
+  TORCH_ARG(NormPlacement, norm) = NormPlacement::Last;  // Last = d2l AddNorm
+};
+
+/// Self-attention + add&norm, FFN + add&norm.
+class TransformerEncoderBlockImpl : public torch::nn::Module {
+ public:
+  TransformerEncoderBlockImpl(const TransformerBlockOptions& options, const ScorerFactory& make_scorer);
+  /// x [B, S, H], valid_lens [B] or undefined -> [B, S, H]
+  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& valid_lens);
+
+  TransformerBlockOptions options;
+  MultiHeadAttention attention{nullptr};
+  AddNorm addnorm1{nullptr}, addnorm2{nullptr};
+  PositionWiseFFN ffn{nullptr};
+};
+TORCH_MODULE(TransformerEncoderBlock);
+
+/// Decoding state of a transformer decoder: encoder outputs plus a self-attention cache per block.
+struct TransformerDecoderState : DecoderState {
+  /// Per block: what its self-attention saw as keys/values so far, [B, steps, H] (incremental mode).
+  std::vector<torch::Tensor> caches;
+  /// Target positions decoded so far (incremental mode): the next step's positional offset.
+  int64_t steps = 0;
+};
+
+/// Causal self-attention + add&norm, cross-attention on the encoder outputs + add&norm,
+/// FFN + add&norm. Block `index` owns state.caches[index].
+class TransformerDecoderBlockImpl : public torch::nn::Module {
+ public:
+  TransformerDecoderBlockImpl(const TransformerBlockOptions& options, const ScorerFactory& make_scorer,
+                              int64_t index);
+  /// x [B, T, H] -> [B, T, H]. Full-sequence mode (state.incremental false): keys/values = x with
+  /// causal valid lengths 1..T. Incremental: keys/values = cat(cache, x), appended to the cache.
+  torch::Tensor forward(const torch::Tensor& x, TransformerDecoderState& state);
+
+  TransformerBlockOptions options;
+  int64_t index;
+  MultiHeadAttention attention1{nullptr}, attention2{nullptr};
+  AddNorm addnorm1{nullptr}, addnorm2{nullptr}, addnorm3{nullptr};
+  PositionWiseFFN ffn{nullptr};
+};
+TORCH_MODULE(TransformerDecoderBlock);
+
+struct TransformerOptions {
+  TransformerOptions(int64_t vocab_size, int64_t num_hiddens, int64_t ffn_num_hiddens, int64_t num_heads,
+                     int64_t num_blks)
+      : vocab_size_(vocab_size),
+        num_hiddens_(num_hiddens),
+        ffn_num_hiddens_(ffn_num_hiddens),
+        num_heads_(num_heads),
+        num_blks_(num_blks) {}
+  TORCH_ARG(int64_t, vocab_size);       // embedding rows (and decoder output size)
+  TORCH_ARG(int64_t, num_hiddens);      // H
+  TORCH_ARG(int64_t, ffn_num_hiddens);  // FFN inner width
+  TORCH_ARG(int64_t, num_heads);        // must divide num_hiddens
+  TORCH_ARG(int64_t, num_blks);         // number of blocks
+  TORCH_ARG(double, dropout) = 0.0;     // positional encoding, attention, residual branches
+  TORCH_ARG(bool, bias) = false;        // bias in the attention projections
+  TORCH_ARG(NormPlacement, norm) = NormPlacement::Last;  // First adds a final LayerNorm
+  TORCH_ARG(int64_t, max_len) = 1000;   // positional encoding length
+
+ public:
+  /// The per-block options these imply.
+  TransformerBlockOptions block() const;
+};
+
+/// d2l TransformerEncoder: X = pos_encoding(embedding(src) * sqrt(H)), blocks, final LN (norm-first).
+class TransformerEncoderImpl : public Encoder {
+ public:
+  TransformerEncoderImpl(const TransformerOptions& options, const ScorerFactory& make_scorer);
+  /// src [B, S] ids, valid_lens [B] or undefined -> states [B, S, H]
+  EncoderOutput forward(const torch::Tensor& src, const torch::Tensor& valid_lens) override;
+  /// x [B, S, H] already embedded and position-encoded -> [B, S, H] (blocks + final LN)
+  torch::Tensor forward_embedded(const torch::Tensor& x, const torch::Tensor& valid_lens);
+  void set_recording(bool on) override;
+  /// {"encoder_self": [layers, B, heads, S, S]} after a recorded forward.
+  AttentionMap attention() const override;
+  int64_t output_size() const override { return options.num_hiddens(); }
+
+  TransformerOptions options;
+  torch::nn::Embedding embedding{nullptr};
+  PositionalEncoding pos_encoding{nullptr};
+  std::vector<TransformerEncoderBlock> blocks;  // registered under "blks"
+  torch::nn::LayerNorm final_ln{nullptr};       // norm-first only
+};
+TORCH_MODULE(TransformerEncoder);
+
+/// d2l TransformerDecoder: embedding * sqrt(H), positional encoding (offset by the steps already
+/// decoded in incremental mode), blocks, final LN (norm-first), dense -> vocab.
+class TransformerDecoderImpl : public Decoder {
+ public:
+  TransformerDecoderImpl(const TransformerOptions& options, const ScorerFactory& make_scorer);
+  /// -> TransformerDecoderState with empty caches
+  std::unique_ptr<DecoderState> init_state(const EncoderOutput& enc, bool incremental) override;
+  /// tgt [B, T] ids -> logits [B, T, V]; state must come from init_state
+  torch::Tensor forward(const torch::Tensor& tgt, DecoderState& state) override;
+  /// x [B, T, H] already embedded and position-encoded -> [B, T, H] (blocks + final LN)
+  torch::Tensor forward_embedded(const torch::Tensor& x, TransformerDecoderState& state);
+  void set_recording(bool on) override;
+  /// {"decoder_self": [layers, B, heads, T, K], "decoder_cross": [layers, B, heads, T, S]}
+  AttentionMap attention() const override;
+
+  TransformerOptions options;
+  torch::nn::Embedding embedding{nullptr};
+  PositionalEncoding pos_encoding{nullptr};
+  std::vector<TransformerDecoderBlock> blocks;  // registered under "blks"
+  torch::nn::LayerNorm final_ln{nullptr};       // norm-first only
+  torch::nn::Linear dense{nullptr};             // H -> vocab
+};
+TORCH_MODULE(TransformerDecoder);
+
+}  // namespace attnlab::nn

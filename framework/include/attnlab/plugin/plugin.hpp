@@ -1,0 +1,63 @@
+#pragma once
+// The plugin SDK: what a plugin .so exports and the one macro that exports it.
+//
+//   #include <attnlab/plugin/plugin.hpp>
+//   namespace {
+//   config::Schema schema() { return {config::opt_int("hidden", 8, "width", 1)}; }
+//   std::shared_ptr<attnlab::nn::Scorer> make(const config::Options& o, const plugin::BuildContext& c) {...}
+//   }
+//   ATTNLAB_PLUGIN(attnlab::nn::Scorer, "additive", "Bahdanau additive scorer", schema, make)
+//
+// The descriptor is plain data; the loader reads abi_version first and refuses a mismatch
+// before touching anything else.
+#include <attnlab/config/schema.hpp>
+#include <attnlab/plugin/context.hpp>
+#include <attnlab/version.hpp>
+
+#include <boost/config.hpp>
+#include <boost/dll/alias.hpp>
+
+#include <memory>
+
+namespace attnlab::plugin {
+
+/// Maps an SDK interface to its plugin kind; specialised next to each interface.
+template <class Interface>
+struct KindOf;
+
+template <class Interface>
+using Factory = std::shared_ptr<Interface> (*)(const config::Options&, const BuildContext&);
+
+struct Descriptor {
+  int abi_version;              // kAbiVersion the plugin was built against
+  const char* attnlab_version;  // kVersion
+  const char* torch_version;    // TORCH_VERSION the plugin was built against
+  const char* kind;             // "scorer", "encoder", "decoder", "dataset", "trainer", ...
+  const char* name;             // unique within its kind
+  const char* description;      // one line
+  config::Schema (*schema)();   // options with types/defaults/descriptions
+  void* factory;                // Factory<Interface> for the kind's interface
+};
+
+/// Symbol every plugin exports (through BOOST_DLL_ALIAS).
+inline constexpr const char* kDescriptorSymbol = "attnlab_plugin";
+using DescriptorFn = const Descriptor*();
+
+}  // namespace attnlab::plugin
+
+#ifndef ATTNLAB_PLUGIN_ABI
+#define ATTNLAB_PLUGIN_ABI ::attnlab::kAbiVersion
+#endif
+
+#define ATTNLAB_PLUGIN(Interface, NAME, DESCRIPTION, SCHEMA_FN, FACTORY_FN)                          \
+  namespace attnlab_plugin_export {                                                                  \
+  const ::attnlab::plugin::Descriptor* descriptor() {                                                \
+    static const ::attnlab::plugin::Factory<Interface> factory = &FACTORY_FN;                        \
+    static const ::attnlab::plugin::Descriptor d{                                                    \
+        ATTNLAB_PLUGIN_ABI, ::attnlab::kVersion, ::attnlab::kTorchVersion,                           \
+        ::attnlab::plugin::KindOf<Interface>::value, NAME, DESCRIPTION, &SCHEMA_FN,                  \
+        reinterpret_cast<void*>(factory)};                                                           \
+    return &d;                                                                                       \
+  }                                                                                                  \
+  }                                                                                                  \
+  BOOST_DLL_ALIAS(attnlab_plugin_export::descriptor, attnlab_plugin)

@@ -1,0 +1,98 @@
+#pragma once
+// Finds plugin libraries, checks their descriptors, and creates components from config nodes.
+// Every object it creates keeps its library loaded (shared ownership, Boost.DLL tutorial 8).
+#include <attnlab/config/schema.hpp>
+#include <attnlab/error.hpp>
+#include <attnlab/plugin/plugin.hpp>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace attnlab::plugin {
+
+struct PluginInfo {
+  std::string kind, name, description;
+  std::string path;                 // the .so it came from
+  std::string attnlab_version, torch_version;
+  int abi_version = 0;
+  config::Schema schema;
+  const Descriptor* descriptor = nullptr;
+  std::shared_ptr<void> library;    // boost::dll::shared_library, type-erased
+};
+
+class Registry {
+ public:
+  Registry();
+  ~Registry();
+  Registry(const Registry&) = delete;
+  Registry& operator=(const Registry&) = delete;
+
+  /// Directories searched by discover(), in order: explicit ones, then ATTNLAB_PLUGIN_PATH
+  /// (colon-separated), then the build's plugin folder.
+  void add_search_dir(const std::string& dir);
+  std::vector<std::string> search_dirs() const;
+  /// Load every libattnlab_*.so in the search dirs. Broken libraries are errors naming the file.
+  void discover();
+  /// Load one library. PluginError: missing file, not a plugin, ABI/torch mismatch (expected vs
+  /// found, with the path), or a kind+name already registered (naming both files).
+  const PluginInfo& load(const std::string& path);
+
+  std::vector<const PluginInfo*> list() const;  // sorted by kind, name
+  /// PluginError with did-you-mean among that kind's names when absent.
+  const PluginInfo& find(const std::string& kind, const std::string& name) const;
+
+  /// Create a component of Interface's kind from `node`: either a scalar plugin name or a map
+  /// with `plugin: <name>` plus that plugin's options (validated against its schema).
+  /// Exceptions from plugin code come back as PluginError naming the plugin; ConfigErrors pass.
+  template <class Interface>
+  std::shared_ptr<Interface> create(const config::Node& node, const BuildContext& ctx);
+
+  /// "kind/name version (path)" for each plugin created so far (results attribute).
+  std::vector<std::string> used() const;
+
+ private:
+  struct Resolved {
+    const PluginInfo* info;
+    std::shared_ptr<config::Options> options;
+  };
+  Resolved resolve(const char* kind, const config::Node& node) const;
+  [[noreturn]] void rethrow_from_plugin(const PluginInfo& info) const;
+  void mark_used(const PluginInfo& info);
+
+  std::vector<std::string> dirs_;
+  std::map<std::pair<std::string, std::string>, PluginInfo> plugins_;
+  std::vector<std::string> used_;
+};
+
+/// Returns a pointer to obj that also owns `library`; obj is destroyed before the library.
+template <class T>
+std::shared_ptr<T> keep_library_alive(std::shared_ptr<T> obj, std::shared_ptr<void> library) {
+  struct Holder {
+    std::shared_ptr<void> library;  // destroyed last
+    std::shared_ptr<T> object;
+  };
+  T* raw = obj.get();
+  auto holder = std::make_shared<Holder>(Holder{std::move(library), std::move(obj)});
+  return std::shared_ptr<T>(holder, raw);
+}
+
+template <class Interface>
+std::shared_ptr<Interface> Registry::create(const config::Node& node, const BuildContext& ctx) {
+  Resolved r = resolve(KindOf<Interface>::value, node);
+  auto factory = reinterpret_cast<Factory<Interface>>(r.info->descriptor->factory);
+  std::shared_ptr<Interface> obj;
+  try {
+    obj = factory(*r.options, ctx);
+  } catch (...) {
+    rethrow_from_plugin(*r.info);
+  }
+  ATTNLAB_CHECK(obj != nullptr, PluginError, "plugin {} '{}' ({}) returned no object", r.info->kind,
+                r.info->name, r.info->path);
+  mark_used(*r.info);
+  return keep_library_alive(std::move(obj), r.info->library);
+}
+
+}  // namespace attnlab::plugin

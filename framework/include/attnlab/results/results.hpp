@@ -1,0 +1,63 @@
+#pragma once
+// One HDF5 results file per run (layout: docs/RESULTS.md). Flushed after every epoch; the
+// status attribute says whether the run is running, completed, interrupted, failed or diverged.
+#include <torch/types.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace attnlab::results {
+
+enum class Status { Running, Completed, Interrupted, Failed, Diverged };
+const char* status_name(Status s);  // "running", ...
+
+struct Sample {
+  std::string source, reference, hypothesis;
+  double bleu = 0.0;
+};
+
+class Results {
+ public:
+  /// Create (truncate) `path`, making parent folders; root attrs experiment + status=running.
+  Results(const std::string& path, const std::string& experiment);
+  ~Results();  // closes; never throws
+  Results(const Results&) = delete;
+  Results& operator=(const Results&) = delete;
+
+  const std::string& path() const { return path_; }
+
+  // Root attributes (string, integer, float, list of strings).
+  void set_attr(const std::string& name, const std::string& value);
+  void set_attr(const std::string& name, const char* value) { set_attr(name, std::string(value)); }
+  void set_attr(const std::string& name, int64_t value);
+  void set_attr(const std::string& name, double value);
+  void set_attr(const std::string& name, const std::vector<std::string>& value);
+  void set_status(Status status);  // also sets "finished" (UTC ISO-8601) for terminal states
+
+  /// /config: the fully resolved YAML as one string dataset.
+  void write_config(const std::string& yaml);
+  /// /metrics/<group>/<name>: 1-D float64, extendible, one row appended per call.
+  void append_metric(const std::string& group, const std::string& name, double value);
+  /// /samples/{source,reference,hypothesis} (strings) and /samples/bleu (float64); replaces.
+  void write_samples(const std::vector<Sample>& samples);
+  /// /attention/<sample>/<module>: float32 weights [layers, heads, queries, keys] with string
+  /// attrs "query_tokens", "key_tokens" (labels may be empty when not text).
+  void write_attention(const std::string& sample, const std::string& module, const torch::Tensor& weights,
+                       const std::vector<std::string>& query_labels, const std::vector<std::string>& key_labels);
+  /// Any float tensor as /<path> (e.g. "predictions/test"), float32, with its shape; replaces.
+  void write_tensor(const std::string& path, const torch::Tensor& values);
+  /// Push everything to disk (H5Fflush) so a kill leaves a readable file.
+  void flush();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  std::string path_;
+};
+
+/// Current UTC time as ISO-8601 ("2026-11-22T12:00:00Z").
+std::string utc_now();
+
+}  // namespace attnlab::results

@@ -1,0 +1,83 @@
+#include "cli/commands.hpp"
+
+#include <attnlab/plugin/registry.hpp>
+#include <attnlab/train/experiment.hpp>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <iostream>
+
+namespace attnlab::cli {
+
+namespace {
+
+void print_schema(const config::Schema& schema) {
+  if (schema.empty()) {
+    std::cout << "  (no options)\n";
+    return;
+  }
+  size_t w = 4;
+  for (const auto& o : schema) w = std::max(w, o.name.size());
+  std::cout << fmt::format("  {:<{}}  {:<6}  {:<16}  {}\n", "option", w, "type", "default", "description");
+  for (const auto& o : schema) {
+    std::string def = o.default_value ? (o.default_value->empty() ? "\"\"" : *o.default_value) : "(required)";
+    std::string desc = o.description;
+    if (!o.choices.empty()) desc += fmt::format(" [{}]", fmt::join(o.choices, "|"));
+    if (o.min || o.max) {
+      desc += fmt::format(" [{}..{}]", o.min ? fmt::format("{}", *o.min) : "", o.max ? fmt::format("{}", *o.max) : "");
+    }
+    std::cout << fmt::format("  {:<{}}  {:<6}  {:<16}  {}\n", o.name, w, config::type_name(o.type), def, desc);
+  }
+}
+
+}  // namespace
+
+int cmd_plugins(const Common& common, const std::string& name) {
+  plugin::Registry registry;
+  for (const auto& d : common.plugin_dirs) registry.add_search_dir(d);
+  registry.discover();
+  auto plugins = registry.list();
+  if (name.empty()) {
+    size_t kw = 4, nw = 4;
+    for (const auto* p : plugins) {
+      kw = std::max(kw, p->kind.size());
+      nw = std::max(nw, p->name.size());
+    }
+    std::cout << fmt::format("{:<{}}  {:<{}}  {}\n", "kind", kw, "name", nw, "description");
+    for (const auto* p : plugins) std::cout << fmt::format("{:<{}}  {:<{}}  {}\n", p->kind, kw, p->name, nw, p->description);
+    std::cout << fmt::format("\n{} plugins from {}\n`runner plugins <name>` shows a plugin's options; "
+                             "`runner plugins experiment` the experiment file's top level.\n",
+                             plugins.size(), fmt::join(registry.search_dirs(), ":"));
+    return 0;
+  }
+  if (name == "experiment") {
+    std::cout << "experiment file (top level)\n";
+    print_schema(train::experiment_schema());
+    return 0;
+  }
+  // A name may be "kind/name" or a bare name (all kinds that have it).
+  std::string kind, bare = name;
+  if (auto slash = name.find('/'); slash != std::string::npos) {
+    kind = name.substr(0, slash);
+    bare = name.substr(slash + 1);
+  }
+  int shown = 0;
+  std::vector<std::string> names;
+  for (const auto* p : plugins) {
+    names.push_back(p->name);
+    if (p->name != bare || (!kind.empty() && p->kind != kind)) continue;
+    if (shown++) std::cout << "\n";
+    std::cout << fmt::format("{} {}: {}\n  file: {}\n  built for attnlab {} (ABI {}), torch {}\n", p->kind, p->name,
+                             p->description, p->path, p->attnlab_version, p->abi_version, p->torch_version);
+    print_schema(p->schema);
+  }
+  if (!shown) {
+    std::string msg = fmt::format("no plugin named '{}'", name);
+    if (auto s = config::did_you_mean(bare, names)) msg += fmt::format("; did you mean '{}'?", *s);
+    throw PluginError(msg);
+  }
+  return 0;
+}
+
+}  // namespace attnlab::cli

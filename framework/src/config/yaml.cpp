@@ -1,0 +1,144 @@
+// yaml-cpp <-> Node: parsing with locations and paths, duplicate-key detection, block-style emit.
+#include <fmt/format.h>
+#include <yaml-cpp/yaml.h>
+
+#include <attnlab/config/node.hpp>
+#include <map>
+
+#include "config/detail.hpp"
+
+namespace attnlab::config {
+
+namespace {
+
+Location location_of(const YAML::Mark& mark, const std::string& file) {
+  if (mark.line < 0) return Location{file, 0, 0};  // null_mark: position unknown
+  return Location{file, mark.line + 1, mark.column + 1};
+}
+
+std::string key_path(const std::string& parent, const std::string& key) {
+  return parent.empty() ? key : parent + "." + key;
+}
+
+/// `loc` is where the value should be reported: its own mark for scalars, its key's mark for
+/// collections and nulls given as map values (the key line is what the user looks for).
+Node convert(const YAML::Node& y, const std::string& file, const Location& loc, const std::string& path) {
+  switch (y.Type()) {
+    case YAML::NodeType::Undefined:
+    case YAML::NodeType::Null:
+      return Node::null(loc, path);
+    case YAML::NodeType::Scalar:
+      return Node::scalar(y.Scalar(), location_of(y.Mark(), file), path);
+    case YAML::NodeType::Sequence: {
+      Node out = Node::seq(loc, path);
+      size_t i = 0;
+      for (const auto& item : y) {
+        const Location item_loc = location_of(item.Mark(), file);
+        out.push_back(convert(item, file, item_loc, fmt::format("{}[{}]", path, i++)));
+      }
+      return out;
+    }
+    case YAML::NodeType::Map: {
+      Node out = Node::map(loc, path);
+      std::map<std::string, Location> seen;
+      for (const auto& kv : y) {
+        const Location key_loc = location_of(kv.first.Mark(), file);
+        if (!kv.first.IsScalar()) {
+          throw ConfigError(fmt::format("{}: map keys must be plain scalars at '{}'", key_loc.str(),
+                                        path.empty() ? std::string("<top level>") : path));
+        }
+        const std::string key = kv.first.Scalar();
+        const std::string p = key_path(path, key);
+        if (auto it = seen.find(key); it != seen.end()) {
+          throw ConfigError(fmt::format("{}: duplicate key '{}' at '{}' (first given at line {}, again at line {})",
+                                        key_loc.str(), key, p, it->second.line, key_loc.line));
+        }
+        seen.emplace(key, key_loc);
+        out.set(key, convert(kv.second, file, kv.second.IsScalar() ? location_of(kv.second.Mark(), file) : key_loc, p));
+      }
+      return out;
+    }
+  }
+  return Node();
+}
+
+void emit(YAML::Emitter& out, const Node& n) {
+  switch (n.kind()) {
+    case Node::Kind::Null:
+      out << YAML::Null;
+      break;
+    case Node::Kind::Scalar:
+      out << n.str();
+      break;
+    case Node::Kind::Seq:
+      out << YAML::BeginSeq;
+      for (size_t i = 0; i < n.size(); ++i) emit(out, n[i]);
+      out << YAML::EndSeq;
+      break;
+    case Node::Kind::Map:
+      out << YAML::BeginMap;
+      for (const auto& k : n.keys()) {
+        out << YAML::Key << k << YAML::Value;
+        emit(out, *n.find(k));
+      }
+      out << YAML::EndMap;
+      break;
+  }
+}
+
+}  // namespace
+
+namespace detail {
+
+void relocate(Node& node, const Location& loc) {
+  switch (node.kind()) {
+    case Node::Kind::Null:
+      node = Node::null(loc, node.path());
+      break;
+    case Node::Kind::Scalar:
+      node = Node::scalar(node.str(), loc, node.path());
+      break;
+    case Node::Kind::Seq: {
+      Node out = Node::seq(loc, node.path());
+      for (size_t i = 0; i < node.size(); ++i) {
+        Node item = node[i];
+        relocate(item, loc);
+        out.push_back(std::move(item));
+      }
+      node = std::move(out);
+      break;
+    }
+    case Node::Kind::Map: {
+      Node out = Node::map(loc, node.path());
+      for (const auto& k : node.keys()) {
+        Node child = *node.find(k);
+        relocate(child, loc);
+        out.set(k, std::move(child));
+      }
+      node = std::move(out);
+      break;
+    }
+  }
+}
+
+}  // namespace detail
+
+Node parse_yaml(const std::string& text, const std::string& file) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    throw ConfigError(fmt::format("{}: YAML syntax error: {}", location_of(e.mark, file).str(), e.msg));
+  }
+  return convert(root, file, location_of(root.Mark(), file), "");
+}
+
+std::string to_yaml(const Node& node) {
+  YAML::Emitter out;
+  out.SetIndent(2);
+  emit(out, node);
+  ATTNLAB_CHECK(out.good(), ConfigError, "{}: cannot emit YAML: {}", node.where(), out.GetLastError());
+  return std::string(out.c_str()) + "\n";
+}
+
+}  // namespace attnlab::config

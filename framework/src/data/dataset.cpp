@@ -1,0 +1,63 @@
+// The Dataset base: split names, moving batches to a device, and the text hooks' defaults.
+#include <attnlab/data/dataset.hpp>
+#include <attnlab/error.hpp>
+
+namespace attnlab::data {
+
+const char* split_name(Split s) {
+  switch (s) {
+    case Split::Train:
+      return "train";
+    case Split::Val:
+      return "val";
+    case Split::Test:
+      return "test";
+  }
+  return "unknown";
+}
+
+namespace {
+torch::Tensor move(const torch::Tensor& t, torch::Device device, bool non_blocking) {
+  return t.defined() ? t.to(device, non_blocking) : t;
+}
+}  // namespace
+
+Batch Batch::to(torch::Device device, bool non_blocking) const {
+  Batch b;
+  b.src = move(src, device, non_blocking);
+  b.src_valid_lens = move(src_valid_lens, device, non_blocking);
+  b.tgt_in = move(tgt_in, device, non_blocking);
+  b.tgt_out = move(tgt_out, device, non_blocking);
+  b.tgt_valid_lens = move(tgt_valid_lens, device, non_blocking);
+  return b;
+}
+
+Batch Dataset::encode_sources(const std::vector<std::string>& sentences) const {
+  throw DataError(fmt::format(
+      "dataset does not support text: it cannot encode {} source sentence(s) (only translation datasets can)",
+      sentences.size()));
+}
+
+std::vector<std::string> Dataset::source_tokens(const std::string& sentence) const {
+  throw DataError(fmt::format("dataset does not support text: it cannot tokenize the sentence '{}'", sentence));
+}
+
+std::string Dataset::decode_target(const std::vector<int64_t>& ids) const {
+  // Generic for any dataset with a target vocabulary: tokens up to <eos>, joined with spaces
+  // (d2l's translation loop).
+  const Vocab* vocab = tgt_vocab();
+  ATTNLAB_CHECK(vocab != nullptr, DataError,
+                "dataset does not support text: it has no target vocabulary to decode {} id(s) with", ids.size());
+  std::string out;
+  bool first = true;
+  for (int64_t id : ids) {
+    const std::string& token = vocab->token(id);
+    if (token == "<eos>") break;
+    if (!first) out += ' ';
+    out += token;
+    first = false;
+  }
+  return out;
+}
+
+}  // namespace attnlab::data

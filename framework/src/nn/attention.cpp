@@ -1,0 +1,105 @@
+// Masked softmax, attention pooling and multi-head attention (d2l 1.0.3, chapter 11).
+#include <attnlab/nn/attention.hpp>
+#include <attnlab/nn/dot_product.hpp>
+
+#include <torch/nn/functional/activation.h>
+
+namespace attnlab::nn {
+
+torch::Tensor valid_mask(int64_t batch, int64_t queries, int64_t keys, const torch::Tensor& valid_lens) {
+  torch::Tensor lens;  // [B, Q]
+  if (valid_lens.dim() == 1) {
+    TORCH_CHECK(valid_lens.size(0) == batch, "valid_lens: expected [", batch, "] (one per batch row), found ",
+                valid_lens.sizes());
+    lens = valid_lens.unsqueeze(1).expand({batch, queries});
+  } else {
+    TORCH_CHECK(valid_lens.dim() == 2 && valid_lens.numel() == batch * queries, "valid_lens: expected [", batch,
+                "] or [", batch, ", ", queries, "], found ", valid_lens.sizes());
+    lens = valid_lens.reshape({batch, queries});
+  }
+  // d2l compares arange(K) < valid_len, in the valid lengths' type (float lengths work too).
+  auto positions = torch::arange(keys, lens.options()).view({1, 1, keys});  // [1, 1, K]
+  return positions < lens.unsqueeze(-1);                                     // [B, Q, K]
+}
+
+torch::Tensor masked_softmax(const torch::Tensor& scores, const torch::Tensor& valid_lens) {
+  if (!valid_lens.defined()) return torch::softmax(scores, -1);
+  TORCH_CHECK(scores.dim() == 3, "masked_softmax: expected scores [B, Q, K], found ", scores.sizes());
+  auto keep = valid_mask(scores.size(0), scores.size(1), scores.size(2), valid_lens);  // [B, Q, K]
+  // d2l's -1e6; half cannot hold it, so its lowest finite value there.
+  const double fill = scores.scalar_type() == torch::kHalf ? -65504.0 : -1e6;
+  return torch::softmax(scores.masked_fill(keep.logical_not(), fill), -1);  // [B, Q, K]
+}
+
+AttentionImpl::AttentionImpl(std::shared_ptr<Scorer> scorer, double dropout) : scorer_(std::move(scorer)) {
+  TORCH_CHECK(scorer_ != nullptr, "Attention: no scorer given");
+  register_module("scorer", scorer_);
+  dropout_ = register_module("dropout", torch::nn::Dropout(dropout));
+}
+
+torch::Tensor AttentionImpl::forward(const torch::Tensor& queries, const torch::Tensor& keys,
+                                     const torch::Tensor& values, const torch::Tensor& valid_lens) {
+  TORCH_CHECK(queries.dim() == 3 && keys.dim() == 3 && values.dim() == 3,
+              "Attention: expected queries [B, Q, Dq], keys [B, K, Dk], values [B, K, Dv], found ", queries.sizes(),
+              ", ", keys.sizes(), ", ", values.sizes());
+  TORCH_CHECK(keys.size(1) == values.size(1), "Attention: keys have ", keys.size(1), " positions, values ",
+              values.size(1));
+  if (!recording_) {
+    weights_ = torch::Tensor();
+    auto fused = scorer_->attend(queries, keys, values, valid_lens, dropout_->options.p(), is_training());
+    if (fused) return *fused;  // [B, Q, Dv]
+  }
+  auto scores = scorer_->score(queries, keys);          // [B, Q, K]
+  auto weights = masked_softmax(scores, valid_lens);    // [B, Q, K]
+  if (recording_) weights_ = weights.detach();          // before dropout, as d2l keeps them
+  return torch::bmm(dropout_->forward(weights), values);  // [B, Q, Dv]
+}
+
+torch::Tensor transpose_qkv(const torch::Tensor& x, int64_t num_heads) {
+  auto y = x.reshape({x.size(0), x.size(1), num_heads, -1});  // [B, T, heads, H / heads]
+  y = y.permute({0, 2, 1, 3});                                // [B, heads, T, H / heads]
+  return y.reshape({-1, y.size(2), y.size(3)});               // [B * heads, T, H / heads]
+}
+
+torch::Tensor transpose_output(const torch::Tensor& x, int64_t num_heads) {
+  auto y = x.reshape({-1, num_heads, x.size(1), x.size(2)});  // [B, heads, T, H / heads]
+  y = y.permute({0, 2, 1, 3});                                // [B, T, heads, H / heads]
+  return y.reshape({y.size(0), y.size(1), -1});               // [B, T, H]
+}
+
+MultiHeadAttentionImpl::MultiHeadAttentionImpl(const MultiHeadAttentionOptions& opts, std::shared_ptr<Scorer> scorer)
+    : options(opts) {
+  const int64_t hiddens = options.num_hiddens(), heads = options.num_heads();
+  TORCH_CHECK(hiddens >= 1 && heads >= 1, "MultiHeadAttention: num_hiddens and num_heads must be >= 1, found ",
+              hiddens, " and ", heads);
+  TORCH_CHECK(hiddens % heads == 0, "MultiHeadAttention: ", heads, " heads do not divide num_hiddens ", hiddens);
+  auto in = [&](int64_t size) { return size > 0 ? size : hiddens; };
+  auto linear = [&](int64_t from) {
+    return torch::nn::Linear(torch::nn::LinearOptions(from, hiddens).bias(options.bias()));
+  };
+  W_q = register_module("W_q", linear(in(options.query_size())));
+  W_k = register_module("W_k", linear(in(options.key_size())));
+  W_v = register_module("W_v", linear(in(options.value_size())));
+  W_o = register_module("W_o", linear(hiddens));
+  attention_ = register_module("attention", Attention(std::move(scorer), options.dropout()));
+}
+
+torch::Tensor MultiHeadAttentionImpl::forward(const torch::Tensor& queries, const torch::Tensor& keys,
+                                              const torch::Tensor& values, const torch::Tensor& valid_lens) {
+  const int64_t heads = options.num_heads();
+  auto q = transpose_qkv(W_q->forward(queries), heads);  // [B * heads, Q, H / heads]
+  auto k = transpose_qkv(W_k->forward(keys), heads);     // [B * heads, K, H / heads]
+  auto v = transpose_qkv(W_v->forward(values), heads);   // [B * heads, K, H / heads]
+  torch::Tensor lens;                                    // [B * heads] or [B * heads, Q]
+  if (valid_lens.defined()) lens = valid_lens.repeat_interleave(heads, 0);
+  auto out = attention_->forward(q, k, v, lens);         // [B * heads, Q, H / heads]
+  return W_o->forward(transpose_output(out, heads));     // [B, Q, H]
+}
+
+torch::Tensor MultiHeadAttentionImpl::weights() const {
+  const auto& w = attention_->weights();  // [B * heads, Q, K]
+  if (!w.defined()) return {};
+  return w.reshape({-1, options.num_heads(), w.size(1), w.size(2)});  // [B, heads, Q, K]
+}
+
+}  // namespace attnlab::nn

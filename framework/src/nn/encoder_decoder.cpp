@@ -1,0 +1,31 @@
+// The encoder-decoder composition the seq2seq trainer trains.
+#include <attnlab/nn/encoder_decoder.hpp>
+
+namespace attnlab::nn {
+
+EncoderDecoderImpl::EncoderDecoderImpl(std::shared_ptr<Encoder> encoder, std::shared_ptr<Decoder> decoder)
+    : encoder_(std::move(encoder)), decoder_(std::move(decoder)) {
+  TORCH_CHECK(encoder_ != nullptr && decoder_ != nullptr, "EncoderDecoder: both an encoder and a decoder are needed");
+  register_module("encoder", encoder_);
+  register_module("decoder", decoder_);
+}
+
+torch::Tensor EncoderDecoderImpl::forward(const torch::Tensor& src, const torch::Tensor& src_valid_lens,
+                                          const torch::Tensor& tgt_in) {
+  auto enc = encoder_->forward(src, src_valid_lens);                  // states [B, S, H]
+  auto state = decoder_->init_state(enc, /*incremental=*/false);
+  return decoder_->forward(tgt_in, *state);                           // [B, T, V]
+}
+
+void EncoderDecoderImpl::set_recording(bool on) {
+  encoder_->set_recording(on);
+  decoder_->set_recording(on);
+}
+
+int64_t EncoderDecoderImpl::num_parameters() const {
+  int64_t n = 0;
+  for (const auto& p : parameters()) n += p.numel();
+  return n;
+}
+
+}  // namespace attnlab::nn

@@ -1,0 +1,56 @@
+// Positional encoding, position-wise FFN and add & norm (d2l 1.0.3, chapter 11.6 / 11.7).
+#include <attnlab/nn/layers.hpp>
+
+namespace attnlab::nn {
+
+PositionalEncodingImpl::PositionalEncodingImpl(int64_t num_hiddens, double dropout, int64_t max_len) {
+  TORCH_CHECK(num_hiddens >= 1 && max_len >= 1, "PositionalEncoding: num_hiddens and max_len must be >= 1, found ",
+              num_hiddens, " and ", max_len);
+  auto p = torch::zeros({1, max_len, num_hiddens});  // [1, max_len, H]
+  auto x = torch::arange(max_len, torch::kFloat32).reshape({-1, 1}) /
+           torch::pow(10000, torch::arange(0, num_hiddens, 2, torch::kFloat32) / num_hiddens);  // [max_len, ceil(H/2)]
+  using torch::indexing::None;
+  using torch::indexing::Slice;
+  p.index_put_({Slice(), Slice(), Slice(0, None, 2)}, torch::sin(x));
+  const int64_t odd = num_hiddens / 2;  // number of odd columns (one fewer than even ones when H is odd)
+  p.index_put_({Slice(), Slice(), Slice(1, None, 2)}, torch::cos(x.narrow(1, 0, odd)));
+  P = register_buffer("P", p);
+  dropout_ = register_module("dropout", torch::nn::Dropout(dropout));
+}
+
+torch::Tensor PositionalEncodingImpl::forward(const torch::Tensor& x, int64_t offset) {
+  TORCH_CHECK(x.dim() == 3 && x.size(2) == P.size(2), "PositionalEncoding: expected [B, T, ", P.size(2),
+              "], found ", x.sizes());
+  TORCH_CHECK(offset >= 0 && offset + x.size(1) <= P.size(1), "PositionalEncoding: positions ", offset, "..",
+              offset + x.size(1) - 1, " exceed max_len ", P.size(1));
+  return dropout_->forward(x + P.narrow(1, offset, x.size(1)).to(x.device()));  // [B, T, H]
+}
+
+PositionWiseFFNImpl::PositionWiseFFNImpl(int64_t in_size, int64_t ffn_hiddens, int64_t out_size,
+                                         double inner_dropout) {
+  dense1 = register_module("dense1", torch::nn::Linear(in_size, ffn_hiddens));
+  dense2 = register_module("dense2", torch::nn::Linear(ffn_hiddens, out_size));
+  dropout_ = register_module("dropout", torch::nn::Dropout(inner_dropout));
+}
+
+torch::Tensor PositionWiseFFNImpl::forward(const torch::Tensor& x) {
+  auto h = dropout_->forward(torch::relu(dense1->forward(x)));  // [B, T, ffn_hiddens]
+  return dense2->forward(h);                                    // [B, T, out]
+}
+
+AddNormImpl::AddNormImpl(int64_t num_hiddens, double dropout, NormPlacement placement_, double eps)
+    : placement(placement_) {
+  ln = register_module("ln", torch::nn::LayerNorm(torch::nn::LayerNormOptions({num_hiddens}).eps(eps)));
+  dropout_ = register_module("dropout", torch::nn::Dropout(dropout));
+}
+
+torch::Tensor AddNormImpl::pre(const torch::Tensor& x) {
+  return placement == NormPlacement::First ? ln->forward(x) : x;  // [B, T, H]
+}
+
+torch::Tensor AddNormImpl::post(const torch::Tensor& x, const torch::Tensor& y) {
+  if (placement == NormPlacement::First) return x + dropout_->forward(y);  // [B, T, H]
+  return ln->forward(dropout_->forward(y) + x);                            // [B, T, H]
+}
+
+}  // namespace attnlab::nn

@@ -1,0 +1,147 @@
+// Transformer encoder and decoder stacks (d2l 1.0.3, chapter 11.7).
+#include <attnlab/nn/transformer.hpp>
+
+#include <cmath>
+
+namespace attnlab::nn {
+namespace {
+
+void check_options(const TransformerOptions& o, const char* who) {
+  TORCH_CHECK(o.vocab_size() >= 1, who, ": vocab_size must be >= 1, found ", o.vocab_size());
+  TORCH_CHECK(o.num_hiddens() >= 1 && o.ffn_num_hiddens() >= 1 && o.num_heads() >= 1 && o.num_blks() >= 1, who,
+              ": num_hiddens, ffn_num_hiddens, num_heads and num_blks must be >= 1, found ", o.num_hiddens(), ", ",
+              o.ffn_num_hiddens(), ", ", o.num_heads(), ", ", o.num_blks());
+  TORCH_CHECK(o.num_hiddens() % o.num_heads() == 0, who, ": ", o.num_heads(), " heads do not divide num_hiddens ",
+              o.num_hiddens());
+}
+
+/// Per-block [B, heads, Q, K] -> [layers, B, heads, Q, K]; undefined if any block recorded none.
+torch::Tensor stack_weights(const std::vector<torch::Tensor>& per_block) {
+  for (const auto& w : per_block) {
+    if (!w.defined()) return {};
+  }
+  return torch::stack(per_block);
+}
+
+}  // namespace
+
+TransformerBlockOptions TransformerOptions::block() const {
+  return TransformerBlockOptions(num_hiddens(), ffn_num_hiddens(), num_heads())
+      .dropout(dropout())
+      .bias(bias())
+      .norm(norm());
+}
+
+// ---------------------------------------------------------------------------------------- encoder
+
+TransformerEncoderImpl::TransformerEncoderImpl(const TransformerOptions& options_, const ScorerFactory& make_scorer)
+    : options(options_) {
+  check_options(options, "TransformerEncoder");
+  embedding = register_module("embedding", torch::nn::Embedding(options.vocab_size(), options.num_hiddens()));
+  pos_encoding = register_module(
+      "pos_encoding", PositionalEncoding(options.num_hiddens(), options.dropout(), options.max_len()));
+  auto blks = register_module("blks", torch::nn::ModuleList());
+  for (int64_t i = 0; i < options.num_blks(); ++i) {
+    blocks.emplace_back(options.block(), make_scorer);
+    blks->push_back(blocks.back());
+  }
+  if (options.norm() == NormPlacement::First) {
+    final_ln = register_module("final_ln",
+                               torch::nn::LayerNorm(torch::nn::LayerNormOptions({options.num_hiddens()})));
+  }
+}
+
+EncoderOutput TransformerEncoderImpl::forward(const torch::Tensor& src, const torch::Tensor& valid_lens) {
+  TORCH_CHECK(src.dim() == 2, "TransformerEncoder: expected src [B, S] token ids, found ", src.sizes());
+  const double scale = std::sqrt(static_cast<double>(options.num_hiddens()));
+  auto x = pos_encoding->forward(embedding->forward(src) * scale);  // [B, S, H]
+  return {forward_embedded(x, valid_lens), valid_lens};
+}
+
+torch::Tensor TransformerEncoderImpl::forward_embedded(const torch::Tensor& x, const torch::Tensor& valid_lens) {
+  auto h = x;  // [B, S, H]
+  for (auto& blk : blocks) h = blk->forward(h, valid_lens);
+  return final_ln ? final_ln->forward(h) : h;  // [B, S, H]
+}
+
+void TransformerEncoderImpl::set_recording(bool on) {
+  recording_ = on;
+  for (auto& blk : blocks) blk->attention->set_recording(on);
+}
+
+AttentionMap TransformerEncoderImpl::attention() const {
+  std::vector<torch::Tensor> self;
+  for (const auto& blk : blocks) self.push_back(blk->attention->weights());
+  auto stacked = stack_weights(self);  // [layers, B, heads, S, S]
+  if (!stacked.defined()) return {};
+  return {{"encoder_self", stacked}};
+}
+
+// ---------------------------------------------------------------------------------------- decoder
+
+TransformerDecoderImpl::TransformerDecoderImpl(const TransformerOptions& options_, const ScorerFactory& make_scorer)
+    : options(options_) {
+  check_options(options, "TransformerDecoder");
+  embedding = register_module("embedding", torch::nn::Embedding(options.vocab_size(), options.num_hiddens()));
+  pos_encoding = register_module(
+      "pos_encoding", PositionalEncoding(options.num_hiddens(), options.dropout(), options.max_len()));
+  auto blks = register_module("blks", torch::nn::ModuleList());
+  for (int64_t i = 0; i < options.num_blks(); ++i) {
+    blocks.emplace_back(options.block(), make_scorer, i);
+    blks->push_back(blocks.back());
+  }
+  if (options.norm() == NormPlacement::First) {
+    final_ln = register_module("final_ln",
+                               torch::nn::LayerNorm(torch::nn::LayerNormOptions({options.num_hiddens()})));
+  }
+  dense = register_module("dense", torch::nn::Linear(options.num_hiddens(), options.vocab_size()));
+}
+
+std::unique_ptr<DecoderState> TransformerDecoderImpl::init_state(const EncoderOutput& enc, bool incremental) {
+  auto state = std::make_unique<TransformerDecoderState>();
+  state->encoder = enc;
+  state->incremental = incremental;
+  state->caches.resize(blocks.size());
+  return state;
+}
+
+torch::Tensor TransformerDecoderImpl::forward(const torch::Tensor& tgt, DecoderState& state) {
+  TORCH_CHECK(tgt.dim() == 2, "TransformerDecoder: expected tgt [B, T] token ids, found ", tgt.sizes());
+  auto* st = dynamic_cast<TransformerDecoderState*>(&state);
+  TORCH_CHECK(st != nullptr, "TransformerDecoder: the state was not made by TransformerDecoder::init_state");
+  const double scale = std::sqrt(static_cast<double>(options.num_hiddens()));
+  const int64_t offset = st->incremental ? st->steps : 0;
+  auto x = pos_encoding->forward(embedding->forward(tgt) * scale, offset);  // [B, T, H]
+  auto h = forward_embedded(x, *st);                                        // [B, T, H]
+  if (st->incremental) st->steps += tgt.size(1);
+  return dense->forward(h);  // [B, T, V]
+}
+
+torch::Tensor TransformerDecoderImpl::forward_embedded(const torch::Tensor& x, TransformerDecoderState& state) {
+  auto h = x;  // [B, T, H]
+  for (auto& blk : blocks) h = blk->forward(h, state);
+  return final_ln ? final_ln->forward(h) : h;  // [B, T, H]
+}
+
+void TransformerDecoderImpl::set_recording(bool on) {
+  recording_ = on;
+  for (auto& blk : blocks) {
+    blk->attention1->set_recording(on);
+    blk->attention2->set_recording(on);
+  }
+}
+
+AttentionMap TransformerDecoderImpl::attention() const {
+  std::vector<torch::Tensor> self, cross;
+  for (const auto& blk : blocks) {
+    self.push_back(blk->attention1->weights());   // [B, heads, T, K]
+    cross.push_back(blk->attention2->weights());  // [B, heads, T, S]
+  }
+  auto s = stack_weights(self), c = stack_weights(cross);  // [layers, B, heads, T, *]
+  AttentionMap out;
+  if (s.defined()) out["decoder_self"] = s;
+  if (c.defined()) out["decoder_cross"] = c;
+  return out;
+}
+
+}  // namespace attnlab::nn

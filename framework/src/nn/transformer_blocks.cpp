@@ -1,0 +1,74 @@
+// Transformer encoder and decoder blocks (d2l 1.0.3, chapter 11.7), norm-last or norm-first.
+#include <attnlab/nn/transformer.hpp>
+
+namespace attnlab::nn {
+namespace {
+
+MultiHeadAttention make_mha(const TransformerBlockOptions& o, const ScorerFactory& make_scorer) {
+  TORCH_CHECK(o.num_heads() >= 1 && o.num_hiddens() % o.num_heads() == 0, "Transformer block: ", o.num_heads(),
+              " heads do not divide num_hiddens ", o.num_hiddens());
+  const int64_t head = o.num_hiddens() / o.num_heads();
+  auto scorer = make_scorer(head, head);
+  TORCH_CHECK(scorer != nullptr, "Transformer block: the scorer factory returned no scorer");
+  return MultiHeadAttention(
+      MultiHeadAttentionOptions(o.num_hiddens(), o.num_heads()).dropout(o.dropout()).bias(o.bias()), scorer);
+}
+
+AddNorm make_addnorm(const TransformerBlockOptions& o) {
+  return AddNorm(o.num_hiddens(), o.dropout(), o.norm());
+}
+
+}  // namespace
+
+TransformerEncoderBlockImpl::TransformerEncoderBlockImpl(const TransformerBlockOptions& options_,
+                                                         const ScorerFactory& make_scorer)
+    : options(options_) {
+  attention = register_module("attention", make_mha(options, make_scorer));
+  addnorm1 = register_module("addnorm1", make_addnorm(options));
+  ffn = register_module("ffn", PositionWiseFFN(options.num_hiddens(), options.ffn_num_hiddens(),
+                                               options.num_hiddens()));
+  addnorm2 = register_module("addnorm2", make_addnorm(options));
+}
+
+torch::Tensor TransformerEncoderBlockImpl::forward(const torch::Tensor& x, const torch::Tensor& valid_lens) {
+  auto h = addnorm1->pre(x);                                            // [B, S, H]
+  auto y = addnorm1->post(x, attention->forward(h, h, h, valid_lens));  // [B, S, H]
+  return addnorm2->post(y, ffn->forward(addnorm2->pre(y)));             // [B, S, H]
+}
+
+TransformerDecoderBlockImpl::TransformerDecoderBlockImpl(const TransformerBlockOptions& options_,
+                                                         const ScorerFactory& make_scorer, int64_t index_)
+    : options(options_), index(index_) {
+  attention1 = register_module("attention1", make_mha(options, make_scorer));
+  addnorm1 = register_module("addnorm1", make_addnorm(options));
+  attention2 = register_module("attention2", make_mha(options, make_scorer));
+  addnorm2 = register_module("addnorm2", make_addnorm(options));
+  ffn = register_module("ffn", PositionWiseFFN(options.num_hiddens(), options.ffn_num_hiddens(),
+                                               options.num_hiddens()));
+  addnorm3 = register_module("addnorm3", make_addnorm(options));
+}
+
+torch::Tensor TransformerDecoderBlockImpl::forward(const torch::Tensor& x, TransformerDecoderState& state) {
+  TORCH_CHECK(x.dim() == 3, "TransformerDecoderBlock: expected x [B, T, H], found ", x.sizes());
+  TORCH_CHECK(index >= 0 && index < static_cast<int64_t>(state.caches.size()), "TransformerDecoderBlock ", index,
+              ": the state has ", state.caches.size(), " caches; make it with the decoder's init_state");
+  auto h = addnorm1->pre(x);  // [B, T, H] what self-attention sees
+  torch::Tensor key_values;   // [B, K, H]
+  torch::Tensor dec_valid_lens;  // [B, T] causal in full-sequence mode; undefined when incremental
+  if (state.incremental) {
+    auto& cache = state.caches[index];  // [B, steps, H]
+    key_values = cache.defined() ? torch::cat({cache, h}, 1) : h;
+    cache = key_values;
+  } else {
+    key_values = h;
+    const int64_t batch = x.size(0), steps = x.size(1);
+    dec_valid_lens = torch::arange(1, steps + 1, torch::TensorOptions(torch::kLong).device(x.device()))
+                         .repeat({batch, 1});  // [B, T]: query t sees keys 0..t
+  }
+  auto y = addnorm1->post(x, attention1->forward(h, key_values, key_values, dec_valid_lens));  // [B, T, H]
+  const auto& enc = state.encoder.states;  // [B, S, H]
+  auto z = addnorm2->post(y, attention2->forward(addnorm2->pre(y), enc, enc, state.encoder.valid_lens));
+  return addnorm3->post(z, ffn->forward(addnorm3->pre(z)));  // [B, T, H]
+}
+
+}  // namespace attnlab::nn

@@ -1,0 +1,328 @@
+#include "results/hdf5.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+#include <functional>
+
+namespace attnlab::results::h5 {
+
+void silence_errors() { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); }
+
+namespace {
+
+std::string message_of(hid_t id) {
+  char buf[256] = {0};
+  if (id < 0 || H5Eget_msg(id, nullptr, buf, sizeof buf) < 0) return {};
+  return buf;
+}
+
+herr_t collect(unsigned /*n*/, const H5E_error2_t* err, void* data) {
+  auto* lines = static_cast<std::vector<std::string>*>(data);
+  std::string line = fmt::format("{}(): {}", err->func_name ? err->func_name : "?", err->desc ? err->desc : "");
+  std::string minor = message_of(err->min_num);
+  if (!minor.empty()) line += fmt::format(" [{}]", minor);
+  lines->push_back(std::move(line));
+  return 0;
+}
+
+}  // namespace
+
+std::string error_stack() {
+  std::vector<std::string> lines;
+  H5Ewalk2(H5E_DEFAULT, H5E_WALK_DOWNWARD, collect, &lines);
+  H5Eclear2(H5E_DEFAULT);
+  if (lines.empty()) return "unknown HDF5 error";
+  // The outermost entry says what the API call was doing, the innermost why it failed.
+  if (lines.size() == 1) return lines.front();
+  return lines.front() + "; " + lines.back();
+}
+
+void fail(const std::string& file, const std::string& what) {
+  throw ResultsError(fmt::format("{} in results file {}: {}", what, file, error_stack()));
+}
+
+void Handle::reset() noexcept {
+  if (id_ < 0) return;
+  switch (H5Iget_type(id_)) {
+    case H5I_FILE: H5Fclose(id_); break;
+    case H5I_GROUP: H5Gclose(id_); break;
+    case H5I_DATASET: H5Dclose(id_); break;
+    case H5I_DATASPACE: H5Sclose(id_); break;
+    case H5I_DATATYPE: H5Tclose(id_); break;
+    case H5I_ATTR: H5Aclose(id_); break;
+    case H5I_GENPROP_LST: H5Pclose(id_); break;
+    default: break;
+  }
+  id_ = H5I_INVALID_HID;
+}
+
+Handle check(hid_t id, const std::string& file, const std::string& what) {
+  if (id < 0) fail(file, what);
+  return Handle(id);
+}
+
+void check(herr_t status, const std::string& file, const std::string& what) {
+  if (status < 0) fail(file, what);
+}
+
+Handle vlen_string_type(const std::string& file) {
+  Handle t = check(H5Tcopy(H5T_C_S1), file, "cannot create the string type");
+  check(H5Tset_size(t.get(), H5T_VARIABLE), file, "cannot make the string type variable-length");
+  check(H5Tset_cset(t.get(), H5T_CSET_UTF8), file, "cannot make the string type UTF-8");
+  return t;
+}
+
+Handle dataspace(const std::string& file, const std::vector<hsize_t>& dims, bool scalar) {
+  if (scalar) return check(H5Screate(H5S_SCALAR), file, "cannot create a scalar dataspace");
+  return check(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr), file,
+               fmt::format("cannot create a {}-D dataspace", dims.size()));
+}
+
+Handle link_props(const std::string& file) {
+  Handle p = check(H5Pcreate(H5P_LINK_CREATE), file, "cannot create link properties");
+  check(H5Pset_create_intermediate_group(p.get(), 1), file, "cannot enable intermediate groups");
+  check(H5Pset_char_encoding(p.get(), H5T_CSET_UTF8), file, "cannot make link names UTF-8");
+  return p;
+}
+
+std::string link_name(const std::string& text) {
+  if (text.empty()) return "_";
+  if (text == ".") return "_.";
+  std::string out = text;
+  std::replace(out.begin(), out.end(), '/', '_');
+  return out;
+}
+
+bool exists(hid_t loc, const std::string& path) {
+  // H5Lexists fails (rather than answering no) when an intermediate link is missing: walk down.
+  std::string prefix = path.rfind('/', 0) == 0 ? "" : ".";
+  size_t start = path.rfind('/', 0) == 0 ? 1 : 0;
+  while (start <= path.size()) {
+    size_t end = path.find('/', start);
+    if (end == std::string::npos) end = path.size();
+    if (end > start) {
+      prefix += "/" + path.substr(start, end - start);
+      htri_t found = H5Lexists(loc, prefix.c_str(), H5P_DEFAULT);
+      if (found <= 0) {
+        H5Eclear2(H5E_DEFAULT);
+        return false;
+      }
+    }
+    start = end + 1;
+  }
+  return true;
+}
+
+void remove_if_present(hid_t loc, const std::string& path, const std::string& file) {
+  if (exists(loc, path)) check(H5Ldelete(loc, path.c_str(), H5P_DEFAULT), file, fmt::format("cannot replace {}", path));
+}
+
+namespace {
+
+Handle new_attr(hid_t obj, const std::string& name, hid_t type, hid_t space, const std::string& file) {
+  htri_t present = H5Aexists(obj, name.c_str());
+  check(static_cast<herr_t>(present), file, fmt::format("cannot look up attribute '{}'", name));
+  if (present > 0) check(H5Adelete(obj, name.c_str()), file, fmt::format("cannot replace attribute '{}'", name));
+  return check(H5Acreate2(obj, name.c_str(), type, space, H5P_DEFAULT, H5P_DEFAULT), file,
+               fmt::format("cannot create attribute '{}'", name));
+}
+
+std::vector<const char*> c_strings(const std::vector<std::string>& values) {
+  std::vector<const char*> ptrs;
+  ptrs.reserve(values.size() + 1);
+  for (const auto& v : values) ptrs.push_back(v.c_str());
+  ptrs.push_back("");  // HDF5 refuses a null buffer even for zero elements
+  return ptrs;
+}
+
+// Reads n strings of string type `type` through `read(memtype, buffer)`.
+std::vector<std::string> read_strings(hid_t type, hid_t space, size_t n, const std::string& file,
+                                      const std::string& what, const std::function<herr_t(hid_t, void*)>& read) {
+  if (H5Tget_class(type) != H5T_STRING) {
+    throw ResultsError(fmt::format("{} in results file {} is not a string (HDF5 type class {})", what, file,
+                                   static_cast<int>(H5Tget_class(type))));
+  }
+  std::vector<std::string> out;
+  out.reserve(n);
+  if (H5Tis_variable_str(type) > 0) {
+    std::vector<char*> ptrs(n + 1, nullptr);
+    check(read(type, ptrs.data()), file, fmt::format("cannot read {}", what));
+    for (size_t i = 0; i < n; ++i) out.emplace_back(ptrs[i] ? ptrs[i] : "");
+    H5Dvlen_reclaim(type, space, H5P_DEFAULT, ptrs.data());
+    return out;
+  }
+  size_t size = H5Tget_size(type);
+  std::vector<char> buf(n * size + 1, '\0');
+  check(read(type, buf.data()), file, fmt::format("cannot read {}", what));
+  for (size_t i = 0; i < n; ++i) {
+    std::string s(buf.data() + i * size, size);
+    s.erase(std::find(s.begin(), s.end(), '\0'), s.end());
+    if (H5Tget_strpad(type) == H5T_STR_SPACEPAD) s.erase(s.find_last_not_of(' ') + 1);
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+size_t npoints(hid_t space) { return static_cast<size_t>(std::max<hssize_t>(0, H5Sget_simple_extent_npoints(space))); }
+
+}  // namespace
+
+void write_string_attr(hid_t obj, const std::string& name, const std::string& value, const std::string& file) {
+  Handle type = vlen_string_type(file);
+  Handle space = dataspace(file, {}, true);
+  Handle attr = new_attr(obj, name, type.get(), space.get(), file);
+  const char* ptr = value.c_str();
+  check(H5Awrite(attr.get(), type.get(), &ptr), file, fmt::format("cannot write attribute '{}'", name));
+}
+
+void write_strings_attr(hid_t obj, const std::string& name, const std::vector<std::string>& values,
+                        const std::string& file) {
+  Handle type = vlen_string_type(file);
+  Handle space = dataspace(file, {values.size()});
+  Handle attr = new_attr(obj, name, type.get(), space.get(), file);
+  auto ptrs = c_strings(values);
+  check(H5Awrite(attr.get(), type.get(), ptrs.data()), file, fmt::format("cannot write attribute '{}'", name));
+}
+
+void write_int_attr(hid_t obj, const std::string& name, int64_t value, const std::string& file) {
+  Handle space = dataspace(file, {}, true);
+  Handle attr = new_attr(obj, name, H5T_STD_I64LE, space.get(), file);
+  check(H5Awrite(attr.get(), H5T_NATIVE_INT64, &value), file, fmt::format("cannot write attribute '{}'", name));
+}
+
+void write_double_attr(hid_t obj, const std::string& name, double value, const std::string& file) {
+  Handle space = dataspace(file, {}, true);
+  Handle attr = new_attr(obj, name, H5T_IEEE_F64LE, space.get(), file);
+  check(H5Awrite(attr.get(), H5T_NATIVE_DOUBLE, &value), file, fmt::format("cannot write attribute '{}'", name));
+}
+
+std::vector<std::string> read_strings_attr(hid_t obj, const std::string& name, const std::string& file) {
+  std::string what = fmt::format("attribute '{}'", name);
+  Handle attr = check(H5Aopen(obj, name.c_str(), H5P_DEFAULT), file, fmt::format("cannot open {}", what));
+  Handle type = check(H5Aget_type(attr.get()), file, fmt::format("cannot read the type of {}", what));
+  Handle space = check(H5Aget_space(attr.get()), file, fmt::format("cannot read the shape of {}", what));
+  return read_strings(type.get(), space.get(), npoints(space.get()), file, what,
+                      [&](hid_t mem, void* buf) { return H5Aread(attr.get(), mem, buf); });
+}
+
+void write_string_dataset(hid_t loc, const std::string& path, const std::vector<std::string>& values, bool scalar,
+                          const std::string& file) {
+  remove_if_present(loc, path, file);
+  Handle type = vlen_string_type(file);
+  Handle space = dataspace(file, {values.size()}, scalar);
+  Handle lcpl = link_props(file);
+  Handle ds = check(H5Dcreate2(loc, path.c_str(), type.get(), space.get(), lcpl.get(), H5P_DEFAULT, H5P_DEFAULT),
+                    file, fmt::format("cannot create dataset {}", path));
+  auto ptrs = c_strings(values);
+  check(H5Dwrite(ds.get(), type.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, ptrs.data()), file,
+        fmt::format("cannot write dataset {}", path));
+}
+
+void write_double_dataset(hid_t loc, const std::string& path, const std::vector<double>& values,
+                          const std::string& file) {
+  remove_if_present(loc, path, file);
+  Handle space = dataspace(file, {values.size()});
+  Handle lcpl = link_props(file);
+  Handle ds = check(H5Dcreate2(loc, path.c_str(), H5T_IEEE_F64LE, space.get(), lcpl.get(), H5P_DEFAULT, H5P_DEFAULT),
+                    file, fmt::format("cannot create dataset {}", path));
+  double dummy = 0.0;
+  check(H5Dwrite(ds.get(), H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, values.empty() ? &dummy : values.data()),
+        file, fmt::format("cannot write dataset {}", path));
+}
+
+void write_float_tensor(hid_t loc, const std::string& path, const torch::Tensor& values, const std::string& file) {
+  ATTNLAB_CHECK(values.defined(), ResultsError, "cannot write {} in results file {}: the tensor is undefined", path,
+                file);
+  ATTNLAB_CHECK(!values.is_complex(), ResultsError,
+                "cannot write {} in results file {}: expected a real tensor, found dtype {}", path, file,
+                c10::toString(values.scalar_type()));
+  torch::Tensor t = values.detach().to(torch::kCPU, torch::kFloat).contiguous();  // same shape, float32
+  std::vector<hsize_t> dims(t.sizes().begin(), t.sizes().end());
+  remove_if_present(loc, path, file);
+  Handle space = dataspace(file, dims, t.dim() == 0);
+  Handle lcpl = link_props(file);
+  Handle ds = check(H5Dcreate2(loc, path.c_str(), H5T_IEEE_F32LE, space.get(), lcpl.get(), H5P_DEFAULT, H5P_DEFAULT),
+                    file, fmt::format("cannot create dataset {}", path));
+  float dummy = 0.0f;
+  const float* data = t.numel() > 0 ? t.data_ptr<float>() : &dummy;
+  check(H5Dwrite(ds.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, data), file,
+        fmt::format("cannot write dataset {}", path));
+}
+
+namespace {
+
+Handle open_dataset(hid_t loc, const std::string& path, const std::string& file) {
+  if (!exists(loc, path)) throw ResultsError(fmt::format("results file {} has no dataset {}", file, path));
+  return check(H5Dopen2(loc, path.c_str(), H5P_DEFAULT), file, fmt::format("cannot open dataset {}", path));
+}
+
+}  // namespace
+
+std::vector<std::string> read_string_dataset(hid_t loc, const std::string& path, const std::string& file) {
+  Handle ds = open_dataset(loc, path, file);
+  Handle type = check(H5Dget_type(ds.get()), file, fmt::format("cannot read the type of {}", path));
+  Handle space = check(H5Dget_space(ds.get()), file, fmt::format("cannot read the shape of {}", path));
+  return read_strings(type.get(), space.get(), npoints(space.get()), file, fmt::format("dataset {}", path),
+                      [&](hid_t mem, void* buf) { return H5Dread(ds.get(), mem, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf); });
+}
+
+namespace {
+
+void require_numeric(hid_t ds, const std::string& path, const std::string& file) {
+  Handle type = check(H5Dget_type(ds), file, fmt::format("cannot read the type of {}", path));
+  H5T_class_t cls = H5Tget_class(type.get());
+  ATTNLAB_CHECK(cls == H5T_FLOAT || cls == H5T_INTEGER, ResultsError,
+                "dataset {} in results file {}: expected a numeric dataset, found HDF5 type class {}", path, file,
+                static_cast<int>(cls));
+}
+
+}  // namespace
+
+std::vector<double> read_double_dataset(hid_t loc, const std::string& path, const std::string& file) {
+  Handle ds = open_dataset(loc, path, file);
+  require_numeric(ds.get(), path, file);
+  Handle space = check(H5Dget_space(ds.get()), file, fmt::format("cannot read the shape of {}", path));
+  std::vector<double> out(npoints(space.get()) + 1);
+  check(H5Dread(ds.get(), H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, out.data()), file,
+        fmt::format("cannot read dataset {}", path));
+  out.pop_back();
+  return out;
+}
+
+torch::Tensor read_float_tensor(hid_t loc, const std::string& path, const std::string& file) {
+  Handle ds = open_dataset(loc, path, file);
+  require_numeric(ds.get(), path, file);
+  Handle space = check(H5Dget_space(ds.get()), file, fmt::format("cannot read the shape of {}", path));
+  int rank = H5Sget_simple_extent_ndims(space.get());
+  check(static_cast<herr_t>(rank), file, fmt::format("cannot read the rank of {}", path));
+  std::vector<hsize_t> dims(static_cast<size_t>(rank));
+  check(H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr), file,
+        fmt::format("cannot read the shape of {}", path));
+  std::vector<int64_t> sizes(dims.begin(), dims.end());
+  torch::Tensor t = torch::empty(sizes, torch::kFloat);  // the dataset's shape
+  float dummy = 0.0f;
+  check(H5Dread(ds.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, t.numel() > 0 ? t.data_ptr<float>() : &dummy),
+        file, fmt::format("cannot read dataset {}", path));
+  return t;
+}
+
+namespace {
+
+herr_t add_name(hid_t /*group*/, const char* name, const H5L_info_t* /*info*/, void* data) {
+  static_cast<std::vector<std::string>*>(data)->emplace_back(name);
+  return 0;
+}
+
+}  // namespace
+
+std::vector<std::string> list_group(hid_t loc, const std::string& path, const std::string& file) {
+  std::vector<std::string> names;
+  if (!exists(loc, path)) return names;
+  check(H5Literate_by_name(loc, path.c_str(), H5_INDEX_NAME, H5_ITER_INC, nullptr, add_name, &names, H5P_DEFAULT), file,
+        fmt::format("cannot list group {}", path));
+  return names;
+}
+
+}  // namespace attnlab::results::h5

@@ -1,0 +1,242 @@
+#include "attnlab/results/reader.hpp"
+
+#include <attnlab/error.hpp>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <filesystem>
+
+#include "results/hdf5.hpp"
+
+namespace attnlab::results {
+
+using h5::check;
+using h5::Handle;
+
+Status parse_status(const std::string& name) {
+  for (Status s : {Status::Running, Status::Completed, Status::Interrupted, Status::Failed, Status::Diverged}) {
+    if (name == status_name(s)) return s;
+  }
+  throw ResultsError(fmt::format(
+      "unknown run status '{}': expected running, completed, interrupted, failed or diverged", name));
+}
+
+struct ResultsReader::Impl {
+  Handle file;  // declared first: closed last
+  Handle root;
+};
+
+namespace {
+
+[[noreturn]] void not_results(const std::string& path, const std::string& why) {
+  throw ResultsError(fmt::format("not an attnlab results file: {} ({})", path, why));
+}
+
+herr_t add_attr_name(hid_t /*obj*/, const char* name, const H5A_info_t* /*info*/, void* data) {
+  static_cast<std::vector<std::string>*>(data)->emplace_back(name);
+  return 0;
+}
+
+std::string absolute(const std::string& path) {
+  std::string clean = path;
+  while (!clean.empty() && clean.front() == '/') clean.erase(0, 1);
+  return "/" + clean;
+}
+
+// H5Fopen read-only; -1 (error stack kept) when HDF5 refuses.
+hid_t open_read_only(const std::string& path, bool lock) {
+  Handle fapl = check(H5Pcreate(H5P_FILE_ACCESS), path, "cannot create file access properties");
+  check(H5Pset_fclose_degree(fapl.get(), H5F_CLOSE_STRONG), path, "cannot set the close degree");
+#if H5_VERSION_GE(1, 10, 7)
+  // Without a lock by default: another process writing a running experiment holds one, and
+  // reading its last flush is what `runner plot` wants.
+  check(H5Pset_file_locking(fapl.get(), lock, true), path, "cannot configure file locking");
+#endif
+  return H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl.get());
+}
+
+}  // namespace
+
+ResultsReader::ResultsReader(const std::string& path) : impl_(std::make_unique<Impl>()), path_(path) {
+  h5::silence_errors();
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) not_results(path, "no such file");
+  if (H5Fis_hdf5(path.c_str()) <= 0) {
+    H5Eclear2(H5E_DEFAULT);
+    not_results(path, "not an HDF5 file");
+  }
+  hid_t file = open_read_only(path, false);
+  if (file < 0) {
+    std::string why = h5::error_stack();
+    // The writer is in this process: HDF5 shares its open file only with matching lock settings.
+    file = open_read_only(path, true);
+    if (file < 0) not_results(path, "HDF5 cannot open it: " + why);
+  }
+  impl_->file = Handle(file);
+  impl_->root = check(H5Gopen2(file, "/", H5P_DEFAULT), path, "cannot open the root group");
+  for (const char* required : {"experiment", "status"}) {
+    if (!has_attr(required)) not_results(path, fmt::format("no root attribute '{}'", required));
+  }
+}
+
+ResultsReader::~ResultsReader() {
+  if (impl_) {
+    impl_->root.reset();
+    impl_->file.reset();
+    H5Eclear2(H5E_DEFAULT);
+  }
+}
+
+bool ResultsReader::has_attr(const std::string& name) const {
+  htri_t found = H5Aexists(impl_->root.get(), name.c_str());
+  check(static_cast<herr_t>(found), path_, fmt::format("cannot look up attribute '{}'", name));
+  return found > 0;
+}
+
+std::vector<std::string> ResultsReader::attr_names() const {
+  std::vector<std::string> names;
+  check(H5Aiterate2(impl_->root.get(), H5_INDEX_NAME, H5_ITER_INC, nullptr, add_attr_name, &names), path_,
+        "cannot list the root attributes");
+  return names;
+}
+
+std::vector<std::string> ResultsReader::attr_strings(const std::string& name) const {
+  ATTNLAB_CHECK(has_attr(name), ResultsError, "results file {} has no attribute '{}' (attributes: {})", path_, name,
+                fmt::join(attr_names(), ", "));
+  return h5::read_strings_attr(impl_->root.get(), name, path_);
+}
+
+std::string ResultsReader::attr_string(const std::string& name) const {
+  auto values = attr_strings(name);
+  ATTNLAB_CHECK(values.size() == 1, ResultsError, "results file {}: attribute '{}' holds {} strings, expected one",
+                path_, name, values.size());
+  return values.front();
+}
+
+namespace {
+
+// Reads a scalar numeric attribute into `out` as `mem` (H5T_NATIVE_INT64 or H5T_NATIVE_DOUBLE).
+void read_number(hid_t root, const std::string& name, bool integer, hid_t mem, void* out, const std::string& file) {
+  Handle attr = check(H5Aopen(root, name.c_str(), H5P_DEFAULT), file, fmt::format("cannot open attribute '{}'", name));
+  Handle type = check(H5Aget_type(attr.get()), file, fmt::format("cannot read the type of attribute '{}'", name));
+  Handle space = check(H5Aget_space(attr.get()), file, fmt::format("cannot read the shape of attribute '{}'", name));
+  H5T_class_t cls = H5Tget_class(type.get());
+  bool ok = integer ? cls == H5T_INTEGER : (cls == H5T_INTEGER || cls == H5T_FLOAT);
+  ATTNLAB_CHECK(ok && H5Sget_simple_extent_npoints(space.get()) == 1, ResultsError,
+                "results file {}: attribute '{}' should be one {}, found HDF5 type class {} with {} elements", file,
+                name, integer ? "integer" : "number", static_cast<int>(cls), H5Sget_simple_extent_npoints(space.get()));
+  check(H5Aread(attr.get(), mem, out), file, fmt::format("cannot read attribute '{}'", name));
+}
+
+}  // namespace
+
+int64_t ResultsReader::attr_int(const std::string& name) const {
+  ATTNLAB_CHECK(has_attr(name), ResultsError, "results file {} has no attribute '{}' (attributes: {})", path_, name,
+                fmt::join(attr_names(), ", "));
+  int64_t value = 0;
+  read_number(impl_->root.get(), name, true, H5T_NATIVE_INT64, &value, path_);
+  return value;
+}
+
+double ResultsReader::attr_double(const std::string& name) const {
+  ATTNLAB_CHECK(has_attr(name), ResultsError, "results file {} has no attribute '{}' (attributes: {})", path_, name,
+                fmt::join(attr_names(), ", "));
+  double value = 0.0;
+  read_number(impl_->root.get(), name, false, H5T_NATIVE_DOUBLE, &value, path_);
+  return value;
+}
+
+Status ResultsReader::status() const {
+  try {
+    return parse_status(attr_string("status"));
+  } catch (const ResultsError& e) {
+    throw ResultsError(fmt::format("results file {}: {}", path_, e.what()));
+  }
+}
+
+std::string ResultsReader::config() const {
+  if (!h5::exists(impl_->root.get(), "/config")) return "";
+  auto values = h5::read_string_dataset(impl_->root.get(), "/config", path_);
+  ATTNLAB_CHECK(values.size() == 1, ResultsError, "results file {}: /config holds {} strings, expected one", path_,
+                values.size());
+  return values.front();
+}
+
+std::vector<std::string> ResultsReader::metric_groups() const {
+  return h5::list_group(impl_->root.get(), "/metrics", path_);
+}
+
+std::vector<std::string> ResultsReader::metric_names(const std::string& group) const {
+  const std::string g = "/metrics/" + group;
+  ATTNLAB_CHECK(h5::exists(impl_->root.get(), g), ResultsError,
+                "results file {} has no metric group '{}' (groups: {})", path_, group, fmt::join(metric_groups(), ", "));
+  return h5::list_group(impl_->root.get(), g, path_);
+}
+
+std::vector<double> ResultsReader::metric(const std::string& group, const std::string& name) const {
+  const std::string ds = fmt::format("/metrics/{}/{}", group, name);
+  ATTNLAB_CHECK(h5::exists(impl_->root.get(), ds), ResultsError,
+                "results file {} has no metric '{}' in group '{}' (metrics there: {})", path_, name, group,
+                fmt::join(metric_names(group), ", "));
+  return h5::read_double_dataset(impl_->root.get(), ds, path_);
+}
+
+std::vector<Sample> ResultsReader::samples() const {
+  hid_t root = impl_->root.get();
+  if (!h5::exists(root, "/samples")) return {};
+  auto source = h5::read_string_dataset(root, "/samples/source", path_);
+  auto reference = h5::read_string_dataset(root, "/samples/reference", path_);
+  auto hypothesis = h5::read_string_dataset(root, "/samples/hypothesis", path_);
+  auto bleu = h5::read_double_dataset(root, "/samples/bleu", path_);
+  ATTNLAB_CHECK(reference.size() == source.size() && hypothesis.size() == source.size() && bleu.size() == source.size(),
+                ResultsError,
+                "results file {}: /samples columns differ in length: source {}, reference {}, hypothesis {}, bleu {}",
+                path_, source.size(), reference.size(), hypothesis.size(), bleu.size());
+  std::vector<Sample> out(source.size());
+  for (size_t i = 0; i < out.size(); ++i) out[i] = {source[i], reference[i], hypothesis[i], bleu[i]};
+  return out;
+}
+
+std::vector<std::string> ResultsReader::attention_samples() const {
+  std::vector<std::string> texts;
+  for (const auto& link : h5::list_group(impl_->root.get(), "/attention", path_)) {
+    Handle g = check(H5Gopen2(impl_->root.get(), ("/attention/" + link).c_str(), H5P_DEFAULT), path_,
+                     fmt::format("cannot open group /attention/{}", link));
+    bool has_text = H5Aexists(g.get(), "text") > 0;
+    texts.push_back(has_text ? h5::read_strings_attr(g.get(), "text", path_).at(0) : link);
+  }
+  return texts;
+}
+
+std::vector<std::string> ResultsReader::attention_modules(const std::string& sample) const {
+  const std::string g = "/attention/" + h5::link_name(sample);
+  ATTNLAB_CHECK(h5::exists(impl_->root.get(), g), ResultsError,
+                "results file {} has no attention for sample '{}' (samples: {})", path_, sample,
+                fmt::join(attention_samples(), " | "));
+  return h5::list_group(impl_->root.get(), g, path_);
+}
+
+Attention ResultsReader::attention(const std::string& sample, const std::string& module) const {
+  const std::string ds_path = "/attention/" + h5::link_name(sample) + "/" + h5::link_name(module);
+  hid_t root = impl_->root.get();
+  ATTNLAB_CHECK(h5::exists(root, ds_path), ResultsError,
+                "results file {} has no attention for module '{}' of sample '{}' (modules: {})", path_, module, sample,
+                fmt::join(attention_modules(sample), ", "));
+  Attention out;
+  out.weights = h5::read_float_tensor(root, ds_path, path_);  // [layers, heads, queries, keys]
+  ATTNLAB_CHECK(out.weights.dim() == 4, ResultsError,
+                "results file {}: {} should be [layers, heads, queries, keys], found {}-D", path_, ds_path,
+                out.weights.dim());
+  Handle ds = check(H5Dopen2(root, ds_path.c_str(), H5P_DEFAULT), path_, fmt::format("cannot open {}", ds_path));
+  if (H5Aexists(ds.get(), "query_tokens") > 0) out.query_tokens = h5::read_strings_attr(ds.get(), "query_tokens", path_);
+  if (H5Aexists(ds.get(), "key_tokens") > 0) out.key_tokens = h5::read_strings_attr(ds.get(), "key_tokens", path_);
+  return out;
+}
+
+bool ResultsReader::has(const std::string& path) const { return h5::exists(impl_->root.get(), absolute(path)); }
+
+torch::Tensor ResultsReader::tensor(const std::string& path) const {
+  return h5::read_float_tensor(impl_->root.get(), absolute(path), path_);
+}
+
+}  // namespace attnlab::results

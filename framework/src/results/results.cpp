@@ -1,0 +1,206 @@
+#include "attnlab/results/results.hpp"
+
+#include <attnlab/error.hpp>
+#include <fmt/format.h>
+
+#include <chrono>
+#include <ctime>
+#include <filesystem>
+
+#include "results/hdf5.hpp"
+
+namespace attnlab::results {
+
+using h5::check;
+using h5::Handle;
+
+const char* status_name(Status s) {
+  switch (s) {
+    case Status::Running: return "running";
+    case Status::Completed: return "completed";
+    case Status::Interrupted: return "interrupted";
+    case Status::Failed: return "failed";
+    case Status::Diverged: return "diverged";
+  }
+  return "unknown";
+}
+
+std::string utc_now() {
+  std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+struct Results::Impl {
+  Handle file;  // declared first: closed last
+  Handle root;  // the root group, where the run's attributes live
+};
+
+namespace {
+
+constexpr hsize_t kMetricChunk = 256;  // rows per chunk of an extendible metric series
+
+// A link name given by the caller (metric group or name) must be one plain component.
+void check_component(const std::string& kind, const std::string& name, const std::string& file) {
+  ATTNLAB_CHECK(!name.empty() && name.find('/') == std::string::npos && name != ".", ResultsError,
+                "results file {}: {} must be a non-empty name without '/', found '{}'", file, kind, name);
+}
+
+}  // namespace
+
+Results::Results(const std::string& path, const std::string& experiment) : impl_(std::make_unique<Impl>()), path_(path) {
+  h5::silence_errors();
+  std::filesystem::path parent = std::filesystem::path(path).parent_path();
+  if (!parent.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(parent, ec);
+    ATTNLAB_CHECK(!ec, ResultsError, "cannot create folder {} for results file {}: {}", parent.string(), path,
+                  ec.message());
+  }
+  Handle fapl = check(H5Pcreate(H5P_FILE_ACCESS), path, "cannot create file access properties");
+  // 1.8 format: dense attribute storage (no 64 KiB limit) but no superblock "open for write"
+  // flag, so a killed writer leaves a file that h5py opens without h5clear.
+  check(H5Pset_libver_bounds(fapl.get(), H5F_LIBVER_V18, H5F_LIBVER_V18), path, "cannot select the file format");
+  check(H5Pset_fclose_degree(fapl.get(), H5F_CLOSE_STRONG), path, "cannot set the close degree");
+#if H5_VERSION_GE(1, 10, 7)
+  check(H5Pset_file_locking(fapl.get(), true, true), path, "cannot configure file locking");
+#endif
+  impl_->file = check(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get()), path, "cannot create the file");
+  impl_->root = check(H5Gopen2(impl_->file.get(), "/", H5P_DEFAULT), path, "cannot open the root group");
+  set_attr("experiment", experiment);
+  set_attr("status", std::string(status_name(Status::Running)));
+  set_attr("started", utc_now());
+  flush();
+}
+
+Results::~Results() {
+  try {
+    if (impl_) {
+      if (impl_->file.valid()) H5Fflush(impl_->file.get(), H5F_SCOPE_GLOBAL);
+      impl_->root.reset();
+      impl_->file.reset();
+      H5Eclear2(H5E_DEFAULT);
+    }
+  } catch (...) {  // a destructor never throws
+  }
+}
+
+void Results::set_attr(const std::string& name, const std::string& value) {
+  h5::write_string_attr(impl_->root.get(), name, value, path_);
+}
+
+void Results::set_attr(const std::string& name, int64_t value) {
+  h5::write_int_attr(impl_->root.get(), name, value, path_);
+}
+
+void Results::set_attr(const std::string& name, double value) {
+  h5::write_double_attr(impl_->root.get(), name, value, path_);
+}
+
+void Results::set_attr(const std::string& name, const std::vector<std::string>& value) {
+  h5::write_strings_attr(impl_->root.get(), name, value, path_);
+}
+
+void Results::set_status(Status status) {
+  set_attr("status", std::string(status_name(status)));
+  if (status == Status::Running) {
+    // Back to running (a resumed run): a stale "finished" would contradict the status.
+    if (H5Aexists(impl_->root.get(), "finished") > 0)
+      check(H5Adelete(impl_->root.get(), "finished"), path_, "cannot remove attribute 'finished'");
+  } else {
+    set_attr("finished", utc_now());
+  }
+  flush();
+}
+
+void Results::write_config(const std::string& yaml) {
+  h5::write_string_dataset(impl_->root.get(), "/config", {yaml}, /*scalar=*/true, path_);
+}
+
+void Results::append_metric(const std::string& group, const std::string& name, double value) {
+  check_component("metric group", group, path_);
+  check_component("metric name", name, path_);
+  const std::string ds_path = fmt::format("/metrics/{}/{}", group, name);
+  hid_t root = impl_->root.get();
+  Handle ds;
+  if (h5::exists(root, ds_path)) {
+    ds = check(H5Dopen2(root, ds_path.c_str(), H5P_DEFAULT), path_, fmt::format("cannot open dataset {}", ds_path));
+  } else {
+    hsize_t zero = 0, unlimited = H5S_UNLIMITED;
+    Handle space = check(H5Screate_simple(1, &zero, &unlimited), path_, "cannot create an extendible dataspace");
+    Handle dcpl = check(H5Pcreate(H5P_DATASET_CREATE), path_, "cannot create dataset properties");
+    check(H5Pset_chunk(dcpl.get(), 1, &kMetricChunk), path_, fmt::format("cannot set the chunking of {}", ds_path));
+    Handle lcpl = h5::link_props(path_);
+    ds = check(H5Dcreate2(root, ds_path.c_str(), H5T_IEEE_F64LE, space.get(), lcpl.get(), dcpl.get(), H5P_DEFAULT),
+               path_, fmt::format("cannot create dataset {}", ds_path));
+  }
+  Handle space = check(H5Dget_space(ds.get()), path_, fmt::format("cannot read the shape of {}", ds_path));
+  ATTNLAB_CHECK(H5Sget_simple_extent_ndims(space.get()) == 1, ResultsError,
+                "results file {}: {} should be a 1-D metric series, found rank {}", path_, ds_path,
+                H5Sget_simple_extent_ndims(space.get()));
+  hsize_t rows = 0;
+  check(H5Sget_simple_extent_dims(space.get(), &rows, nullptr), path_, fmt::format("cannot read the shape of {}", ds_path));
+  hsize_t grown = rows + 1, one = 1;
+  check(H5Dset_extent(ds.get(), &grown), path_, fmt::format("cannot extend {} to {} rows", ds_path, grown));
+  Handle file_space = check(H5Dget_space(ds.get()), path_, fmt::format("cannot read the shape of {}", ds_path));
+  check(H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, &rows, nullptr, &one, nullptr), path_,
+        fmt::format("cannot select row {} of {}", rows, ds_path));
+  Handle mem_space = check(H5Screate_simple(1, &one, nullptr), path_, "cannot create a 1-element dataspace");
+  check(H5Dwrite(ds.get(), H5T_NATIVE_DOUBLE, mem_space.get(), file_space.get(), H5P_DEFAULT, &value), path_,
+        fmt::format("cannot append row {} to {}", rows, ds_path));
+}
+
+void Results::write_samples(const std::vector<Sample>& samples) {
+  std::vector<std::string> source, reference, hypothesis;
+  std::vector<double> bleu;
+  for (const auto& s : samples) {
+    source.push_back(s.source);
+    reference.push_back(s.reference);
+    hypothesis.push_back(s.hypothesis);
+    bleu.push_back(s.bleu);
+  }
+  hid_t root = impl_->root.get();
+  h5::write_string_dataset(root, "/samples/source", source, false, path_);
+  h5::write_string_dataset(root, "/samples/reference", reference, false, path_);
+  h5::write_string_dataset(root, "/samples/hypothesis", hypothesis, false, path_);
+  h5::write_double_dataset(root, "/samples/bleu", bleu, path_);
+}
+
+void Results::write_attention(const std::string& sample, const std::string& module, const torch::Tensor& weights,
+                              const std::vector<std::string>& query_labels,
+                              const std::vector<std::string>& key_labels) {
+  const std::string group = "/attention/" + h5::link_name(sample);
+  const std::string ds_path = group + "/" + h5::link_name(module);
+  ATTNLAB_CHECK(weights.defined() && weights.dim() == 4, ResultsError,
+                "results file {}: attention for {} must be [layers, heads, queries, keys], found {}", path_, ds_path,
+                weights.defined() ? fmt::format("{}-D {}", weights.dim(), c10::str(weights.sizes())) : "undefined");
+  ATTNLAB_CHECK(query_labels.empty() || static_cast<int64_t>(query_labels.size()) == weights.size(2), ResultsError,
+                "results file {}: attention {} has {} queries but {} query labels", path_, ds_path, weights.size(2),
+                query_labels.size());
+  ATTNLAB_CHECK(key_labels.empty() || static_cast<int64_t>(key_labels.size()) == weights.size(3), ResultsError,
+                "results file {}: attention {} has {} keys but {} key labels", path_, ds_path, weights.size(3),
+                key_labels.size());
+  hid_t root = impl_->root.get();
+  h5::write_float_tensor(root, ds_path, weights, path_);  // [layers, heads, queries, keys]
+  Handle ds = check(H5Dopen2(root, ds_path.c_str(), H5P_DEFAULT), path_, fmt::format("cannot open dataset {}", ds_path));
+  h5::write_strings_attr(ds.get(), "query_tokens", query_labels, path_);
+  h5::write_strings_attr(ds.get(), "key_tokens", key_labels, path_);
+  h5::write_string_attr(ds.get(), "dims", "layers,heads,queries,keys", path_);
+  Handle g = check(H5Gopen2(root, group.c_str(), H5P_DEFAULT), path_, fmt::format("cannot open group {}", group));
+  h5::write_string_attr(g.get(), "text", sample, path_);
+}
+
+void Results::write_tensor(const std::string& path, const torch::Tensor& values) {
+  std::string clean = path;
+  while (!clean.empty() && clean.front() == '/') clean.erase(0, 1);
+  ATTNLAB_CHECK(!clean.empty() && clean.back() != '/' && clean.find("//") == std::string::npos, ResultsError,
+                "results file {}: tensor path must be like \"predictions/test\", found '{}'", path_, path);
+  h5::write_float_tensor(impl_->root.get(), "/" + clean, values, path_);
+}
+
+void Results::flush() { check(H5Fflush(impl_->file.get(), H5F_SCOPE_GLOBAL), path_, "cannot flush"); }
+
+}  // namespace attnlab::results

@@ -1,0 +1,102 @@
+#include "train/evaluate.hpp"
+
+#include <attnlab/config/schema.hpp>
+#include <attnlab/metrics/bleu.hpp>
+#include <attnlab/train/decode.hpp>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <iostream>
+
+namespace attnlab::train {
+
+EvalSpec parse_evaluate(const config::Node& node) {
+  using namespace config;
+  Options opts(node,
+               {opt_node("samples", Type::List, "[]", "sentence pairs to translate: [{src: ..., ref: ...}]"),
+                opt_node("attention", Type::List, "[]", "sources (from samples) whose attention is recorded"),
+                opt_int("bleu_k", 2, "BLEU n-gram order (d2l's k)", 1, 4),
+                opt_int("num_steps", 0, "decoding steps (0 = the dataset's num_steps)", 0)},
+               "the evaluate section", {});
+  EvalSpec spec;
+  spec.bleu_k = opts.get_int("bleu_k");
+  spec.num_steps = opts.get_int("num_steps");
+  const auto& samples = opts.node("samples");
+  for (size_t i = 0; i < samples.size(); ++i) {
+    Options pair(samples[i], {opt_string("src", std::nullopt, "source sentence"),
+                              opt_string("ref", std::nullopt, "reference translation")},
+                 "an evaluate sample", {});
+    spec.samples.push_back({pair.get_string("src"), pair.get_string("ref")});
+  }
+  const auto& att = opts.node("attention");
+  for (size_t i = 0; i < att.size(); ++i) {
+    const auto& src = att[i].str();
+    bool known = std::any_of(spec.samples.begin(), spec.samples.end(), [&](const auto& p) { return p.src == src; });
+    ATTNLAB_CHECK(known, ConfigError, "{}: '{}' is not one of the evaluate samples' sources (at '{}')",
+                  att[i].location().str(), src, att[i].path());
+    spec.attention.push_back(src);
+  }
+  return spec;
+}
+
+namespace {
+
+/// [layers, B, heads, Q, K] -> sample b's [layers, heads, q, k] (float32, CPU).
+torch::Tensor take(const torch::Tensor& w, int64_t b, int64_t q, int64_t k) {
+  return w.select(1, b).narrow(2, 0, std::min(q, w.size(3))).narrow(3, 0, std::min(k, w.size(4)))
+      .to(torch::kCPU, torch::kFloat).contiguous();
+}
+
+}  // namespace
+
+void evaluate(const EvalSpec& spec, nn::EncoderDecoder& model, const data::Dataset& dataset,
+              results::Results& results, bool quiet) {
+  if (spec.samples.empty()) return;
+  const auto info = dataset.info();
+  const int64_t steps = spec.num_steps > 0 ? spec.num_steps : info.num_steps;
+  std::vector<std::string> sources;
+  for (const auto& p : spec.samples) sources.push_back(p.src);
+  auto device = model->parameters().empty() ? torch::Device(torch::kCPU) : model->parameters()[0].device();
+  auto batch = dataset.encode_sources(sources).to(device);
+  const bool record = !spec.attention.empty();
+  auto out = greedy_decode(model, batch.src, batch.src_valid_lens, info.bos_id, steps, record);
+
+  std::vector<results::Sample> rows;
+  double total = 0.0;
+  for (size_t i = 0; i < spec.samples.size(); ++i) {
+    auto ids = until_eos(out.ids[static_cast<int64_t>(i)], info.eos_id);
+    results::Sample s{spec.samples[i].src, spec.samples[i].ref, dataset.decode_target(ids), 0.0};
+    s.bleu = metrics::d2l_bleu(s.hypothesis, s.reference, static_cast<int>(spec.bleu_k));
+    total += s.bleu;
+    if (!quiet) std::cout << fmt::format("{} => {}, bleu,{:.3f}", s.source, s.hypothesis, s.bleu) << std::endl;
+    rows.push_back(std::move(s));
+
+    if (!record || std::find(spec.attention.begin(), spec.attention.end(), sources[i]) == spec.attention.end()) {
+      continue;
+    }
+    const auto b = static_cast<int64_t>(i);
+    auto src_tokens = dataset.source_tokens(sources[i]);
+    const auto src_len = static_cast<int64_t>(src_tokens.size());
+    // Decoder queries: the token fed at each step (<bos>, then each prediction), up to <eos>.
+    const int64_t used = std::min<int64_t>(steps, static_cast<int64_t>(ids.size()) + 1);
+    std::vector<std::string> dec_inputs{"<bos>"};
+    for (int64_t t = 0; t + 1 < used; ++t) dec_inputs.push_back(dataset.decode_target({ids[t]}));
+    if (auto it = out.attention.find("encoder_self"); it != out.attention.end()) {
+      results.write_attention(sources[i], "encoder_self", take(it->second, b, src_len, src_len), src_tokens, src_tokens);
+    }
+    if (auto it = out.attention.find("decoder_self"); it != out.attention.end()) {
+      results.write_attention(sources[i], "decoder_self", take(it->second, b, used, used), dec_inputs, dec_inputs);
+    }
+    if (auto it = out.attention.find("decoder_cross"); it != out.attention.end()) {
+      results.write_attention(sources[i], "decoder_cross", take(it->second, b, used, src_len), dec_inputs, src_tokens);
+    }
+  }
+  results.write_samples(rows);
+  const double mean = total / static_cast<double>(rows.size());
+  results.set_attr("mean_bleu", mean);
+  results.flush();
+  if (!quiet) std::cout << fmt::format("mean BLEU over {} samples: {:.3f}", rows.size(), mean) << std::endl;
+}
+
+}  // namespace attnlab::train

@@ -1,0 +1,31 @@
+#pragma once
+// After training: translate the experiment's samples, score them, record their attention.
+#include <attnlab/config/node.hpp>
+#include <attnlab/data/dataset.hpp>
+#include <attnlab/nn/encoder_decoder.hpp>
+#include <attnlab/results/results.hpp>
+
+#include <string>
+#include <vector>
+
+namespace attnlab::train {
+
+struct EvalSpec {
+  struct Pair {
+    std::string src, ref;
+  };
+  std::vector<Pair> samples;
+  std::vector<std::string> attention;  // sources whose attention is recorded
+  int64_t bleu_k = 2;
+  int64_t num_steps = 0;  // 0 = the dataset's num_steps
+};
+
+/// Validates the `evaluate:` node (unknown keys, types, attention sources that are not samples).
+EvalSpec parse_evaluate(const config::Node& node);
+
+/// Greedy-translates the samples, writes /samples and /attention, prints d2l-style lines
+/// ("go . => va !, bleu,1.000") and the mean BLEU.
+void evaluate(const EvalSpec& spec, nn::EncoderDecoder& model, const data::Dataset& dataset,
+              results::Results& results, bool quiet);
+
+}  // namespace attnlab::train

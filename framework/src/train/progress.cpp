@@ -1,0 +1,33 @@
+#include "train/progress.hpp"
+
+#include <fmt/format.h>
+
+#include <iostream>
+
+namespace attnlab::train {
+
+namespace {
+std::string hms(double s) {
+  auto t = static_cast<int64_t>(s + 0.5);
+  return t >= 3600 ? fmt::format("{}:{:02}:{:02}", t / 3600, t / 60 % 60, t % 60) : fmt::format("{}:{:02}", t / 60, t % 60);
+}
+}  // namespace
+
+void Progress::epoch(const EpochReport& r) {
+  elapsed_ += r.seconds;
+  if (quiet_) return;
+  std::string line = fmt::format("epoch {:>{}}/{}", r.epoch, fmt::formatted_size("{}", max_epochs_), max_epochs_);
+  auto get = [](const std::map<std::string, double>& m, const char* k) {
+    auto it = m.find(k);
+    return it == m.end() ? std::optional<double>{} : std::optional<double>{it->second};
+  };
+  if (auto v = get(r.train, "loss")) line += fmt::format("  train loss {:.4f}", *v);
+  if (auto v = get(r.val, "loss")) line += fmt::format("  val loss {:.4f}", *v);
+  if (auto v = get(r.train, "tokens_per_s")) line += fmt::format("  {:.0f} tok/s", *v);
+  const double per_epoch = elapsed_ / static_cast<double>(r.epoch);
+  const double eta = per_epoch * static_cast<double>(max_epochs_ - r.epoch);
+  line += fmt::format("  {:.2f}s/epoch  elapsed {}  ETA {}", r.seconds, hms(elapsed_), hms(eta));
+  std::cout << line << std::endl;
+}
+
+}  // namespace attnlab::train

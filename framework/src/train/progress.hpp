@@ -1,0 +1,20 @@
+#pragma once
+// One progress line per epoch: losses, tokens/s, elapsed and ETA.
+#include <attnlab/train/trainer.hpp>
+
+#include <chrono>
+
+namespace attnlab::train {
+
+class Progress {
+ public:
+  Progress(int64_t max_epochs, bool quiet) : max_epochs_(max_epochs), quiet_(quiet) {}
+  void epoch(const EpochReport& r);
+
+ private:
+  int64_t max_epochs_;
+  bool quiet_;
+  double elapsed_ = 0.0;
+};
+
+}  // namespace attnlab::train

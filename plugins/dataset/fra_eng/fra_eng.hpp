@@ -1,0 +1,92 @@
+#pragma once
+// English–French pairs (manythings.org/anki fra.txt) with d2l 1.0.3 MTFraEng semantics exactly:
+// _preprocess, _tokenize (including its off-by-one: max_examples + 1 lines are read), pad/trim to
+// num_steps, '<bos>' prepended to targets, d2l Vocab(min_freq) over the padded sentences.
+//
+// Split modes:
+//   num_examples == 0 (d2l 1.0): max_examples = num_train + num_val; train = the first
+//     num_train pairs, val = all the rest (num_val + 1 by default: 129, as in d2l).
+//   num_examples > 0 (d2l 0.17 load_data_nmt): max_examples = num_examples, every pair
+//     (num_examples + 1, tokenize_nmt's same off-by-one) is training data; no val split.
+//   Both modes share the same preprocessing and array building (d2l 1.0's).
+//
+// The class lives in a named namespace (not an anonymous one) so tests/fra_eng_test.cpp can
+// instantiate it directly; plugin.cpp exports it to the registry.
+#include <attnlab/data/dataset.hpp>
+#include <attnlab/data/vocab.hpp>
+
+#include <torch/types.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace attnlab::datasets::fra_eng {
+
+// Keep in sync with datasets/manifest.tsv (tests/fra_eng_test.cpp checks).
+inline constexpr const char* kRelPath = "fra-eng/fra-eng.zip";
+inline constexpr const char* kUrl = "https://www.manythings.org/anki/fra-eng.zip";
+inline constexpr const char* kSha256 = "161c93f18da3a7e6df611ed961426613260de8af06ccf8c79c977afe5135ac44";
+inline constexpr const char* kMember = "fra-eng/fra.txt";
+
+struct FraEngOptions {
+  int64_t batch_size = 128;
+  int64_t num_steps = 9;
+  int64_t num_train = 512;
+  int64_t num_val = 128;
+  int64_t min_freq = 2;
+  int64_t num_examples = 0;  // 0: d2l 1.0 train/val split; > 0: d2l 0.17, all for training
+  std::string data_dir;      // "" = the data dir given to prepare()
+  std::string url = kUrl;
+  std::string sha256 = kSha256;
+  bool shuffle = true;       // false: training batches stay in corpus order
+};
+
+using Tokens = std::vector<std::string>;
+
+/// d2l's MTFraEng._tokenize on preprocessed text: up to max_examples + 1 lines (0 = all), pairs
+/// with exactly one tab, each side split on spaces with '<eos>' appended.
+void tokenize_pairs(const std::string& text, int64_t max_examples, std::vector<Tokens>& src,
+                    std::vector<Tokens>& tgt);
+
+/// d2l's pad_or_trim: first num_steps tokens, or padded with '<pad>' to num_steps.
+Tokens pad_or_trim(Tokens tokens, int64_t num_steps);
+
+class FraEng final : public data::Dataset {
+ public:
+  explicit FraEng(FraEngOptions options);
+
+  void prepare(const std::string& data_dir) override;
+  /// Same as prepare() for text already read from fra.txt (tests, other packagings).
+  void prepare_from_text(const std::string& raw_text);
+
+  plugin::DataInfo info() const override;
+  std::vector<data::Batch> batches(data::Split split, bool shuffle, uint64_t seed) const override;
+  bool has_split(data::Split split) const override;
+
+  const data::Vocab* src_vocab() const override { return &src_vocab_; }
+  const data::Vocab* tgt_vocab() const override { return &tgt_vocab_; }
+  /// d2l's build(): preprocess, "<sentence> <eos>", pad/trim, src-vocab ids. tgt_* undefined.
+  data::Batch encode_sources(const std::vector<std::string>& sentences) const override;
+  /// The padded source tokens (num_steps of them) before the vocabulary lookup.
+  std::vector<std::string> source_tokens(const std::string& sentence) const override;
+
+  /// Number of pairs in a split (0 for an absent split).
+  int64_t split_size(data::Split split) const;
+  const FraEngOptions& options() const { return opt_; }
+
+ private:
+  void require_prepared(const char* what) const;
+
+  FraEngOptions opt_;
+  bool prepared_ = false;
+  data::Vocab src_vocab_, tgt_vocab_;
+  torch::Tensor src_;             // [N, num_steps] ids
+  torch::Tensor src_valid_lens_;  // [N] non-pad source tokens
+  torch::Tensor tgt_in_;          // [N, num_steps] <bos> + target[:-1]
+  torch::Tensor tgt_out_;         // [N, num_steps] target
+  torch::Tensor tgt_valid_lens_;  // [N] non-pad tokens of tgt_out
+  int64_t train_rows_ = 0;        // rows [0, train_rows_) train, [train_rows_, N) val
+};
+
+}  // namespace attnlab::datasets::fra_eng

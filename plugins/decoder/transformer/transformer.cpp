@@ -1,0 +1,24 @@
+// Decoder plugin "transformer": d2l 1.0.3's TransformerDecoder with any scorer and norm placement.
+#include <attnlab/error.hpp>
+#include <attnlab/nn/transformer_options.hpp>
+#include <attnlab/plugin/plugin.hpp>
+
+namespace {
+
+using namespace attnlab;
+
+config::Schema schema() { return nn::transformer_schema(); }
+
+std::shared_ptr<nn::Decoder> make(const config::Options& options, const plugin::BuildContext& ctx) {
+  ATTNLAB_CHECK(ctx.data.tgt_vocab_size > 0, ConfigError,
+                "{}: {} predicts target tokens, but the dataset reports no target vocabulary (tgt_vocab_size {})",
+                options.resolved().where(), options.owner(), ctx.data.tgt_vocab_size);
+  auto opts = nn::transformer_options(options, ctx.data.tgt_vocab_size);
+  return std::make_shared<nn::TransformerDecoderImpl>(opts, nn::registry_scorer_factory(options, ctx));
+}
+
+}  // namespace
+
+ATTNLAB_PLUGIN(attnlab::nn::Decoder, "transformer",
+               "Transformer decoder (d2l 11.7): causal self-attention, cross-attention, cached incremental steps",
+               schema, make)

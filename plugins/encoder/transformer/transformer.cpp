@@ -1,0 +1,24 @@
+// Encoder plugin "transformer": d2l 1.0.3's TransformerEncoder with any scorer and norm placement.
+#include <attnlab/error.hpp>
+#include <attnlab/nn/transformer_options.hpp>
+#include <attnlab/plugin/plugin.hpp>
+
+namespace {
+
+using namespace attnlab;
+
+config::Schema schema() { return nn::transformer_schema(); }
+
+std::shared_ptr<nn::Encoder> make(const config::Options& options, const plugin::BuildContext& ctx) {
+  ATTNLAB_CHECK(ctx.data.src_vocab_size > 0, ConfigError,
+                "{}: {} embeds source token ids, but the dataset reports no source vocabulary "
+                "(src_vocab_size {}; feature inputs need an encoder for continuous inputs)",
+                options.resolved().where(), options.owner(), ctx.data.src_vocab_size);
+  auto opts = nn::transformer_options(options, ctx.data.src_vocab_size);
+  return std::make_shared<nn::TransformerEncoderImpl>(opts, nn::registry_scorer_factory(options, ctx));
+}
+
+}  // namespace
+
+ATTNLAB_PLUGIN(attnlab::nn::Encoder, "transformer",
+               "Transformer encoder (d2l 11.7): embedding, positional encoding, self-attention blocks", schema, make)

@@ -1,0 +1,224 @@
+// The located YAML tree: locations, paths, scalar conversions, errors, merge, emit round trip.
+#include <gtest/gtest.h>
+
+#include <attnlab/config/node.hpp>
+#include <string>
+
+using attnlab::ConfigError;
+using namespace attnlab::config;
+
+namespace {
+
+/// The message of the ConfigError `f` throws ("" and a test failure if it throws none).
+template <class F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "expected a ConfigError";
+  return "";
+}
+
+const char* kModel = R"(name: demo
+model:
+  encoder:
+    num_hiddens: 256
+    num_heads: four
+  decoder: {layers: 2}
+samples:
+  - src: hello
+    tgt: bonjour
+  - src: bye
+  - [1, 2]
+empty:
+)";
+
+}  // namespace
+
+TEST(ConfigNode, LocationsAndPathsOfNestedNodes) {
+  const Node root = parse_yaml(kModel, "exp.yaml");
+  ASSERT_TRUE(root.is_map());
+  EXPECT_EQ(root.keys(), (std::vector<std::string>{"name", "model", "samples", "empty"}));
+
+  const Node& hiddens = root.at("model").at("encoder").at("num_hiddens");
+  EXPECT_EQ(hiddens.path(), "model.encoder.num_hiddens");
+  EXPECT_EQ(hiddens.location().file, "exp.yaml");
+  EXPECT_EQ(hiddens.location().line, 4);
+  EXPECT_EQ(hiddens.location().col, 18);
+  EXPECT_EQ(hiddens.location().str(), "exp.yaml:4:18");
+  EXPECT_EQ(hiddens.where(), "exp.yaml:4:18 (at 'model.encoder.num_hiddens')");
+  EXPECT_EQ(hiddens.as_int(), 256);
+
+  // Collections given as map values are located at their key.
+  const Node& encoder = root.at("model").at("encoder");
+  EXPECT_EQ(encoder.location().line, 3);
+  EXPECT_EQ(encoder.location().col, 3);
+  EXPECT_EQ(root.at("model").at("decoder").at("layers").path(), "model.decoder.layers");
+
+  const Node& samples = root.at("samples");
+  ASSERT_TRUE(samples.is_seq());
+  ASSERT_EQ(samples.size(), 3u);
+  EXPECT_EQ(samples[1].at("src").path(), "samples[1].src");
+  EXPECT_EQ(samples[1].at("src").location().line, 10);
+  EXPECT_EQ(samples[2][1].path(), "samples[2][1]");
+  EXPECT_EQ(samples[2][1].as_int(), 2);
+
+  const Node& empty = root.at("empty");
+  EXPECT_TRUE(empty.is_null());
+  EXPECT_EQ(empty.location().line, 12);  // the key's line, not the next one
+}
+
+TEST(ConfigNode, ScalarConversions) {
+  const Node root =
+      parse_yaml("i: -42\nh: 0x10\nf: 1.5e-3\nt: yes\nn: Off\ninf: .inf\nbig: 99999999999999999999\n", "c.yaml");
+  EXPECT_EQ(root.at("i").as_int(), -42);
+  EXPECT_EQ(root.at("h").as_int(), 16);
+  EXPECT_DOUBLE_EQ(root.at("f").as_double(), 1.5e-3);
+  EXPECT_DOUBLE_EQ(root.at("i").as_double(), -42.0);
+  EXPECT_TRUE(root.at("t").as_bool());
+  EXPECT_FALSE(root.at("n").as_bool());
+  EXPECT_TRUE(std::isinf(root.at("inf").as_double()));
+  EXPECT_NE(error_of([&] { root.at("big").as_int(); }).find("out of range"), std::string::npos);
+}
+
+TEST(ConfigNode, WrongScalarTypeNamesPlaceExpectedAndFound) {
+  const Node root = parse_yaml(kModel, "exp.yaml");
+  const std::string msg = error_of([&] { root.at("model").at("encoder").at("num_heads").as_int(); });
+  EXPECT_EQ(msg, "exp.yaml:5:16: expected an integer at 'model.encoder.num_heads', found 'four'");
+  EXPECT_EQ(error_of([&] { root.at("model").at("encoder").at("num_hiddens").as_bool(); }).rfind("exp.yaml:4:18:", 0),
+            0u);
+  EXPECT_NE(error_of([&] { parse_yaml("x: 1.5", "f").at("x").as_int(); }).find("found '1.5'"), std::string::npos);
+  const std::string map_msg = error_of([&] { root.at("model").as_double(); });
+  EXPECT_EQ(map_msg, "exp.yaml:2:1: expected a scalar at 'model', found a map");
+}
+
+TEST(ConfigNode, MissingKeyNamesMapPlaceAndPath) {
+  const Node root = parse_yaml(kModel, "exp.yaml");
+  const std::string msg = error_of([&] { root.at("model").at("encoder").at("num_hidden"); });
+  EXPECT_EQ(msg.rfind("exp.yaml:3:3: missing required key 'num_hidden' at 'model.encoder.num_hidden'", 0), 0u) << msg;
+  EXPECT_NE(msg.find("did you mean 'num_hiddens'?"), std::string::npos) << msg;
+  EXPECT_EQ(root.find("nope"), nullptr);
+  EXPECT_FALSE(root.has("nope"));
+  EXPECT_TRUE(root.has("empty"));
+}
+
+TEST(ConfigNode, DuplicateKeyNamesBothLines) {
+  const std::string msg = error_of([] { parse_yaml("a:\n  x: 1\n  y: 2\n  x: 3\n", "dup.yaml"); });
+  EXPECT_EQ(msg.rfind("dup.yaml:4:3: duplicate key 'x' at 'a.x'", 0), 0u) << msg;
+  EXPECT_NE(msg.find("line 2"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("line 4"), std::string::npos) << msg;
+}
+
+TEST(ConfigNode, YamlSyntaxErrorLocation) {
+  // yaml-cpp notices the unclosed list where the next line starts.
+  const std::string msg = error_of([] { parse_yaml("a: 1\nb: [1, 2\nc: 3\n", "bad.yaml"); });
+  EXPECT_EQ(msg, "bad.yaml:3:2: YAML syntax error: end of sequence flow not found");
+  const std::string tab = error_of([] { parse_yaml("a:\n  b: 1\n c: 2\n", "indent.yaml"); });
+  EXPECT_EQ(tab.rfind("indent.yaml:3:", 0), 0u) << tab;
+}
+
+TEST(ConfigNode, LocationStrForPseudoFiles) {
+  EXPECT_EQ((Location{"<command line>", 0, 0}).str(), "<command line>");
+  EXPECT_EQ((Location{"", 0, 0}).str(), "<default>");
+  EXPECT_EQ((Location{"<default>", 0, 0}).str(), "<default>");
+  EXPECT_EQ((Location{"a.yaml", 3, 7}).str(), "a.yaml:3:7");
+}
+
+TEST(ConfigNode, SetEraseMergeRepath) {
+  Node root = parse_yaml("model:\n  width: 8\n  depth: 2\n  tags: [a, b]\nlr: 0.1\n", "base.yaml");
+  const Node over = parse_yaml("model:\n  depth: 4\n  tags: [c]\n  extra: {k: v}\nseed: 3\n", "over.yaml");
+  root.merge(over);
+  EXPECT_EQ(root.keys(), (std::vector<std::string>{"model", "lr", "seed"}));
+  const Node& model = root.at("model");
+  EXPECT_EQ(model.keys(), (std::vector<std::string>{"width", "depth", "tags", "extra"}));
+  EXPECT_EQ(model.at("width").as_int(), 8);
+  EXPECT_EQ(model.at("width").location().file, "base.yaml");
+  EXPECT_EQ(model.at("depth").as_int(), 4);
+  EXPECT_EQ(model.at("depth").location().file, "over.yaml");
+  ASSERT_EQ(model.at("tags").size(), 1u);  // lists replace, not append
+  EXPECT_EQ(model.at("tags")[0].str(), "c");
+  EXPECT_EQ(model.at("extra").at("k").path(), "model.extra.k");
+
+  Node sub = Node::map();
+  sub.set("inner", Node::scalar("1"));
+  Node& placed = root.set("new", sub);
+  EXPECT_EQ(placed.at("inner").path(), "new.inner");
+  Node& list = root.set("list", Node::seq());
+  list.push_back(Node::scalar("x"));
+  EXPECT_EQ(root.at("list")[0].path(), "list[0]");
+
+  EXPECT_TRUE(root.erase("lr"));
+  EXPECT_FALSE(root.erase("lr"));
+  EXPECT_FALSE(root.has("lr"));
+
+  root.repath("exp");
+  EXPECT_EQ(root.at("model").at("extra").at("k").path(), "exp.model.extra.k");
+  EXPECT_EQ(root.at("list")[0].path(), "exp.list[0]");
+
+  Node scalar = Node::scalar("1", {}, "s");
+  EXPECT_NE(error_of([&] { scalar.set("k", Node()); }).find("expected a map at 's'"), std::string::npos);
+}
+
+namespace {
+
+bool same_tree(const Node& a, const Node& b) {
+  if (a.kind() != b.kind()) return false;
+  switch (a.kind()) {
+    case Node::Kind::Null:
+      return true;
+    case Node::Kind::Scalar:
+      return a.str() == b.str();
+    case Node::Kind::Seq:
+      if (a.size() != b.size()) return false;
+      for (size_t i = 0; i < a.size(); ++i) {
+        if (!same_tree(a[i], b[i])) return false;
+      }
+      return true;
+    case Node::Kind::Map:
+      if (a.keys() != b.keys()) return false;
+      for (const auto& k : a.keys()) {
+        if (!same_tree(a.at(k), b.at(k))) return false;
+      }
+      return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+TEST(ConfigNode, ToYamlRoundTrip) {
+  const Node root = parse_yaml(kModel, "exp.yaml");
+  const std::string text = to_yaml(root);
+  const Node back = parse_yaml(text, "emitted.yaml");
+  EXPECT_TRUE(same_tree(root, back)) << text;
+  EXPECT_EQ(back.at("samples")[1].at("src").path(), "samples[1].src");
+
+  // Strings that would read back as something else must be quoted.
+  Node tricky = Node::map();
+  for (const std::string s : {"null", "~", "", "a: b", "- x", "#c", "multi\nline", "  padded", "[x]", "{y}", "it's",
+                              "\"q\"", "@at", "%p", "true", "1.5", "tab\there", "ünï"}) {
+    tricky.set("k" + s, Node::scalar(s));
+  }
+  tricky.set("null_value", Node());
+  tricky.set("empty_map", Node::map());
+  tricky.set("empty_list", Node::seq());
+  Node nested = Node::seq();
+  nested.push_back(Node::map()).set("a", Node::scalar("1"));
+  nested.push_back(Node::seq()).push_back(Node::scalar("2"));
+  tricky.set("nested", nested);
+  const std::string tricky_text = to_yaml(tricky);
+  EXPECT_TRUE(same_tree(tricky, parse_yaml(tricky_text, "t.yaml"))) << tricky_text;
+  EXPECT_NE(tricky_text.find("nested:\n  - a: 1\n  -\n    - 2\n"), std::string::npos) << tricky_text;  // block style
+}
+
+TEST(ConfigNode, DidYouMean) {
+  const std::vector<std::string> known = {"num_hiddens", "num_heads", "dropout", "norm"};
+  EXPECT_EQ(did_you_mean("num_hiden", known), "num_hiddens");
+  EXPECT_EQ(did_you_mean("num_head", known), "num_heads");
+  EXPECT_EQ(did_you_mean("dropuot", known), "dropout");
+  EXPECT_EQ(did_you_mean("nrom", known), "norm");
+  EXPECT_EQ(did_you_mean("learning_rate", known), std::nullopt);
+  EXPECT_EQ(did_you_mean("x", {}), std::nullopt);
+}

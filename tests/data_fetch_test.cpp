@@ -1,0 +1,231 @@
+// Fetching and reading dataset files: SHA-256, mirror copies (folder, file://, env), libcurl
+// downloads (file:// URLs, no network needed), checksum mismatches, zip members, gzip errors.
+#include <attnlab/data/fetch.hpp>
+#include <attnlab/error.hpp>
+
+#include "testing/testing.hpp"
+
+#include <gtest/gtest.h>
+#include <zip.h>
+#include <zlib.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <optional>
+#include <string>
+
+namespace {
+
+namespace fs = std::filesystem;
+using attnlab::DataError;
+using namespace attnlab::data;
+
+// sha256("abc"), FIPS 180-2 test vector.
+constexpr const char* kAbcSha = "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad";
+
+void write(const fs::path& p, const std::string& content) {
+  fs::create_directories(p.parent_path());
+  std::ofstream(p, std::ios::binary) << content;
+}
+
+std::string slurp(const fs::path& p) { return read_text_file(p.string()); }
+
+/// Sets (or unsets) an environment variable for one test and restores it afterwards.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, std::optional<std::string> value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    if (value) {
+      setenv(name, value->c_str(), 1);
+    } else {
+      unsetenv(name);
+    }
+  }
+  ~ScopedEnv() {
+    if (old_) {
+      setenv(name_, old_->c_str(), 1);
+    } else {
+      unsetenv(name_);
+    }
+  }
+
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
+};
+
+/// Exception message of `f`, which must throw DataError.
+template <class F>
+std::string data_error(F f) {
+  try {
+    f();
+  } catch (const DataError& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "expected a DataError";
+  return {};
+}
+
+bool leftovers(const fs::path& dir) {
+  for (const auto& e : fs::directory_iterator(dir)) {
+    if (e.path().string().find(".part-") != std::string::npos) return true;
+  }
+  return false;
+}
+
+class FetchTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = attnlab::testutil::temp_dir("attnlab-fetch");
+    mirror_ = root_ / "mirror";
+    data_ = root_ / "data";
+    write(mirror_ / "set/abc.txt", "abc");
+  }
+  RemoteFile abc(std::string url = "") const { return {"set/abc.txt", std::move(url), kAbcSha}; }
+  fs::path root_, mirror_, data_;
+  ScopedEnv no_env_{"ATTNLAB_DATA_MIRROR", std::nullopt};
+};
+
+TEST_F(FetchTest, Sha256OfKnownContent) { EXPECT_EQ(sha256_file((mirror_ / "set/abc.txt").string()), kAbcSha); }
+
+TEST_F(FetchTest, Sha256OfMissingFileNamesIt) {
+  EXPECT_NE(data_error([&] { sha256_file((root_ / "nope.bin").string()); }).find("nope.bin"), std::string::npos);
+}
+
+TEST_F(FetchTest, CopiesFromMirrorFolderThenUsesTheCachedFile) {
+  const std::string got = ensure_file(abc(), data_.string(), mirror_.string());
+  EXPECT_EQ(fs::path(got), data_ / "set/abc.txt");
+  EXPECT_EQ(slurp(got), "abc");
+  fs::remove_all(mirror_);  // no source any more: the verified copy must be used as is
+  EXPECT_EQ(ensure_file(abc(), data_.string()), got);
+  EXPECT_FALSE(leftovers(data_ / "set"));
+}
+
+TEST_F(FetchTest, MirrorAsFileUrlAndFromEnvironment) {
+  EXPECT_EQ(slurp(ensure_file(abc(), (root_ / "d1").string(), "file://" + mirror_.string())), "abc");
+  ScopedEnv env("ATTNLAB_DATA_MIRROR", mirror_.string());
+  EXPECT_EQ(slurp(ensure_file(abc(), (root_ / "d2").string())), "abc");
+}
+
+TEST_F(FetchTest, ReplacesACorruptLocalCopy) {
+  write(data_ / "set/abc.txt", "abd");
+  EXPECT_EQ(slurp(ensure_file(abc(), data_.string(), mirror_.string())), "abc");
+}
+
+TEST_F(FetchTest, ChecksumMismatchNamesFileSourceAndBothSums) {
+  write(mirror_ / "set/abc.txt", "not abc");
+  const std::string msg = data_error([&] { ensure_file(abc(), data_.string(), mirror_.string()); });
+  EXPECT_NE(msg.find("checksum mismatch for set/abc.txt from " + (mirror_ / "set/abc.txt").string()),
+            std::string::npos)
+      << msg;
+  EXPECT_NE(msg.find(std::string("expected ") + kAbcSha), std::string::npos) << msg;
+  EXPECT_NE(msg.find("found " + sha256_file((mirror_ / "set/abc.txt").string())), std::string::npos) << msg;
+  EXPECT_FALSE(fs::exists(data_ / "set/abc.txt"));  // nothing partial under the final name
+  EXPECT_FALSE(leftovers(data_ / "set"));
+}
+
+TEST_F(FetchTest, DownloadsWithLibcurlWhenTheMirrorLacksTheFile) {
+  const std::string url = "file://" + (mirror_ / "set/abc.txt").string();
+  const RemoteFile f{"other/abc.txt", url, kAbcSha};
+  EXPECT_EQ(slurp(ensure_file(f, data_.string(), (root_ / "empty-mirror").string())), "abc");
+}
+
+TEST_F(FetchTest, DownloadFailureNamesFileAndUrl) {
+  const RemoteFile f{"set/abc.txt", "file://" + (root_ / "missing.txt").string(), kAbcSha};
+  const std::string msg = data_error([&] { ensure_file(f, data_.string()); });
+  EXPECT_NE(msg.find("set/abc.txt"), std::string::npos) << msg;
+  EXPECT_NE(msg.find(f.url), std::string::npos) << msg;
+  EXPECT_FALSE(fs::exists(data_ / "set/abc.txt"));
+  EXPECT_FALSE(leftovers(data_ / "set"));
+}
+
+TEST_F(FetchTest, DownloadedChecksumMismatch) {
+  const RemoteFile f{"x/abc.txt", "file://" + (mirror_ / "set/abc.txt").string(), std::string(64, '0')};
+  const std::string msg = data_error([&] { ensure_file(f, data_.string()); });
+  EXPECT_NE(msg.find("checksum mismatch for x/abc.txt from " + f.url), std::string::npos) << msg;
+}
+
+TEST_F(FetchTest, NoSourceAtAll) {
+  const RemoteFile f{"set/abc.txt", "", kAbcSha};
+  const std::string msg = data_error([&] { ensure_file(f, data_.string()); });
+  EXPECT_NE(msg.find("set/abc.txt"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("ATTNLAB_DATA_MIRROR"), std::string::npos) << msg;
+}
+
+void make_zip(const fs::path& path, const std::vector<std::pair<std::string, std::string>>& members) {
+  int err = 0;
+  zip_t* z = zip_open(path.c_str(), ZIP_CREATE | ZIP_TRUNCATE, &err);
+  ASSERT_NE(z, nullptr) << "zip_open error " << err;
+  for (const auto& [name, content] : members) {
+    zip_source_t* src = zip_source_buffer(z, content.data(), content.size(), 0);
+    ASSERT_NE(src, nullptr);
+    ASSERT_GE(zip_file_add(z, name.c_str(), src, ZIP_FL_ENC_UTF_8), 0) << zip_strerror(z);
+  }
+  ASSERT_EQ(zip_close(z), 0);
+}
+
+TEST_F(FetchTest, ZipMembers) {
+  const fs::path zip = root_ / "pairs.zip";
+  const std::string text = "Go.\tVa !\nHi.\tSalut !\n";
+  make_zip(zip, {{"pairs/fra.txt", text}, {"__MACOSX/pairs/._fra.txt", "junk"}, {"pairs/empty.txt", ""}});
+  EXPECT_EQ(list_zip_members(zip.string()),
+            (std::vector<std::string>{"pairs/fra.txt", "__MACOSX/pairs/._fra.txt", "pairs/empty.txt"}));
+  EXPECT_EQ(read_zip_member(zip.string(), "pairs/fra.txt"), text);
+  EXPECT_EQ(read_zip_member(zip.string(), "pairs/empty.txt"), "");
+  const std::string msg = data_error([&] { read_zip_member(zip.string(), "fra-eng/fra.txt"); });
+  EXPECT_NE(msg.find(zip.string()), std::string::npos) << msg;
+  EXPECT_NE(msg.find("'fra-eng/fra.txt'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("pairs/fra.txt, __MACOSX/pairs/._fra.txt"), std::string::npos) << msg;
+}
+
+TEST_F(FetchTest, ZipThroughMirrorWithChecksum) {
+  make_zip(mirror_ / "set/pairs.zip", {{"a.txt", "alpha"}});
+  const RemoteFile f{"set/pairs.zip", "", sha256_file((mirror_ / "set/pairs.zip").string())};
+  EXPECT_EQ(read_zip_member(ensure_file(f, data_.string(), mirror_.string()), "a.txt"), "alpha");
+}
+
+TEST_F(FetchTest, NotAZipNamesTheFile) {
+  const std::string msg = data_error([&] { list_zip_members((mirror_ / "set/abc.txt").string()); });
+  EXPECT_NE(msg.find("abc.txt"), std::string::npos) << msg;
+}
+
+void write_gzip(const fs::path& p, const std::string& content) {
+  gzFile gz = gzopen(p.c_str(), "wb");
+  ASSERT_NE(gz, nullptr);
+  ASSERT_EQ(gzwrite(gz, content.data(), static_cast<unsigned>(content.size())), static_cast<int>(content.size()));
+  ASSERT_EQ(gzclose(gz), Z_OK);
+}
+
+TEST_F(FetchTest, GzipRoundTripAndPlainFiles) {
+  std::string text;
+  for (int i = 0; i < 5000; ++i) text += "A man in an orange hat starring at something.\n";
+  write_gzip(root_ / "train.en.gz", text);
+  EXPECT_EQ(read_text_file((root_ / "train.en.gz").string()), text);
+  EXPECT_EQ(read_text_file((mirror_ / "set/abc.txt").string()), "abc");
+}
+
+TEST_F(FetchTest, TruncatedGzipIsDataErrorNamingTheFile) {
+  std::string text;
+  for (int i = 0; i < 5000; ++i) text += fmt::format("line {} of a long file\n", i);
+  const fs::path full = root_ / "full.gz", cut = root_ / "cut.gz";
+  write_gzip(full, text);
+  std::ifstream in(full, std::ios::binary);
+  std::string raw((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  write(cut, raw.substr(0, raw.size() / 2));
+  const std::string msg = data_error([&] { read_text_file(cut.string()); });
+  EXPECT_NE(msg.find(cut.string()), std::string::npos) << msg;
+  // Only the trailer (CRC + length) missing is still truncation.
+  write(cut, raw.substr(0, raw.size() - 4));
+  EXPECT_THROW(read_text_file(cut.string()), DataError);
+}
+
+TEST_F(FetchTest, NonGzipWithGzSuffixAndMissingFiles) {
+  write(root_ / "plain.gz", "just text\n");
+  EXPECT_NE(data_error([&] { read_text_file((root_ / "plain.gz").string()); }).find("plain.gz"), std::string::npos);
+  EXPECT_NE(data_error([&] { read_text_file((root_ / "none.txt").string()); }).find("none.txt"), std::string::npos);
+  EXPECT_NE(data_error([&] { read_text_file((root_ / "none.gz").string()); }).find("none.gz"), std::string::npos);
+}
+
+}  // namespace

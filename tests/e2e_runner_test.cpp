@@ -1,0 +1,187 @@
+// End to end: the real runner binary on small configs, read back from its results files.
+#include <attnlab/results/reader.hpp>
+
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "testing/testing.hpp"
+
+namespace {
+using namespace attnlab;
+namespace fs = std::filesystem;
+
+struct RunResult {
+  int exit_code = -1;
+  std::string out, err;
+};
+
+std::string read_all(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+class RunnerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    runner_ = testutil::env_or("ATTNLAB_RUNNER", "");
+    source_ = testutil::env_or("ATTNLAB_SOURCE_DIR", "");
+    data_dir_ = testutil::env_or("ATTNLAB_TEST_DATA_DIR", "");
+    if (runner_.empty() || source_.empty()) GTEST_SKIP() << "run through ctest (ATTNLAB_RUNNER unset)";
+    if (testutil::env_or("ATTNLAB_DATA_MIRROR", "").empty() && !fs::exists(data_dir_ + "/fra-eng/fra-eng.zip")) {
+      GTEST_SKIP() << "ATTNLAB_DATA_MIRROR is not set and no fra-eng data is present";
+    }
+    tmp_ = testutil::temp_dir("attnlab-e2e");
+  }
+
+  /// Runs runner with args (from the source dir), capturing stdout/stderr to files.
+  /// If `on_start` is given it is called with the child's pid while it runs.
+  RunResult run(const std::vector<std::string>& args, const std::function<void(pid_t, const std::string&)>& on_start = {}) {
+    auto out = tmp_ + "/stdout", err = tmp_ + "/stderr";
+    pid_t pid = fork();
+    if (pid == 0) {
+      if (chdir(source_.c_str()) != 0) _exit(127);
+      FILE* o = freopen(out.c_str(), "w", stdout);
+      FILE* e = freopen(err.c_str(), "w", stderr);
+      if (!o || !e) _exit(127);
+      std::vector<char*> argv{const_cast<char*>(runner_.c_str())};
+      for (auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+      argv.push_back(nullptr);
+      execv(runner_.c_str(), argv.data());
+      _exit(127);
+    }
+    if (on_start) on_start(pid, out);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    RunResult r;
+    r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    r.out = read_all(out);
+    r.err = read_all(err);
+    return r;
+  }
+
+  std::vector<std::string> tiny(const std::string& results, std::vector<std::string> extra = {}) {
+    std::vector<std::string> a{"experiments/tests/tiny_fra_eng.yaml", "--results", results, "data_dir=" + data_dir_};
+    a.insert(a.end(), extra.begin(), extra.end());
+    return a;
+  }
+
+  std::string runner_, source_, data_dir_, tmp_;
+};
+
+TEST_F(RunnerTest, TwoEpochRunWritesACompleteResultsFile) {
+  auto path = tmp_ + "/tiny.h5";
+  auto r = run(tiny(path));
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("epoch 2/2"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("go . => "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("mean BLEU"), std::string::npos) << r.out;
+
+  results::ResultsReader rd(path);
+  EXPECT_EQ(rd.attr_string("status"), "completed");
+  EXPECT_EQ(rd.attr_string("experiment"), "tiny_fra_eng");
+  EXPECT_EQ(rd.attr_string("device"), "cpu");
+  EXPECT_EQ(rd.attr_int("seed"), 0);
+  EXPECT_FALSE(rd.attr_string("finished").empty());
+  EXPECT_FALSE(rd.attr_strings("plugins").empty());
+  EXPECT_NE(rd.config().find("num_hiddens: 32"), std::string::npos) << rd.config();
+  auto loss = rd.metric("train", "loss");
+  ASSERT_EQ(loss.size(), 2u);
+  EXPECT_LT(loss[1], loss[0]);  // two epochs of Adam on this data always lower the loss
+  EXPECT_EQ(rd.metric("val", "loss").size(), 2u);
+  EXPECT_EQ(rd.metric("train", "tokens_per_s").size(), 2u);
+  auto samples = rd.samples();
+  ASSERT_EQ(samples.size(), 4u);
+  EXPECT_EQ(samples[3].source, "i'm home .");
+  EXPECT_EQ(samples[3].reference, "je suis chez moi .");
+  // Attention for "i'm home .": encoder [1 block, 2 heads, 9, 9] with the padded source as labels.
+  auto enc = rd.attention("i'm home .", "encoder_self");
+  ASSERT_EQ(enc.weights.dim(), 4);
+  EXPECT_EQ(enc.weights.size(0), 1);
+  EXPECT_EQ(enc.weights.size(1), 2);
+  EXPECT_EQ(enc.weights.size(2), 9);
+  ASSERT_EQ(enc.key_tokens.size(), 9u);
+  EXPECT_EQ(enc.key_tokens[0], "i'm");
+  EXPECT_EQ(enc.key_tokens[3], "<eos>");
+  // Rows over valid keys sum to 1.
+  EXPECT_ALLCLOSE(enc.weights.sum(-1), torch::ones({1, 2, 9}), 1e-4, 1e-4);
+  auto cross = rd.attention("i'm home .", "decoder_cross");
+  EXPECT_EQ(cross.weights.size(3), 9);
+  EXPECT_EQ(cross.query_tokens.at(0), "<bos>");
+  auto self = rd.attention("i'm home .", "decoder_self");
+  EXPECT_EQ(self.weights.size(2), self.weights.size(3));
+}
+
+TEST_F(RunnerTest, ResultsFileReadsWithH5py) {
+  auto python = testutil::env_or("ATTNLAB_PYTHON", "");
+  if (python.empty() || !fs::exists(python)) GTEST_SKIP() << "no venv python";
+  auto path = tmp_ + "/h5py.h5";
+  auto r = run(tiny(path, {"trainer.max_epochs=1"}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto cmd = fmt::format("'{}' '{}/tests/python/check_results.py' '{}'", python, source_, path);
+  EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
+}
+
+TEST_F(RunnerTest, SigintLeavesAnInterruptedReadableFile) {
+  auto path = tmp_ + "/interrupted.h5";
+  auto r = run(tiny(path, {"trainer.max_epochs=500"}), [&](pid_t pid, const std::string& out) {
+    // Wait for the first epoch line, then interrupt.
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(5);
+    while (std::chrono::steady_clock::now() < deadline && read_all(out).find("epoch   1/500") == std::string::npos) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    kill(pid, SIGINT);
+  });
+  EXPECT_EQ(r.exit_code, 130) << r.out << r.err;
+  results::ResultsReader rd(path);
+  EXPECT_EQ(rd.attr_string("status"), "interrupted");
+  auto loss = rd.metric("train", "loss");
+  EXPECT_GE(loss.size(), 1u);
+  EXPECT_LT(loss.size(), 500u);
+}
+
+TEST_F(RunnerTest, UnknownOverrideKeyIsOneClearError) {
+  auto path = tmp_ + "/never.h5";
+  auto r = run(tiny(path, {"model.encoder.num_hiden=3"}));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("config error"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("model.encoder.num_hiden"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("did you mean 'num_hiddens'"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("terminate called"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(path));  // nothing is recorded for a run that never started
+}
+
+TEST_F(RunnerTest, ImpossibleValueNamesFileLineAndPath) {
+  // 3 heads cannot divide 32 hidden units; the error points into the experiment file.
+  auto r = run(tiny(tmp_ + "/never.h5", {"model.encoder.num_heads=3"}));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("model.encoder.num_heads"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("divide"), std::string::npos) << r.err;
+}
+
+TEST_F(RunnerTest, PluginsListsEveryKindAndShowsOptions) {
+  auto r = run({"plugins"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const char* want : {"scorer", "dot_product", "encoder", "decoder", "transformer", "dataset", "fra_eng",
+                           "trainer", "seq2seq"}) {
+    EXPECT_NE(r.out.find(want), std::string::npos) << want << "\n" << r.out;
+  }
+  auto one = run({"plugins", "encoder/transformer"});
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  EXPECT_NE(one.out.find("num_hiddens"), std::string::npos) << one.out;
+  EXPECT_NE(one.out.find("first|last"), std::string::npos) << one.out;
+  auto bad = run({"plugins", "transfomer"});
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(bad.err.find("did you mean 'transformer'"), std::string::npos) << bad.err;
+}
+
+}  // namespace

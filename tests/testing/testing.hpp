@@ -1,0 +1,28 @@
+#pragma once
+// Test helpers: seeding fixture, tensor comparison reporting the first mismatch, paths.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <string>
+
+namespace attnlab::testutil {
+
+/// Seeds torch (manual_seed(0)) before every test.
+class SeededTest : public ::testing::Test {
+ protected:
+  void SetUp() override { torch::manual_seed(0); }
+};
+
+/// Success when shapes match and all |a - b| <= atol + rtol * |b|; otherwise names the first
+/// mismatching index, both values and the tolerance.
+::testing::AssertionResult AllClose(const torch::Tensor& actual, const torch::Tensor& expected,
+                                    double rtol = 1e-5, double atol = 1e-6);
+
+/// Environment variable or fallback.
+std::string env_or(const char* name, const std::string& fallback);
+/// A fresh empty temporary directory (removed by the OS / left for inspection).
+std::string temp_dir(const std::string& prefix);
+
+}  // namespace attnlab::testutil
+
+#define EXPECT_ALLCLOSE(a, b, ...) EXPECT_TRUE(::attnlab::testutil::AllClose((a), (b), ##__VA_ARGS__))

@@ -1,0 +1,119 @@
+// The dot_product scorer and transformer encoder/decoder plugins, created through the registry
+// from config nodes: happy path, option validation and error messages.
+#include <attnlab/config/node.hpp>
+#include <attnlab/nn/encoder_decoder.hpp>
+#include <attnlab/nn/transformer.hpp>
+#include <attnlab/plugin/registry.hpp>
+
+#include "testing/testing.hpp"
+
+#include <functional>
+#include <string>
+
+namespace {
+
+using namespace attnlab;
+using Sizes = std::vector<int64_t>;
+
+class TransformerPlugins : public testutil::SeededTest {
+ protected:
+  void SetUp() override {
+    SeededTest::SetUp();
+    registry.discover();
+    ctx.registry = &registry;
+    ctx.data.src_vocab_size = 20;
+    ctx.data.tgt_vocab_size = 21;
+  }
+  config::Node yaml(const std::string& text) { return config::parse_yaml(text, "test.yaml").at("model"); }
+  template <class E>
+  std::string message_of(const std::function<void()>& f) {
+    try {
+      f();
+    } catch (const E& e) {
+      return e.what();
+    }
+    ADD_FAILURE() << "expected an exception";
+    return "";
+  }
+
+  plugin::Registry registry;
+  plugin::BuildContext ctx;
+};
+
+TEST_F(TransformerPlugins, BuildsATrainableModel) {
+  auto node = yaml(
+      "model: {plugin: transformer, num_hiddens: 16, ffn_num_hiddens: 32, num_heads: 4, num_blks: 2,\n"
+      "        dropout: 0.0, norm: first, attention: {scorer: {plugin: dot_product}}}");
+  auto encoder = registry.create<nn::Encoder>(node, ctx);
+  auto decoder = registry.create<nn::Decoder>(node, ctx);
+  auto* enc = dynamic_cast<nn::TransformerEncoderImpl*>(encoder.get());
+  ASSERT_NE(enc, nullptr);
+  EXPECT_EQ(enc->options.num_hiddens(), 16);
+  EXPECT_EQ(enc->options.vocab_size(), 20);
+  EXPECT_EQ(enc->blocks.size(), 2u);
+  EXPECT_TRUE(enc->final_ln);  // norm: first
+  EXPECT_EQ(encoder->output_size(), 16);
+  nn::EncoderDecoder model(encoder, decoder);
+  auto logits = model->forward(torch::randint(0, 20, {2, 5}), torch::tensor({5, 3}), torch::randint(0, 21, {2, 4}));
+  EXPECT_EQ(logits.sizes(), (Sizes{2, 4, 21}));
+  logits.sum().backward();
+  for (const auto& p : model->parameters()) EXPECT_TRUE(p.grad().defined());
+}
+
+TEST_F(TransformerPlugins, DefaultsAreD2ls) {
+  auto decoder = registry.create<nn::Decoder>(yaml("model: transformer"), ctx);
+  auto* dec = dynamic_cast<nn::TransformerDecoderImpl*>(decoder.get());
+  ASSERT_NE(dec, nullptr);
+  EXPECT_EQ(dec->options.num_hiddens(), 256);
+  EXPECT_EQ(dec->options.ffn_num_hiddens(), 64);
+  EXPECT_EQ(dec->options.num_heads(), 4);
+  EXPECT_EQ(dec->options.num_blks(), 2);
+  EXPECT_DOUBLE_EQ(dec->options.dropout(), 0.2);
+  EXPECT_FALSE(dec->options.bias());
+  EXPECT_EQ(dec->options.norm(), nn::NormPlacement::Last);
+  EXPECT_FALSE(dec->final_ln);
+  EXPECT_EQ(dec->options.vocab_size(), 21);
+}
+
+TEST_F(TransformerPlugins, HeadsMustDivideWidth) {
+  auto msg = message_of<ConfigError>(
+      [&] { registry.create<nn::Encoder>(yaml("model: {plugin: transformer, num_hiddens: 255}"), ctx); });
+  EXPECT_NE(msg.find("4 heads do not divide num_hiddens 255"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("test.yaml"), std::string::npos) << msg;
+}
+
+TEST_F(TransformerPlugins, BadOptionsAreConfigErrors) {
+  auto unknown_attention = message_of<ConfigError>(
+      [&] { registry.create<nn::Encoder>(yaml("model: {plugin: transformer, attention: {scorr: dot_product}}"), ctx); });
+  EXPECT_NE(unknown_attention.find("did you mean 'scorer'"), std::string::npos) << unknown_attention;
+  auto unknown_scorer = message_of<ConfigError>(
+      [&] { registry.create<nn::Decoder>(yaml("model: {plugin: transformer, attention: {scorer: dot_prodct}}"), ctx); });
+  EXPECT_NE(unknown_scorer.find("dot_product"), std::string::npos) << unknown_scorer;
+  auto norm = message_of<ConfigError>(
+      [&] { registry.create<nn::Decoder>(yaml("model: {plugin: transformer, norm: middle}"), ctx); });
+  EXPECT_NE(norm.find("first|last"), std::string::npos) << norm;
+  auto dropout = message_of<ConfigError>(
+      [&] { registry.create<nn::Decoder>(yaml("model: {plugin: transformer, dropout: 1.5}"), ctx); });
+  EXPECT_NE(dropout.find("expected <= 1"), std::string::npos) << dropout;
+}
+
+TEST_F(TransformerPlugins, NeedsVocabularies) {
+  ctx.data.src_vocab_size = 0;
+  auto msg = message_of<ConfigError>([&] { registry.create<nn::Encoder>(yaml("model: transformer"), ctx); });
+  EXPECT_NE(msg.find("src_vocab_size 0"), std::string::npos) << msg;
+  ctx.data.tgt_vocab_size = 0;
+  msg = message_of<ConfigError>([&] { registry.create<nn::Decoder>(yaml("model: transformer"), ctx); });
+  EXPECT_NE(msg.find("tgt_vocab_size 0"), std::string::npos) << msg;
+}
+
+TEST_F(TransformerPlugins, DotProductNeedsEqualSizes) {
+  ctx.query_size = 8;
+  ctx.key_size = 16;
+  auto msg = message_of<ConfigError>([&] { registry.create<nn::Scorer>(yaml("model: dot_product"), ctx); });
+  EXPECT_NE(msg.find("query size 8 and key size 16"), std::string::npos) << msg;
+  ctx.key_size = 8;
+  auto scorer = registry.create<nn::Scorer>(yaml("model: dot_product"), ctx);
+  EXPECT_EQ(scorer->score(torch::ones({1, 2, 8}), torch::ones({1, 3, 8})).sizes(), (Sizes{1, 2, 3}));
+}
+
+}  // namespace
