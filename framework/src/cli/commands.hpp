@@ -1,15 +1,18 @@
 #pragma once
-// The runner's subcommands.
+// The runner's subcommands. Each gets argv starting at its own name ("plugins", ...), parses its
+// own options with CLI11, and returns the exit code. Register new ones in kCommands (main.cpp).
 #include <string>
 #include <vector>
 
 namespace attnlab::cli {
 
-struct Common {
-  std::vector<std::string> plugin_dirs;
+struct Command {
+  const char* name;
+  const char* help;  // one line for `runner --help`
+  int (*run)(int argc, char** argv);
 };
 
-/// `runner plugins [name]`: list plugins, or one plugin's options.
-int cmd_plugins(const Common& common, const std::string& name);
+/// `runner plugins [NAME] [--plugin-path DIR]`: list plugins, or one plugin's options.
+int cmd_plugins(int argc, char** argv);
 
 }  // namespace attnlab::cli

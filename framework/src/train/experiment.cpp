@@ -89,7 +89,9 @@ config::Schema experiment_schema() {
       opt_int("threads", 0, "intra-op CPU threads (0 = torch's default, one per core)", 0),
       opt_string("data_dir", "datasets", "where datasets are fetched to and read from"),
       opt_node("dataset", Type::Map, std::nullopt, "dataset plugin and its options ({plugin: name, ...})"),
-      opt_node("model", Type::Map, std::nullopt, "model: {encoder: {plugin: ...}, decoder: {plugin: ...}}"),
+      opt_node("model", Type::Map, "{}",
+               "{encoder: {plugin: ...}, decoder: {plugin: ...}}, or {plugin: <model plugin>, ...}, or {} when "
+               "the trainer builds its own model"),
       opt_node("trainer", Type::Map, std::nullopt, "trainer plugin and its options"),
       opt_node("evaluate", Type::Map, "{}", "after training: samples to translate, attention to record"),
       opt_node("results", Type::Map, "{}", "results file: {path: ...}"),
@@ -100,10 +102,6 @@ int run_experiment(const RunOptions& ro) {
   Node root = config::load_experiment(ro.experiment_path, ro.overrides);
   config::Options top(root, experiment_schema(), "the experiment", {});
   const auto name = top.get_string("experiment");
-  config::Options model_opts(top.node("model"),
-                             {config::opt_node("encoder", config::Type::Map, std::nullopt, "encoder plugin"),
-                              config::opt_node("decoder", config::Type::Map, std::nullopt, "decoder plugin")},
-                             "the model section", {});
   config::Options results_opts(top.node("results"),
                                {config::opt_string("path", "", "results file (default results/<experiment>-<time>.h5)")},
                                "the results section", {});
@@ -133,11 +131,36 @@ int run_experiment(const RunOptions& ro) {
     throw DataError(fmt::format("dataset '{}' failed to prepare: {}", dataset_name, e.what()));
   }
   ctx.data = dataset->info();
-  auto encoder = registry.create<nn::Encoder>(model_opts.node("encoder"), ctx);
-  auto decoder = registry.create<nn::Decoder>(model_opts.node("decoder"), ctx);
-  nn::EncoderDecoder model(encoder, decoder);
-  model->to(ctx.device);
+  // The model: an encoder + decoder pair, a "model" plugin, or nothing (the trainer builds it).
+  nn::EncoderDecoder model{nullptr};
+  std::shared_ptr<nn::Model> custom;
+  const Node& model_node = top.node("model");
+  if (model_node.has("plugin")) {
+    custom = registry.create<nn::Model>(model_node, ctx);
+    custom->to(ctx.device);
+  } else if (model_node.size() > 0) {
+    config::Options model_opts(model_node,
+                               {config::opt_node("encoder", config::Type::Map, std::nullopt, "encoder plugin"),
+                                config::opt_node("decoder", config::Type::Map, std::nullopt, "decoder plugin")},
+                               "the model section (an encoder + decoder, or {plugin: <model>})", {});
+    auto encoder = registry.create<nn::Encoder>(model_opts.node("encoder"), ctx);
+    auto decoder = registry.create<nn::Decoder>(model_opts.node("decoder"), ctx);
+    model = nn::EncoderDecoder(encoder, decoder);
+    model->to(ctx.device);
+  }
   auto trainer = registry.create<train::Trainer>(top.node("trainer"), ctx);
+  if (!eval_spec.samples.empty() && !model) {
+    top.fail("evaluate", "translation samples need an encoder + decoder model");
+  }
+  TrainContext tc;
+  tc.model = model;
+  tc.custom = custom;
+  tc.build = &ctx;
+  tc.dataset = dataset.get();
+  tc.device = ctx.device;
+  tc.seed = seed;
+  tc.stop = &g_stop;
+  const int64_t num_parameters = trainer->num_parameters(tc);
 
   // Everything is valid: from here on the run is recorded.
   std::string path = ro.results_path ? *ro.results_path : results_opts.get_string("path");
@@ -152,21 +175,16 @@ int run_experiment(const RunOptions& ro) {
   res.set_attr("command_line", ro.command_line);
   res.set_attr("experiment_file", ro.experiment_path);
   res.set_attr("plugins", registry.used());
-  res.set_attr("num_parameters", model->num_parameters());
+  res.set_attr("num_parameters", num_parameters);
   res.write_config(config::to_yaml(root));
   res.flush();
 
   Progress progress(trainer->max_epochs(), ro.quiet);
   if (!ro.quiet) {
-    spdlog::info("{}: {} parameters on {}, results -> {}", name, model->num_parameters(), ctx.device.str(), path);
+    spdlog::info("{}: {} parameters on {}, results -> {}", name, num_parameters, ctx.device.str(), path);
   }
   SignalScope signals;
-  TrainContext tc;
-  tc.model = model;
-  tc.dataset = dataset.get();
-  tc.device = ctx.device;
-  tc.seed = seed;
-  tc.stop = &g_stop;
+  tc.results = &res;
   tc.on_epoch = [&](const EpochReport& r) {
     for (const auto& [k, v] : r.train) res.append_metric("train", k, v);
     for (const auto& [k, v] : r.val) res.append_metric("val", k, v);
@@ -195,7 +213,8 @@ int run_experiment(const RunOptions& ro) {
     return 2;
   }
   try {
-    evaluate(eval_spec, model, *dataset, res, ro.quiet);
+    trainer->evaluate(tc);
+    if (model) evaluate(eval_spec, model, *dataset, res, ro.quiet);
   } catch (const std::exception& e) {
     res.set_attr("error", e.what());
     res.set_status(results::Status::Failed);
