@@ -209,10 +209,21 @@ TEST_F(Multi30kTest, SentencePieceRoundTripToRawText) {
   const auto targets = spm->raw_targets(Split::Test);
   const auto batches = spm->batches(Split::Test, false, 0);
   int64_t row = 0, same = 0;
+  std::string diffs;
   for (const auto& b : batches) {
-    for (int64_t i = 0; i < b.size(); ++i, ++row) same += spm->decode_target(ids(b.tgt_out[i])) == targets[row];
+    for (int64_t i = 0; i < b.size(); ++i, ++row) {
+      const std::string decoded = spm->decode_target(ids(b.tgt_out[i]));
+      if (decoded == targets[row]) {
+        ++same;
+      } else {
+        diffs += fmt::format("\n  raw:     '{}'\n  decoded: '{}'", targets[row], decoded);
+      }
+    }
   }
-  EXPECT_GE(same, 990) << "of 1000 test targets survive encode -> ids -> decode unchanged";
+  EXPECT_GE(same, 999) << "of 1000 test targets survive encode -> ids -> decode unchanged:" << diffs;
+  // The vocabularies are the models' pieces (8000 less <unk> <s> </s>) plus <pad> <bos> <eos> <unk>.
+  EXPECT_EQ(spm->src_vocab()->size(), 8001);
+  EXPECT_EQ(spm->tgt_vocab()->size(), 8001);
   // A second dataset with the same options reuses the cached models.
   auto again = make(o, "plugin: sentencepiece\nvocab_size: 8000\n");
   again->prepare(*data_dir_);

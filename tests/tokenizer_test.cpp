@@ -16,6 +16,7 @@
 #include <fstream>
 #include <memory>
 #include <random>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -89,6 +90,7 @@ TEST_F(TokenizerTest, D2lWordsRules) {
   EXPECT_EQ(tok->encode("  spaced\u00a0out  "), (Tokens{"spaced", "out"}));
   EXPECT_EQ(tok->decode({"a", "dog", "runs", "."}), "a dog runs .");
   EXPECT_EQ(tok->decode({}), "");
+  EXPECT_TRUE(tok->vocabulary().empty());  // open-ended: the dataset counts the words
 }
 
 TEST_F(TokenizerTest, D2lWordsRoundTripOnPreprocessedText) {
@@ -114,7 +116,7 @@ TEST_F(TokenizerTest, SentencePieceRoundTripAndCacheReuse) {
   const auto stamp = mtime(models[0]);
 
   // Round trip on normalized text (single spaces, NFKC-stable characters), seen or unseen.
-  auto unseen = corpus(99, 200);
+  const auto unseen = corpus(99, 200);
   for (const auto* set : {&text, &unseen}) {
     for (const auto& s : *set) {
       const Tokens pieces = first->encode(s);
@@ -123,6 +125,14 @@ TEST_F(TokenizerTest, SentencePieceRoundTripAndCacheReuse) {
     }
   }
   EXPECT_GT(first->encode("Straße").size(), 0u);
+  // The inventory: every piece encode() emits, without <unk> <s> </s>.
+  const Tokens inventory = first->vocabulary();
+  EXPECT_EQ(inventory.size(), 147u);
+  const std::set<std::string> known(inventory.begin(), inventory.end());
+  EXPECT_EQ(known.count("<unk>") + known.count("<s>") + known.count("</s>"), 0u);
+  for (const auto& s : unseen) {
+    for (const auto& piece : first->encode(s)) EXPECT_EQ(known.count(piece), 1u) << piece;
+  }
 
   // Same corpus and options: the cached model is loaded, not retrained (flag and mtime).
   std::this_thread::sleep_for(std::chrono::milliseconds(20));

@@ -15,4 +15,12 @@ struct Command {
 /// `runner plugins [NAME] [--plugin-path DIR]`: list plugins, or one plugin's options.
 int cmd_plugins(int argc, char** argv);
 
+/// `runner compare A.h5 B.h5 [...] [--metric M] [--format table|markdown|csv] [--plot out.png]`:
+/// runs side by side (differing config keys, final/best metrics, attention statistics).
+int cmd_compare(int argc, char** argv);
+
+/// `runner plot RUN.h5 [--attention MODULE] [--sample S] [--losses] [--predictions] [-o OUT]`:
+/// attention heatmaps, loss curves, corner / kernel regression pictures as PNG or SVG.
+int cmd_plot(int argc, char** argv);
+
 }  // namespace attnlab::cli

@@ -19,6 +19,8 @@ using attnlab::cli::Command;
 
 const Command kCommands[] = {
     {"plugins", "list plugins, or show one plugin's options", attnlab::cli::cmd_plugins},
+    {"compare", "compare runs from their results files (table, markdown, csv, --plot)", attnlab::cli::cmd_compare},
+    {"plot", "draw a run's attention heatmaps, loss curves and predictions", attnlab::cli::cmd_plot},
 };
 
 std::string join_args(int argc, char** argv) {

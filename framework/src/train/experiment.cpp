@@ -77,6 +77,31 @@ std::string git_commit() {
   return out;
 }
 
+/// The experiment as it ran: the file after defaults and overrides, with every framework and
+/// plugin default filled in (each plugin's resolved options placed at its YAML path).
+Node resolved_config(const config::Options& top, const plugin::Registry& registry) {
+  Node root = top.resolved();
+  for (const auto& r : registry.resolved()) {
+    Node* at = &root;
+    std::string path = r.path();
+    size_t start = 0;
+    while (true) {
+      size_t dot = path.find('.', start);
+      std::string key = path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+      if (dot == std::string::npos) {
+        at->set(key, r);
+        break;
+      }
+      Node* next = at->find(key);
+      if (next == nullptr || !next->is_map()) next = &at->set(key, Node::map());
+      at = next;
+      start = dot + 1;
+    }
+  }
+  root.repath("");
+  return root;
+}
+
 }  // namespace
 
 config::Schema experiment_schema() {
@@ -176,7 +201,7 @@ int run_experiment(const RunOptions& ro) {
   res.set_attr("experiment_file", ro.experiment_path);
   res.set_attr("plugins", registry.used());
   res.set_attr("num_parameters", num_parameters);
-  res.write_config(config::to_yaml(root));
+  res.write_config(config::to_yaml(resolved_config(top, registry)));
   res.flush();
 
   Progress progress(trainer->max_epochs(), ro.quiet);

@@ -144,9 +144,15 @@ void Multi30k::prepare(const std::string& data_dir) {
     src_tokens[train].resize(kept), tgt_tokens[train].resize(kept);
     raw_src[train].resize(kept), raw_tgt[train].resize(kept);
   }
-  const std::vector<std::string> reserved{kPad, kBos, kEos};
-  src_vocab_ = data::Vocab(src_tokens[train], opt_.min_freq, reserved);
-  tgt_vocab_ = data::Vocab(tgt_tokens[train], opt_.min_freq, reserved);
+  // A learned tokenizer's own inventory (every piece it can emit), else the training split's
+  // tokens with min_freq.
+  const auto vocab = [&](const data::Tokenizer& tok, const std::vector<Tokens>& tokens) {
+    const std::vector<std::string> reserved{kPad, kBos, kEos};
+    const Tokens inventory = tok.vocabulary();
+    return inventory.empty() ? data::Vocab(tokens, opt_.min_freq, reserved) : data::Vocab({inventory}, 0, reserved);
+  };
+  src_vocab_ = vocab(*src_tok_, src_tokens[train]);
+  tgt_vocab_ = vocab(*tgt_tok_, tgt_tokens[train]);
   for (data::Split split : kSplits) {
     const auto s = static_cast<size_t>(split);
     SplitData built = build(std::move(raw_src[s]), std::move(raw_tgt[s]), std::move(src_tokens[s]),

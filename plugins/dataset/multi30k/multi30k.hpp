@@ -6,7 +6,9 @@
 //   first) and verified against datasets/manifest.tsv's SHA-256 sums.
 // - Each language is tokenized by its own instance of the `tokenizer` plugin, trained on that
 //   language's training split (a learned model is cached under <data dir>/multi30k/tokenizers/).
-// - Vocabularies from the training split only (min_freq, reserved <pad> <bos> <eos>, plus <unk>).
+// - Vocabularies from the training split only, with reserved <pad> <bos> <eos> plus <unk>: a
+//   learned tokenizer's inventory (Tokenizer::vocabulary(), e.g. SentencePiece's pieces), else
+//   the encoded training tokens with frequency >= min_freq.
 // - Sources are tokens + <eos>; targets <bos> tokens <eos> (tgt_in drops the last, tgt_out the
 //   first). Every batch is padded to its own longest sequence: there is no fixed num_steps;
 //   info().num_steps is the longest sequence (with <eos>) of any split, a bound for decoding.

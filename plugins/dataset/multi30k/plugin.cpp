@@ -22,7 +22,8 @@ config::Schema schema() {
       config::opt_node("tokenizer", config::Type::Any, "{plugin: d2l_words}",
                        "tokenizer plugin (a name or a map with `plugin:` and its options), one instance per "
                        "language, trained on that language's training split"),
-      config::opt_int("min_freq", 2, "training-split tokens rarer than this become <unk>", 0),
+      config::opt_int("min_freq", 2, "training-split tokens rarer than this become <unk> (not for tokenizers with their own inventory, "
+                      "e.g. sentencepiece)", 0),
       config::opt_int("max_len", 0, "drop training pairs with more tokens than this on either side (0 = keep all)",
                       0),
       config::opt_int("batch_size", 128, "pairs per batch (padded to the batch's longest)", 1),

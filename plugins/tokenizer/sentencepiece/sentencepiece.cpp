@@ -156,6 +156,15 @@ class SentencePiece final : public data::Tokenizer {
     return sp_.DecodePieces(tokens);
   }
 
+  std::vector<std::string> vocabulary() const override {
+    require_trained("vocabulary");
+    std::vector<std::string> pieces;
+    for (int id = 0; id < sp_.GetPieceSize(); ++id) {
+      if (!sp_.IsControl(id) && !sp_.IsUnknown(id) && !sp_.IsUnused(id)) pieces.push_back(sp_.IdToPiece(id));
+    }
+    return pieces;
+  }
+
   std::string description() const override {
     return fmt::format("sentencepiece(model_type {}, vocab_size {}, character_coverage {}{})", opt_.model_type,
                        opt_.vocab_size, opt_.character_coverage,

@@ -29,6 +29,10 @@ class Tokenizer {
   /// Tokens -> text, the inverse of encode as far as the tokenizer's normalization allows; what
   /// BLEU is computed on.
   virtual std::string decode(const std::vector<std::string>& tokens) const = 0;
+  /// Every token encode() can produce, for a learned model with a fixed inventory (its pieces,
+  /// without control symbols); empty for open-ended tokenizers (words), whose vocabulary the
+  /// dataset counts from the encoded training split. Valid after train().
+  virtual std::vector<std::string> vocabulary() const { return {}; }
   /// One line for logs and results: the name, its options and, for learned models, the model file.
   virtual std::string description() const { return name(); }
 };
