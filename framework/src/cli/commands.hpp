@@ -1,26 +1,15 @@
 #pragma once
-// The runner's subcommands. Each gets argv starting at its own name ("plugins", ...), parses its
-// own options with CLI11, and returns the exit code. Register new ones in kCommands (main.cpp).
+// The runner's subcommands.
 #include <string>
 #include <vector>
 
 namespace attnlab::cli {
 
-struct Command {
-  const char* name;
-  const char* help;  // one line for `runner --help`
-  int (*run)(int argc, char** argv);
+struct Common {
+  std::vector<std::string> plugin_dirs;
 };
 
-/// `runner plugins [NAME] [--plugin-path DIR]`: list plugins, or one plugin's options.
-int cmd_plugins(int argc, char** argv);
-
-/// `runner compare A.h5 B.h5 [...] [--metric M] [--format table|markdown|csv] [--plot out.png]`:
-/// runs side by side (differing config keys, final/best metrics, attention statistics).
-int cmd_compare(int argc, char** argv);
-
-/// `runner plot RUN.h5 [--attention MODULE] [--sample S] [--losses] [--predictions] [-o OUT]`:
-/// attention heatmaps, loss curves, corner / kernel regression pictures as PNG or SVG.
-int cmd_plot(int argc, char** argv);
+/// `runner plugins [name]`: list plugins, or one plugin's options.
+int cmd_plugins(const Common& common, const std::string& name);
 
 }  // namespace attnlab::cli

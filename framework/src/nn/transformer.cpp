@@ -29,8 +29,7 @@ TransformerBlockOptions TransformerOptions::block() const {
   return TransformerBlockOptions(num_hiddens(), ffn_num_hiddens(), num_heads())
       .dropout(dropout())
       .bias(bias())
-      .norm(norm())
-      .ffn_dropout(ffn_dropout());
+      .norm(norm());
 }
 
 // ---------------------------------------------------------------------------------------- encoder
@@ -56,7 +55,7 @@ EncoderOutput TransformerEncoderImpl::forward(const torch::Tensor& src, const to
   TORCH_CHECK(src.dim() == 2, "TransformerEncoder: expected src [B, S] token ids, found ", src.sizes());
   const double scale = std::sqrt(static_cast<double>(options.num_hiddens()));
   auto x = pos_encoding->forward(embedding->forward(src) * scale);  // [B, S, H]
-  return {forward_embedded(x, valid_lens), valid_lens, {}};
+  return {forward_embedded(x, valid_lens), valid_lens};
 }
 
 torch::Tensor TransformerEncoderImpl::forward_embedded(const torch::Tensor& x, const torch::Tensor& valid_lens) {

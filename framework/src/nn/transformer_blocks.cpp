@@ -26,7 +26,7 @@ TransformerEncoderBlockImpl::TransformerEncoderBlockImpl(const TransformerBlockO
   attention = register_module("attention", make_mha(options, make_scorer));
   addnorm1 = register_module("addnorm1", make_addnorm(options));
   ffn = register_module("ffn", PositionWiseFFN(options.num_hiddens(), options.ffn_num_hiddens(),
-                                               options.num_hiddens(), options.ffn_dropout()));
+                                               options.num_hiddens()));
   addnorm2 = register_module("addnorm2", make_addnorm(options));
 }
 
@@ -44,7 +44,7 @@ TransformerDecoderBlockImpl::TransformerDecoderBlockImpl(const TransformerBlockO
   attention2 = register_module("attention2", make_mha(options, make_scorer));
   addnorm2 = register_module("addnorm2", make_addnorm(options));
   ffn = register_module("ffn", PositionWiseFFN(options.num_hiddens(), options.ffn_num_hiddens(),
-                                               options.num_hiddens(), options.ffn_dropout()));
+                                               options.num_hiddens()));
   addnorm3 = register_module("addnorm3", make_addnorm(options));
 }
 

@@ -26,7 +26,6 @@ config::Schema transformer_schema() {
       opt_enum("norm", "last", {"first", "last"},
                "layer norm placement: last = d2l AddNorm ln(x + f(x)); first = x + f(ln(x)) and a final LayerNorm"),
       opt_int("max_len", 1000, "longest sequence the positional encoding covers", 1),
-      opt_float("ffn_dropout", 0.0, "dropout after the FFN's ReLU (Step-by-Step's layers; d2l has none)", 0.0, 1.0),
       opt_node("attention", Type::Map, "{scorer: dot_product}",
                "attention settings: {scorer: <name> | {plugin: <name>, ...}}"),
   };
@@ -39,8 +38,7 @@ TransformerOptions transformer_options(const config::Options& o, int64_t vocab_s
       .dropout(o.get_float("dropout"))
       .bias(o.get_bool("bias"))
       .norm(o.get_string("norm") == "first" ? NormPlacement::First : NormPlacement::Last)
-      .max_len(o.get_int("max_len"))
-      .ffn_dropout(o.get_float("ffn_dropout"));
+      .max_len(o.get_int("max_len"));
 }
 
 ScorerFactory registry_scorer_factory(const config::Options& o, const plugin::BuildContext& ctx) {

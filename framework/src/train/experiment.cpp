@@ -77,31 +77,6 @@ std::string git_commit() {
   return out;
 }
 
-/// The experiment as it ran: the file after defaults and overrides, with every framework and
-/// plugin default filled in (each plugin's resolved options placed at its YAML path).
-Node resolved_config(const config::Options& top, const plugin::Registry& registry) {
-  Node root = top.resolved();
-  for (const auto& r : registry.resolved()) {
-    Node* at = &root;
-    std::string path = r.path();
-    size_t start = 0;
-    while (true) {
-      size_t dot = path.find('.', start);
-      std::string key = path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
-      if (dot == std::string::npos) {
-        at->set(key, r);
-        break;
-      }
-      Node* next = at->find(key);
-      if (next == nullptr || !next->is_map()) next = &at->set(key, Node::map());
-      at = next;
-      start = dot + 1;
-    }
-  }
-  root.repath("");
-  return root;
-}
-
 }  // namespace
 
 config::Schema experiment_schema() {
@@ -114,9 +89,7 @@ config::Schema experiment_schema() {
       opt_int("threads", 0, "intra-op CPU threads (0 = torch's default, one per core)", 0),
       opt_string("data_dir", "datasets", "where datasets are fetched to and read from"),
       opt_node("dataset", Type::Map, std::nullopt, "dataset plugin and its options ({plugin: name, ...})"),
-      opt_node("model", Type::Map, "{}",
-               "{encoder: {plugin: ...}, decoder: {plugin: ...}}, or {plugin: <model plugin>, ...}, or {} when "
-               "the trainer builds its own model"),
+      opt_node("model", Type::Map, std::nullopt, "model: {encoder: {plugin: ...}, decoder: {plugin: ...}}"),
       opt_node("trainer", Type::Map, std::nullopt, "trainer plugin and its options"),
       opt_node("evaluate", Type::Map, "{}", "after training: samples to translate, attention to record"),
       opt_node("results", Type::Map, "{}", "results file: {path: ...}"),
@@ -127,6 +100,10 @@ int run_experiment(const RunOptions& ro) {
   Node root = config::load_experiment(ro.experiment_path, ro.overrides);
   config::Options top(root, experiment_schema(), "the experiment", {});
   const auto name = top.get_string("experiment");
+  config::Options model_opts(top.node("model"),
+                             {config::opt_node("encoder", config::Type::Map, std::nullopt, "encoder plugin"),
+                              config::opt_node("decoder", config::Type::Map, std::nullopt, "decoder plugin")},
+                             "the model section", {});
   config::Options results_opts(top.node("results"),
                                {config::opt_string("path", "", "results file (default results/<experiment>-<time>.h5)")},
                                "the results section", {});
@@ -156,36 +133,11 @@ int run_experiment(const RunOptions& ro) {
     throw DataError(fmt::format("dataset '{}' failed to prepare: {}", dataset_name, e.what()));
   }
   ctx.data = dataset->info();
-  // The model: an encoder + decoder pair, a "model" plugin, or nothing (the trainer builds it).
-  nn::EncoderDecoder model{nullptr};
-  std::shared_ptr<nn::Model> custom;
-  const Node& model_node = top.node("model");
-  if (model_node.has("plugin")) {
-    custom = registry.create<nn::Model>(model_node, ctx);
-    custom->to(ctx.device);
-  } else if (model_node.size() > 0) {
-    config::Options model_opts(model_node,
-                               {config::opt_node("encoder", config::Type::Map, std::nullopt, "encoder plugin"),
-                                config::opt_node("decoder", config::Type::Map, std::nullopt, "decoder plugin")},
-                               "the model section (an encoder + decoder, or {plugin: <model>})", {});
-    auto encoder = registry.create<nn::Encoder>(model_opts.node("encoder"), ctx);
-    auto decoder = registry.create<nn::Decoder>(model_opts.node("decoder"), ctx);
-    model = nn::EncoderDecoder(encoder, decoder);
-    model->to(ctx.device);
-  }
+  auto encoder = registry.create<nn::Encoder>(model_opts.node("encoder"), ctx);
+  auto decoder = registry.create<nn::Decoder>(model_opts.node("decoder"), ctx);
+  nn::EncoderDecoder model(encoder, decoder);
+  model->to(ctx.device);
   auto trainer = registry.create<train::Trainer>(top.node("trainer"), ctx);
-  if (!eval_spec.samples.empty() && !model) {
-    top.fail("evaluate", "translation samples need an encoder + decoder model");
-  }
-  TrainContext tc;
-  tc.model = model;
-  tc.custom = custom;
-  tc.build = &ctx;
-  tc.dataset = dataset.get();
-  tc.device = ctx.device;
-  tc.seed = seed;
-  tc.stop = &g_stop;
-  const int64_t num_parameters = trainer->num_parameters(tc);
 
   // Everything is valid: from here on the run is recorded.
   std::string path = ro.results_path ? *ro.results_path : results_opts.get_string("path");
@@ -200,16 +152,21 @@ int run_experiment(const RunOptions& ro) {
   res.set_attr("command_line", ro.command_line);
   res.set_attr("experiment_file", ro.experiment_path);
   res.set_attr("plugins", registry.used());
-  res.set_attr("num_parameters", num_parameters);
-  res.write_config(config::to_yaml(resolved_config(top, registry)));
+  res.set_attr("num_parameters", model->num_parameters());
+  res.write_config(config::to_yaml(root));
   res.flush();
 
   Progress progress(trainer->max_epochs(), ro.quiet);
   if (!ro.quiet) {
-    spdlog::info("{}: {} parameters on {}, results -> {}", name, num_parameters, ctx.device.str(), path);
+    spdlog::info("{}: {} parameters on {}, results -> {}", name, model->num_parameters(), ctx.device.str(), path);
   }
   SignalScope signals;
-  tc.results = &res;
+  TrainContext tc;
+  tc.model = model;
+  tc.dataset = dataset.get();
+  tc.device = ctx.device;
+  tc.seed = seed;
+  tc.stop = &g_stop;
   tc.on_epoch = [&](const EpochReport& r) {
     for (const auto& [k, v] : r.train) res.append_metric("train", k, v);
     for (const auto& [k, v] : r.val) res.append_metric("val", k, v);
@@ -238,8 +195,7 @@ int run_experiment(const RunOptions& ro) {
     return 2;
   }
   try {
-    trainer->evaluate(tc);
-    if (model) evaluate(eval_spec, model, *dataset, res, ro.quiet);
+    evaluate(eval_spec, model, *dataset, res, ro.quiet);
   } catch (const std::exception& e) {
     res.set_attr("error", e.what());
     res.set_status(results::Status::Failed);

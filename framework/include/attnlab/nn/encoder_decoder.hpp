@@ -19,7 +19,6 @@ using AttentionMap = std::map<std::string, torch::Tensor>;
 struct EncoderOutput {
   torch::Tensor states;      // [B, S, H]
   torch::Tensor valid_lens;  // [B] source valid lengths (may be undefined = no padding)
-  torch::Tensor hidden;      // [layers, B, H] final recurrent state (RNN encoders); undefined otherwise
 };
 
 class Encoder : public torch::nn::Module {

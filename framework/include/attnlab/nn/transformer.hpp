@@ -27,7 +27,6 @@ struct TransformerBlockOptions {
   TORCH_ARG(double, dropout) = 0.0;     // attention weights and every residual branch
   TORCH_ARG(bool, bias) = false;        // bias in the attention projections
   TORCH_ARG(NormPlacement, norm) = NormPlacement::Last;  // Last = d2l AddNorm
-  TORCH_ARG(double, ffn_dropout) = 0.0;  // after the FFN's ReLU (Step-by-Step's layers); 0 = d2l
 };
 
 /// Self-attention + add&norm, FFN + add&norm.
@@ -87,7 +86,6 @@ struct TransformerOptions {
   TORCH_ARG(bool, bias) = false;        // bias in the attention projections
   TORCH_ARG(NormPlacement, norm) = NormPlacement::Last;  // First adds a final LayerNorm
   TORCH_ARG(int64_t, max_len) = 1000;   // positional encoding length
-  TORCH_ARG(double, ffn_dropout) = 0.0;  // after the FFN's ReLU (Step-by-Step's layers); 0 = d2l
 
  public:
   /// The per-block options these imply.

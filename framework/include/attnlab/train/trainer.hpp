@@ -3,7 +3,6 @@
 // through the context. The framework runs the experiment around it (results, samples, signals).
 #include <attnlab/data/dataset.hpp>
 #include <attnlab/nn/encoder_decoder.hpp>
-#include <attnlab/nn/model.hpp>
 #include <attnlab/plugin/plugin.hpp>
 #include <attnlab/results/results.hpp>
 
@@ -22,18 +21,8 @@ struct EpochReport {
   double seconds = 0.0;
 };
 
-/// What a trainer works on. The experiment's `model:` section decides which model is set:
-/// `{encoder: ..., decoder: ...}` -> `model` (an EncoderDecoder); `{plugin: name, ...}` -> `custom`
-/// (a "model" plugin); no model section -> neither, and the trainer builds what it needs from
-/// `build` (e.g. a scorer for kernel regression).
 struct TrainContext {
   nn::EncoderDecoder model{nullptr};
-  std::shared_ptr<nn::Model> custom;
-  /// Registry, device, seed and data sizes, for trainers that build their own modules.
-  const plugin::BuildContext* build = nullptr;
-  /// The run's results file: trainers may write extra series and tensors (predictions,
-  /// attention) besides what on_epoch records. Always set by the runner.
-  results::Results* results = nullptr;
   data::Dataset* dataset = nullptr;
   torch::Device device = torch::kCPU;
   uint64_t seed = 0;
@@ -52,11 +41,6 @@ class Trainer {
   virtual FitResult fit(TrainContext& ctx) = 0;
   /// Epochs this trainer will run (for progress/ETA).
   virtual int64_t max_epochs() const = 0;
-  /// After a completed fit: trainer-specific evaluation (predictions, attention) written to
-  /// ctx.results. The runner's `evaluate:` section (translation samples) runs after this.
-  virtual void evaluate(TrainContext& ctx) {}
-  /// Trainable parameters of whatever the trainer trains (0 if it has none of its own).
-  virtual int64_t num_parameters(const TrainContext& ctx) const;
 };
 
 }  // namespace attnlab::train
