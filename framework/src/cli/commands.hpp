@@ -1,15 +1,34 @@
 #pragma once
-// The runner's subcommands.
+// The runner's subcommands. Each gets argv starting at its own name ("plugins", ...), parses its
+// own options with CLI11, and returns the exit code. Register new ones in kCommands (main.cpp).
 #include <string>
 #include <vector>
 
 namespace attnlab::cli {
 
-struct Common {
-  std::vector<std::string> plugin_dirs;
+struct Command {
+  const char* name;
+  const char* help;  // one line for `runner --help`
+  int (*run)(int argc, char** argv);
 };
 
-/// `runner plugins [name]`: list plugins, or one plugin's options.
-int cmd_plugins(const Common& common, const std::string& name);
+/// `runner plugins [NAME] [--plugin-path DIR]`: list plugins, or one plugin's options.
+int cmd_plugins(int argc, char** argv);
+
+/// `runner compare A.h5 B.h5 [...] [--metric M] [--format table|markdown|csv] [--plot out.png]`:
+/// runs side by side (differing config keys, final/best metrics, attention statistics).
+int cmd_compare(int argc, char** argv);
+
+/// `runner plot RUN.h5 [--attention MODULE] [--sample S] [--losses] [--predictions] [-o OUT]`:
+/// attention heatmaps, loss curves, corner / kernel regression pictures as PNG or SVG.
+int cmd_plot(int argc, char** argv);
+
+/// `runner eval RUN.h5 [--split test] [--beam N] [key=value ...]`: translate a split with the run's
+/// best checkpoint, score it with sacreBLEU-exact BLEU, record /eval/<split> in the results file.
+int cmd_eval(int argc, char** argv);
+
+/// `runner summary EXPERIMENT.yaml [key=value ...]`: the model's layers and parameter counts
+/// (Keras-summary style) and its output shape for one batch, without training.
+int cmd_summary(int argc, char** argv);
 
 }  // namespace attnlab::cli

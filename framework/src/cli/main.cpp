@@ -1,8 +1,6 @@
-// runner: run an experiment file, list plugins, compare and plot results files.
-//   runner EXPERIMENT.yaml [key.path=value ...] [--results PATH] [--plugin-path DIR ...]
-//   runner plugins [NAME]
-#include "cli/commands.hpp"
-
+// runner: run an experiment file, list plugins, and the other subcommands in kCommands.
+//   runner EXPERIMENT.yaml [key.path=value ...] [--results PATH] [--resume RUN.h5] [--plugin-path DIR ...]
+//   runner <subcommand> ...
 #include <attnlab/error.hpp>
 #include <attnlab/train/experiment.hpp>
 
@@ -11,9 +9,21 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <cstring>
 #include <iostream>
 
+#include "cli/commands.hpp"
+
 namespace {
+using attnlab::cli::Command;
+
+const Command kCommands[] = {
+    {"plugins", "list plugins, or show one plugin's options", attnlab::cli::cmd_plugins},
+    {"compare", "compare runs from their results files (table, markdown, csv, --plot)", attnlab::cli::cmd_compare},
+    {"plot", "draw a run's attention heatmaps, loss curves and predictions", attnlab::cli::cmd_plot},
+    {"eval", "translate a split with a run's best checkpoint and score it (sacreBLEU)", attnlab::cli::cmd_eval},
+    {"summary", "print an experiment's model: layers, parameter counts, output shape", attnlab::cli::cmd_summary},
+};
 
 std::string join_args(int argc, char** argv) {
   std::string s;
@@ -24,41 +34,43 @@ std::string join_args(int argc, char** argv) {
   return s;
 }
 
-int run(int argc, char** argv) {
+int run_experiment(int argc, char** argv) {
   using namespace attnlab;
   CLI::App app{"attnlab runner: attention experiments from YAML files"};
-  app.require_subcommand(0, 1);
-  cli::Common common;
-  app.add_option("--plugin-path", common.plugin_dirs, "extra plugin folder (repeatable)");
-
-  auto* plugins = app.add_subcommand("plugins", "list plugins, or show one plugin's options");
-  std::string plugin_name;
-  plugins->add_option("name", plugin_name, "plugin name (or kind/name, or 'experiment')");
-
   train::RunOptions ro;
   std::vector<std::string> positional;
-  app.add_option("experiment", positional, "experiment YAML file, then key.path=value overrides");
+  app.add_option("experiment", positional, "experiment YAML file, then key.path=value overrides")->required();
   std::string results_path;
   app.add_option("--results", results_path, "results file (overrides results.path)");
+  std::string resume_path;
+  app.add_option("--resume", resume_path, "continue the run in this results file from its last checkpoint");
+  app.add_option("--plugin-path", ro.plugin_dirs, "extra plugin folder (repeatable)");
   app.add_flag("-q,--quiet", ro.quiet, "print only errors");
-  app.footer("Subcommands: plugins. Examples:\n  runner experiments/transformer_fra_eng.yaml trainer.max_epochs=5\n"
-             "  runner plugins transformer");
+  std::string footer = "Subcommands (runner <name> --help):\n";
+  for (const auto& c : kCommands) footer += fmt::format("  {:<10} {}\n", c.name, c.help);
+  footer += "Examples:\n  runner experiments/transformer_fra_eng.yaml trainer.max_epochs=5 model.encoder.norm=first\n"
+            "  runner plugins transformer";
+  app.footer(footer);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
-  if (plugins->parsed()) return cli::cmd_plugins(common, plugin_name);
-  if (positional.empty()) {
-    std::cerr << app.help() << std::endl;
-    return 2;
-  }
   ro.experiment_path = positional[0];
   ro.overrides.assign(positional.begin() + 1, positional.end());
-  ro.plugin_dirs = common.plugin_dirs;
   ro.command_line = join_args(argc, argv);
   if (!results_path.empty()) ro.results_path = results_path;
+  if (!resume_path.empty()) ro.resume_path = resume_path;
   return train::run_experiment(ro);
+}
+
+int dispatch(int argc, char** argv) {
+  if (argc > 1) {
+    for (const auto& c : kCommands) {
+      if (std::strcmp(argv[1], c.name) == 0) return c.run(argc - 1, argv + 1);
+    }
+  }
+  return run_experiment(argc, argv);
 }
 
 }  // namespace
@@ -66,13 +78,15 @@ int run(int argc, char** argv) {
 int main(int argc, char** argv) {
   spdlog::set_pattern("[%H:%M:%S] %^%l%$ %v");
   try {
-    return run(argc, argv);
+    return dispatch(argc, argv);
   } catch (const attnlab::ConfigError& e) {
     std::cerr << "config error: " << e.what() << std::endl;
   } catch (const attnlab::PluginError& e) {
     std::cerr << "plugin error: " << e.what() << std::endl;
   } catch (const attnlab::DataError& e) {
     std::cerr << "data error: " << e.what() << std::endl;
+  } catch (const attnlab::ResultsError& e) {
+    std::cerr << "results error: " << e.what() << std::endl;
   } catch (const attnlab::Error& e) {
     std::cerr << "error: " << e.what() << std::endl;
   } catch (const c10::Error& e) {

@@ -3,6 +3,8 @@
 #include <attnlab/plugin/registry.hpp>
 #include <attnlab/train/experiment.hpp>
 
+#include <CLI/CLI.hpp>
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -33,9 +35,11 @@ void print_schema(const config::Schema& schema) {
 
 }  // namespace
 
-int cmd_plugins(const Common& common, const std::string& name) {
+namespace {
+
+int show(const std::vector<std::string>& plugin_dirs, const std::string& name) {
   plugin::Registry registry;
-  for (const auto& d : common.plugin_dirs) registry.add_search_dir(d);
+  for (const auto& d : plugin_dirs) registry.add_search_dir(d);
   registry.discover();
   auto plugins = registry.list();
   if (name.empty()) {
@@ -78,6 +82,22 @@ int cmd_plugins(const Common& common, const std::string& name) {
     throw PluginError(msg);
   }
   return 0;
+}
+
+}  // namespace
+
+int cmd_plugins(int argc, char** argv) {
+  CLI::App app{"List plugins (kind, name, description), or show one plugin's options"};
+  std::string name;
+  std::vector<std::string> dirs;
+  app.add_option("name", name, "plugin name, kind/name, or 'experiment' for the experiment file's top level");
+  app.add_option("--plugin-path", dirs, "extra plugin folder (repeatable)");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  return show(dirs, name);
 }
 
 }  // namespace attnlab::cli

@@ -42,6 +42,16 @@ std::vector<std::string> Dataset::source_tokens(const std::string& sentence) con
   throw DataError(fmt::format("dataset does not support text: it cannot tokenize the sentence '{}'", sentence));
 }
 
+std::vector<std::string> Dataset::raw_sources(Split split) const {
+  throw DataError(fmt::format("dataset is not a text dataset: it has no raw source sentences for split '{}'",
+                              split_name(split)));
+}
+
+std::vector<std::string> Dataset::raw_targets(Split split) const {
+  throw DataError(fmt::format("dataset is not a text dataset: it has no raw target sentences for split '{}'",
+                              split_name(split)));
+}
+
 std::string Dataset::decode_target(const std::vector<int64_t>& ids) const {
   // Generic for any dataset with a target vocabulary: tokens up to <eos>, joined with spaces
   // (d2l's translation loop).

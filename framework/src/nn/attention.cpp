@@ -3,6 +3,9 @@
 #include <attnlab/nn/dot_product.hpp>
 
 #include <torch/nn/functional/activation.h>
+#include <torch/torch.h>
+
+#include <cmath>
 
 namespace attnlab::nn {
 
@@ -67,6 +70,32 @@ torch::Tensor transpose_output(const torch::Tensor& x, int64_t num_heads) {
   return y.reshape({y.size(0), y.size(1), -1});               // [B, T, H]
 }
 
+PerHeadLinearImpl::PerHeadLinearImpl(int64_t heads, int64_t in_size, int64_t head_size, bool with_bias) {
+  TORCH_CHECK(heads >= 1 && in_size >= 1 && head_size >= 1, "PerHeadLinear: heads, in_size and head_size must be >= 1, found ",
+              heads, ", ", in_size, ", ", head_size);
+  // Each head initialised like a Linear(in_size, head_size): uniform(+-1/sqrt(in_size)).
+  const double bound = 1.0 / std::sqrt(static_cast<double>(in_size));
+  weight = register_parameter("weight", torch::empty({heads, in_size, head_size}).uniform_(-bound, bound));
+  if (with_bias) bias = register_parameter("bias", torch::empty({heads, head_size}).uniform_(-bound, bound));
+}
+
+torch::Tensor PerHeadLinearImpl::forward(const torch::Tensor& x) {
+  TORCH_CHECK(x.dim() == 3 && x.size(2) == weight.size(1), "PerHeadLinear: expected x [B, T, ", weight.size(1),
+              "], found ", x.sizes());
+  auto y = torch::einsum("bti,hid->bhtd", {x, weight});     // [B, heads, T, d_k]
+  if (bias.defined()) y = y + bias.unsqueeze(1);             // + [heads, 1, d_k]
+  return y.reshape({-1, y.size(2), y.size(3)});             // [B * heads, T, d_k]
+}
+
+void PerHeadLinearImpl::copy_from_fused(const torch::Tensor& fused_weight, const torch::Tensor& fused_bias) {
+  const int64_t heads = weight.size(0), in = weight.size(1), d = weight.size(2);
+  TORCH_CHECK(fused_weight.sizes() == torch::IntArrayRef({heads * d, in}), "PerHeadLinear: fused weight should be [",
+              heads * d, ", ", in, "], found ", fused_weight.sizes());
+  torch::NoGradGuard no_grad;
+  weight.copy_(fused_weight.view({heads, d, in}).transpose(1, 2));  // [heads, in, d_k]
+  if (bias.defined() && fused_bias.defined()) bias.copy_(fused_bias.view({heads, d}));
+}
+
 MultiHeadAttentionImpl::MultiHeadAttentionImpl(const MultiHeadAttentionOptions& opts, std::shared_ptr<Scorer> scorer)
     : options(opts) {
   const int64_t hiddens = options.num_hiddens(), heads = options.num_heads();
@@ -77,9 +106,16 @@ MultiHeadAttentionImpl::MultiHeadAttentionImpl(const MultiHeadAttentionOptions& 
   auto linear = [&](int64_t from) {
     return torch::nn::Linear(torch::nn::LinearOptions(from, hiddens).bias(options.bias()));
   };
-  W_q = register_module("W_q", linear(in(options.query_size())));
-  W_k = register_module("W_k", linear(in(options.key_size())));
-  W_v = register_module("W_v", linear(in(options.value_size())));
+  if (options.per_head_projections()) {
+    auto per_head = [&](int64_t from) { return PerHeadLinear(heads, from, hiddens / heads, options.bias()); };
+    W_q_heads = register_module("W_q", per_head(in(options.query_size())));
+    W_k_heads = register_module("W_k", per_head(in(options.key_size())));
+    W_v_heads = register_module("W_v", per_head(in(options.value_size())));
+  } else {
+    W_q = register_module("W_q", linear(in(options.query_size())));
+    W_k = register_module("W_k", linear(in(options.key_size())));
+    W_v = register_module("W_v", linear(in(options.value_size())));
+  }
   W_o = register_module("W_o", linear(hiddens));
   attention_ = register_module("attention", Attention(std::move(scorer), options.dropout()));
 }
@@ -87,9 +123,10 @@ MultiHeadAttentionImpl::MultiHeadAttentionImpl(const MultiHeadAttentionOptions& 
 torch::Tensor MultiHeadAttentionImpl::forward(const torch::Tensor& queries, const torch::Tensor& keys,
                                               const torch::Tensor& values, const torch::Tensor& valid_lens) {
   const int64_t heads = options.num_heads();
-  auto q = transpose_qkv(W_q->forward(queries), heads);  // [B * heads, Q, H / heads]
-  auto k = transpose_qkv(W_k->forward(keys), heads);     // [B * heads, K, H / heads]
-  auto v = transpose_qkv(W_v->forward(values), heads);   // [B * heads, K, H / heads]
+  const bool split = options.per_head_projections();
+  auto q = split ? W_q_heads->forward(queries) : transpose_qkv(W_q->forward(queries), heads);  // [B * heads, Q, H / heads]
+  auto k = split ? W_k_heads->forward(keys) : transpose_qkv(W_k->forward(keys), heads);        // [B * heads, K, H / heads]
+  auto v = split ? W_v_heads->forward(values) : transpose_qkv(W_v->forward(values), heads);    // [B * heads, K, H / heads]
   torch::Tensor lens;                                    // [B * heads] or [B * heads, Q]
   if (valid_lens.defined()) lens = valid_lens.repeat_interleave(heads, 0);
   auto out = attention_->forward(q, k, v, lens);         // [B * heads, Q, H / heads]

@@ -1,7 +1,26 @@
 // The encoder-decoder composition the seq2seq trainer trains.
+#include <attnlab/error.hpp>
 #include <attnlab/nn/encoder_decoder.hpp>
 
+#include <c10/util/Type.h>
+
+#include <typeinfo>
+
 namespace attnlab::nn {
+
+EncoderOutput EncoderOutput::index_select(const torch::Tensor& indices) const {
+  EncoderOutput out;
+  if (states.defined()) out.states = states.index_select(0, indices);            // [N, S, H]
+  if (valid_lens.defined()) out.valid_lens = valid_lens.index_select(0, indices);  // [N]
+  if (hidden.defined()) out.hidden = hidden.index_select(1, indices);            // [layers, N, H]
+  return out;
+}
+
+void DecoderState::reorder(const torch::Tensor&) {
+  throw PluginError(fmt::format(
+      "this decoder cannot beam search: its decoding state ({}) does not implement DecoderState::reorder()",
+      c10::demangle(typeid(*this).name())));
+}
 
 EncoderDecoderImpl::EncoderDecoderImpl(std::shared_ptr<Encoder> encoder, std::shared_ptr<Decoder> decoder)
     : encoder_(std::move(encoder)), decoder_(std::move(decoder)) {

@@ -27,13 +27,23 @@ torch::Tensor PositionalEncodingImpl::forward(const torch::Tensor& x, int64_t of
 }
 
 PositionWiseFFNImpl::PositionWiseFFNImpl(int64_t in_size, int64_t ffn_hiddens, int64_t out_size,
-                                         double inner_dropout) {
-  dense1 = register_module("dense1", torch::nn::Linear(in_size, ffn_hiddens));
-  dense2 = register_module("dense2", torch::nn::Linear(ffn_hiddens, out_size));
+                                         double inner_dropout, bool conv1d) {
+  if (conv1d) {
+    conv1 = register_module("conv1", torch::nn::Conv1d(torch::nn::Conv1dOptions(in_size, ffn_hiddens, 1)));
+    conv2 = register_module("conv2", torch::nn::Conv1d(torch::nn::Conv1dOptions(ffn_hiddens, out_size, 1)));
+  } else {
+    dense1 = register_module("dense1", torch::nn::Linear(in_size, ffn_hiddens));
+    dense2 = register_module("dense2", torch::nn::Linear(ffn_hiddens, out_size));
+  }
   dropout_ = register_module("dropout", torch::nn::Dropout(inner_dropout));
 }
 
 torch::Tensor PositionWiseFFNImpl::forward(const torch::Tensor& x) {
+  if (conv1) {
+    TORCH_CHECK(x.dim() == 3, "PositionWiseFFN (conv1d): expected x [B, T, in], found ", x.sizes());
+    auto h = dropout_->forward(torch::relu(conv1->forward(x.transpose(1, 2))));  // [B, ffn_hiddens, T]
+    return conv2->forward(h).transpose(1, 2);                                    // [B, T, out]
+  }
   auto h = dropout_->forward(torch::relu(dense1->forward(x)));  // [B, T, ffn_hiddens]
   return dense2->forward(h);                                    // [B, T, out]
 }

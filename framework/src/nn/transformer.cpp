@@ -1,6 +1,9 @@
 // Transformer encoder and decoder stacks (d2l 1.0.3, chapter 11.7).
 #include <attnlab/nn/transformer.hpp>
 
+#include <torch/nn/init.h>
+#include <torch/nn/modules/conv.h>
+
 #include <cmath>
 
 namespace attnlab::nn {
@@ -29,7 +32,33 @@ TransformerBlockOptions TransformerOptions::block() const {
   return TransformerBlockOptions(num_hiddens(), ffn_num_hiddens(), num_heads())
       .dropout(dropout())
       .bias(bias())
-      .norm(norm());
+      .norm(norm())
+      .ffn_dropout(ffn_dropout())
+      .layer_norm_eps(layer_norm_eps())
+      .ffn_conv1d(ffn_conv1d())
+      .per_head_projections(per_head_projections());
+}
+
+void initialize_transformer(torch::nn::Module& module, TransformerInit init) {
+  if (init == TransformerInit::Default) return;
+  torch::NoGradGuard no_grad;
+  // Children only: a module under construction is not yet owned by a shared_ptr.
+  for (const auto& m : module.modules(/*include_self=*/false)) {
+    if (auto* linear = m->as<torch::nn::Linear>()) {
+      torch::nn::init::xavier_uniform_(linear->weight);  // [out, in]: fans in, out
+      if (linear->bias.defined()) linear->bias.zero_();
+    } else if (auto* conv = m->as<torch::nn::Conv1d>()) {
+      torch::nn::init::xavier_uniform_(conv->weight);  // [out, in, 1]: fans in, out, as Keras's Conv1D
+      if (conv->bias.defined()) conv->bias.zero_();
+    } else if (auto* heads = m->as<PerHeadLinear>()) {
+      const auto& w = heads->weight;  // [heads, in, d_k]: each head is one Dense(d_k) kernel
+      const double bound = std::sqrt(6.0 / static_cast<double>(w.size(1) + w.size(2)));
+      w.uniform_(-bound, bound);
+      if (heads->bias.defined()) heads->bias.zero_();
+    } else if (auto* emb = m->as<torch::nn::Embedding>()) {
+      emb->weight.uniform_(-0.05, 0.05);  // Keras's Embedding default
+    }
+  }
 }
 
 // ---------------------------------------------------------------------------------------- encoder
@@ -46,16 +75,20 @@ TransformerEncoderImpl::TransformerEncoderImpl(const TransformerOptions& options
     blks->push_back(blocks.back());
   }
   if (options.norm() == NormPlacement::First) {
-    final_ln = register_module("final_ln",
-                               torch::nn::LayerNorm(torch::nn::LayerNormOptions({options.num_hiddens()})));
+    final_ln = register_module(
+        "final_ln",
+        torch::nn::LayerNorm(torch::nn::LayerNormOptions({options.num_hiddens()}).eps(options.layer_norm_eps())));
   }
+  TORCH_CHECK(!options.tie_embeddings() && !options.output_softmax(),
+              "TransformerEncoder: tie_embeddings and output_softmax are decoder options");
+  initialize_transformer(*this, options.init());
 }
 
 EncoderOutput TransformerEncoderImpl::forward(const torch::Tensor& src, const torch::Tensor& valid_lens) {
   TORCH_CHECK(src.dim() == 2, "TransformerEncoder: expected src [B, S] token ids, found ", src.sizes());
   const double scale = std::sqrt(static_cast<double>(options.num_hiddens()));
   auto x = pos_encoding->forward(embedding->forward(src) * scale);  // [B, S, H]
-  return {forward_embedded(x, valid_lens), valid_lens};
+  return {forward_embedded(x, valid_lens), valid_lens, {}};
 }
 
 torch::Tensor TransformerEncoderImpl::forward_embedded(const torch::Tensor& x, const torch::Tensor& valid_lens) {
@@ -79,6 +112,13 @@ AttentionMap TransformerEncoderImpl::attention() const {
 
 // ---------------------------------------------------------------------------------------- decoder
 
+void TransformerDecoderState::reorder(const torch::Tensor& indices) {
+  encoder = encoder.index_select(indices);
+  for (auto& cache : caches) {
+    if (cache.defined()) cache = cache.index_select(0, indices);  // [N, steps, H]
+  }
+}
+
 TransformerDecoderImpl::TransformerDecoderImpl(const TransformerOptions& options_, const ScorerFactory& make_scorer)
     : options(options_) {
   check_options(options, "TransformerDecoder");
@@ -91,10 +131,18 @@ TransformerDecoderImpl::TransformerDecoderImpl(const TransformerOptions& options
     blks->push_back(blocks.back());
   }
   if (options.norm() == NormPlacement::First) {
-    final_ln = register_module("final_ln",
-                               torch::nn::LayerNorm(torch::nn::LayerNormOptions({options.num_hiddens()})));
+    final_ln = register_module(
+        "final_ln",
+        torch::nn::LayerNorm(torch::nn::LayerNormOptions({options.num_hiddens()}).eps(options.layer_norm_eps())));
   }
-  dense = register_module("dense", torch::nn::Linear(options.num_hiddens(), options.vocab_size()));
+  if (!options.tie_embeddings()) {
+    dense = register_module("dense", torch::nn::Linear(options.num_hiddens(), options.vocab_size()));
+  }
+  initialize_transformer(*this, options.init());
+}
+
+torch::Tensor TransformerDecoderImpl::output_weight() const {
+  return dense ? dense->weight : embedding->weight;  // [vocab, H]
 }
 
 std::unique_ptr<DecoderState> TransformerDecoderImpl::init_state(const EncoderOutput& enc, bool incremental) {
@@ -114,7 +162,8 @@ torch::Tensor TransformerDecoderImpl::forward(const torch::Tensor& tgt, DecoderS
   auto x = pos_encoding->forward(embedding->forward(tgt) * scale, offset);  // [B, T, H]
   auto h = forward_embedded(x, *st);                                        // [B, T, H]
   if (st->incremental) st->steps += tgt.size(1);
-  return dense->forward(h);  // [B, T, V]
+  auto logits = dense ? dense->forward(h) : torch::matmul(h, embedding->weight.t());  // [B, T, V]
+  return options.output_softmax() ? torch::softmax(logits, -1) : logits;            // [B, T, V]
 }
 
 torch::Tensor TransformerDecoderImpl::forward_embedded(const torch::Tensor& x, TransformerDecoderState& state) {

@@ -10,12 +10,19 @@ MultiHeadAttention make_mha(const TransformerBlockOptions& o, const ScorerFactor
   const int64_t head = o.num_hiddens() / o.num_heads();
   auto scorer = make_scorer(head, head);
   TORCH_CHECK(scorer != nullptr, "Transformer block: the scorer factory returned no scorer");
-  return MultiHeadAttention(
-      MultiHeadAttentionOptions(o.num_hiddens(), o.num_heads()).dropout(o.dropout()).bias(o.bias()), scorer);
+  return MultiHeadAttention(MultiHeadAttentionOptions(o.num_hiddens(), o.num_heads())
+                                .dropout(o.dropout())
+                                .bias(o.bias())
+                                .per_head_projections(o.per_head_projections()),
+                            scorer);
 }
 
 AddNorm make_addnorm(const TransformerBlockOptions& o) {
-  return AddNorm(o.num_hiddens(), o.dropout(), o.norm());
+  return AddNorm(o.num_hiddens(), o.dropout(), o.norm(), o.layer_norm_eps());
+}
+
+PositionWiseFFN make_ffn(const TransformerBlockOptions& o) {
+  return PositionWiseFFN(o.num_hiddens(), o.ffn_num_hiddens(), o.num_hiddens(), o.ffn_dropout(), o.ffn_conv1d());
 }
 
 }  // namespace
@@ -25,8 +32,7 @@ TransformerEncoderBlockImpl::TransformerEncoderBlockImpl(const TransformerBlockO
     : options(options_) {
   attention = register_module("attention", make_mha(options, make_scorer));
   addnorm1 = register_module("addnorm1", make_addnorm(options));
-  ffn = register_module("ffn", PositionWiseFFN(options.num_hiddens(), options.ffn_num_hiddens(),
-                                               options.num_hiddens()));
+  ffn = register_module("ffn", make_ffn(options));
   addnorm2 = register_module("addnorm2", make_addnorm(options));
 }
 
@@ -43,8 +49,7 @@ TransformerDecoderBlockImpl::TransformerDecoderBlockImpl(const TransformerBlockO
   addnorm1 = register_module("addnorm1", make_addnorm(options));
   attention2 = register_module("attention2", make_mha(options, make_scorer));
   addnorm2 = register_module("addnorm2", make_addnorm(options));
-  ffn = register_module("ffn", PositionWiseFFN(options.num_hiddens(), options.ffn_num_hiddens(),
-                                               options.num_hiddens()));
+  ffn = register_module("ffn", make_ffn(options));
   addnorm3 = register_module("addnorm3", make_addnorm(options));
 }
 

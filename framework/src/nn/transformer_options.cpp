@@ -26,6 +26,7 @@ config::Schema transformer_schema() {
       opt_enum("norm", "last", {"first", "last"},
                "layer norm placement: last = d2l AddNorm ln(x + f(x)); first = x + f(ln(x)) and a final LayerNorm"),
       opt_int("max_len", 1000, "longest sequence the positional encoding covers", 1),
+      opt_float("ffn_dropout", 0.0, "dropout after the FFN's ReLU (Step-by-Step's layers; d2l has none)", 0.0, 1.0),
       opt_node("attention", Type::Map, "{scorer: dot_product}",
                "attention settings: {scorer: <name> | {plugin: <name>, ...}}"),
   };
@@ -38,7 +39,38 @@ TransformerOptions transformer_options(const config::Options& o, int64_t vocab_s
       .dropout(o.get_float("dropout"))
       .bias(o.get_bool("bias"))
       .norm(o.get_string("norm") == "first" ? NormPlacement::First : NormPlacement::Last)
-      .max_len(o.get_int("max_len"));
+      .max_len(o.get_int("max_len"))
+      .ffn_dropout(o.get_float("ffn_dropout"));
+}
+
+config::Schema transformer_variant_schema(bool decoder) {
+  using namespace config;
+  Schema s = {
+      opt_enum("init", "default", {"default", "glorot_uniform"},
+               "default: LibTorch's initialisation; glorot_uniform: Keras's defaults (Glorot-uniform kernels, also per "
+               "head; zero biases; embeddings uniform(-0.05, 0.05))"),
+      opt_float("layer_norm_eps", 1e-5, "epsilon of every LayerNorm (TF lab: 1e-6)", 0.0),
+      opt_enum("ffn", "linear", {"linear", "conv1d"},
+               "position-wise FFN layers: linear, or kernel-size-1 Conv1d (TF lab; the same function)"),
+      opt_bool("per_head_projections", false,
+               "W_q/W_k/W_v stored per head as [heads, num_hiddens, num_hiddens / heads] (TF lab) instead of fused"),
+  };
+  if (decoder) {
+    s.push_back(opt_bool("tie_embeddings", false,
+                         "output projection = the target embedding transposed (shared weight, no output bias)"));
+    s.push_back(opt_enum("output", "logits", {"logits", "softmax"},
+                         "what forward returns: logits, or softmax probabilities (TF lab; losses take their log)"));
+  }
+  return s;
+}
+
+TransformerOptions& apply_variant_options(const config::Options& o, TransformerOptions& options, bool decoder) {
+  options.init(o.get_string("init") == "glorot_uniform" ? TransformerInit::GlorotUniform : TransformerInit::Default)
+      .layer_norm_eps(o.get_float("layer_norm_eps"))
+      .ffn_conv1d(o.get_string("ffn") == "conv1d")
+      .per_head_projections(o.get_bool("per_head_projections"));
+  if (decoder) options.tie_embeddings(o.get_bool("tie_embeddings")).output_softmax(o.get_string("output") == "softmax");
+  return options;
 }
 
 ScorerFactory registry_scorer_factory(const config::Options& o, const plugin::BuildContext& ctx) {

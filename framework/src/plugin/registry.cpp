@@ -133,7 +133,7 @@ const PluginInfo& Registry::find(const std::string& kind, const std::string& nam
   throw PluginError(msg);
 }
 
-Registry::Resolved Registry::resolve(const char* kind, const config::Node& node) const {
+Registry::Resolved Registry::resolve(const char* kind, const config::Node& node) {
   std::string name;
   const config::Node* name_node = &node;
   if (node.is_scalar()) {
@@ -155,7 +155,12 @@ Registry::Resolved Registry::resolve(const char* kind, const config::Node& node)
   }
   std::string owner = fmt::format("{} '{}'", info->kind, info->name);
   config::Node opts = node.is_map() ? node : config::Node::map(node.location(), node.path());
-  return Resolved{info, std::make_shared<config::Options>(opts, info->schema, owner)};
+  auto options = std::make_shared<config::Options>(opts, info->schema, owner);
+  config::Node resolved = options->resolved();
+  if (!resolved.has("plugin")) resolved.set("plugin", config::Node::scalar(name, name_node->location()));
+  resolved.repath(node.path());
+  resolved_.push_back(std::move(resolved));
+  return Resolved{info, std::move(options)};
 }
 
 void Registry::rethrow_from_plugin(const PluginInfo& info) const {

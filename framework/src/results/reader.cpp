@@ -239,4 +239,27 @@ torch::Tensor ResultsReader::tensor(const std::string& path) const {
   return h5::read_float_tensor(impl_->root.get(), absolute(path), path_);
 }
 
+std::vector<std::string> ResultsReader::strings(const std::string& path) const {
+  return h5::read_string_dataset(impl_->root.get(), absolute(path), path_);
+}
+
+std::string ResultsReader::attr_string_at(const std::string& path, const std::string& name) const {
+  const auto at = absolute(path);
+  Handle obj = check(H5Oopen(impl_->root.get(), at.c_str(), H5P_DEFAULT), path_, fmt::format("cannot open {}", at));
+  auto values = h5::read_strings_attr(obj.get(), name, path_);
+  ATTNLAB_CHECK(values.size() == 1, ResultsError, "results file {}: attribute '{}' of {} holds {} strings, expected one",
+                path_, name, at, values.size());
+  return values.front();
+}
+
+double ResultsReader::attr_double_at(const std::string& path, const std::string& name) const {
+  const auto at = absolute(path);
+  Handle obj = check(H5Oopen(impl_->root.get(), at.c_str(), H5P_DEFAULT), path_, fmt::format("cannot open {}", at));
+  ATTNLAB_CHECK(H5Aexists(obj.get(), name.c_str()) > 0, ResultsError, "results file {}: {} has no attribute '{}'",
+                path_, at, name);
+  double value = 0.0;
+  read_number(obj.get(), name, false, H5T_NATIVE_DOUBLE, &value, path_);
+  return value;
+}
+
 }  // namespace attnlab::results

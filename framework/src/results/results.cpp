@@ -49,7 +49,53 @@ void check_component(const std::string& kind, const std::string& name, const std
                 "results file {}: {} must be a non-empty name without '/', found '{}'", file, kind, name);
 }
 
+/// "/a/b" from "a/b" or "/a/b"; ResultsError for empty or malformed paths.
+std::string clean_path(const std::string& path, const std::string& file) {
+  std::string clean = path;
+  while (!clean.empty() && clean.front() == '/') clean.erase(0, 1);
+  ATTNLAB_CHECK(!clean.empty() && clean.back() != '/' && clean.find("//") == std::string::npos, ResultsError,
+                "results file {}: path must be like \"eval/test\", found '{}'", file, path);
+  return "/" + clean;
+}
+
+Handle open_or_create_object(hid_t root, const std::string& path, const std::string& file) {
+  if (!h5::exists(root, path)) {
+    Handle lcpl = h5::link_props(file);
+    Handle g = check(H5Gcreate2(root, path.c_str(), lcpl.get(), H5P_DEFAULT, H5P_DEFAULT), file,
+                     fmt::format("cannot create group {}", path));
+  }
+  return check(H5Oopen(root, path.c_str(), H5P_DEFAULT), file, fmt::format("cannot open {}", path));
+}
+
 }  // namespace
+
+Results::Results(const std::string& path, Open) : impl_(std::make_unique<Impl>()), path_(path) {
+  h5::silence_errors();
+  auto not_ours = [&](const std::string& why) {
+    return ResultsError(fmt::format("not an attnlab results file: {} ({})", path, why));
+  };
+  if (!std::filesystem::exists(path)) throw not_ours("no such file");
+  if (H5Fis_hdf5(path.c_str()) <= 0) {
+    H5Eclear2(H5E_DEFAULT);
+    throw not_ours("not an HDF5 file");
+  }
+  Handle fapl = check(H5Pcreate(H5P_FILE_ACCESS), path, "cannot create file access properties");
+  check(H5Pset_libver_bounds(fapl.get(), H5F_LIBVER_V18, H5F_LIBVER_V18), path, "cannot select the file format");
+  check(H5Pset_fclose_degree(fapl.get(), H5F_CLOSE_STRONG), path, "cannot set the close degree");
+#if H5_VERSION_GE(1, 10, 7)
+  check(H5Pset_file_locking(fapl.get(), true, true), path, "cannot configure file locking");
+#endif
+  hid_t id = H5Fopen(path.c_str(), H5F_ACC_RDWR, fapl.get());
+  if (id < 0) throw not_ours("HDF5 cannot open it for writing: " + h5::error_stack());
+  impl_->file = Handle(id);
+  impl_->root = check(H5Gopen2(impl_->file.get(), "/", H5P_DEFAULT), path, "cannot open the root group");
+  for (const char* required : {"experiment", "status"}) {
+    if (H5Aexists(impl_->root.get(), required) <= 0) {
+      H5Eclear2(H5E_DEFAULT);
+      throw not_ours(fmt::format("no root attribute '{}'", required));
+    }
+  }
+}
 
 Results::Results(const std::string& path, const std::string& experiment) : impl_(std::make_unique<Impl>()), path_(path) {
   h5::silence_errors();
@@ -108,8 +154,10 @@ void Results::set_status(Status status) {
   set_attr("status", std::string(status_name(status)));
   if (status == Status::Running) {
     // Back to running (a resumed run): a stale "finished" would contradict the status.
-    if (H5Aexists(impl_->root.get(), "finished") > 0)
-      check(H5Adelete(impl_->root.get(), "finished"), path_, "cannot remove attribute 'finished'");
+    for (const char* stale : {"finished", "error"}) {
+      if (H5Aexists(impl_->root.get(), stale) > 0)
+        check(H5Adelete(impl_->root.get(), stale), path_, fmt::format("cannot remove attribute '{}'", stale));
+    }
   } else {
     set_attr("finished", utc_now());
   }
@@ -151,6 +199,40 @@ void Results::append_metric(const std::string& group, const std::string& name, d
   Handle mem_space = check(H5Screate_simple(1, &one, nullptr), path_, "cannot create a 1-element dataspace");
   check(H5Dwrite(ds.get(), H5T_NATIVE_DOUBLE, mem_space.get(), file_space.get(), H5P_DEFAULT, &value), path_,
         fmt::format("cannot append row {} to {}", rows, ds_path));
+}
+
+std::map<std::string, int64_t> Results::metric_rows() const {
+  std::map<std::string, int64_t> rows;
+  hid_t root = impl_->root.get();
+  for (const auto& group : h5::list_group(root, "/metrics", path_)) {
+    for (const auto& name : h5::list_group(root, "/metrics/" + group, path_)) {
+      const std::string ds_path = fmt::format("/metrics/{}/{}", group, name);
+      Handle ds = check(H5Dopen2(root, ds_path.c_str(), H5P_DEFAULT), path_, fmt::format("cannot open dataset {}", ds_path));
+      Handle space = check(H5Dget_space(ds.get()), path_, fmt::format("cannot read the shape of {}", ds_path));
+      hsize_t n = 0;
+      check(H5Sget_simple_extent_dims(space.get(), &n, nullptr), path_, fmt::format("cannot read the shape of {}", ds_path));
+      rows[group + "/" + name] = static_cast<int64_t>(n);
+    }
+  }
+  return rows;
+}
+
+void Results::truncate_metrics(const std::map<std::string, int64_t>& rows) {
+  hid_t root = impl_->root.get();
+  for (const auto& [key, have] : metric_rows()) {
+    const std::string ds_path = "/metrics/" + key;
+    auto it = rows.find(key);
+    if (it == rows.end()) {
+      h5::remove_if_present(root, ds_path, path_);
+      continue;
+    }
+    ATTNLAB_CHECK(it->second <= have, ResultsError,
+                  "results file {}: cannot cut {} back to {} rows, it has only {}", path_, ds_path, it->second, have);
+    if (it->second == have) continue;
+    Handle ds = check(H5Dopen2(root, ds_path.c_str(), H5P_DEFAULT), path_, fmt::format("cannot open dataset {}", ds_path));
+    hsize_t n = static_cast<hsize_t>(it->second);
+    check(H5Dset_extent(ds.get(), &n), path_, fmt::format("cannot cut {} back to {} rows", ds_path, n));
+  }
 }
 
 void Results::write_samples(const std::vector<Sample>& samples) {
@@ -199,6 +281,25 @@ void Results::write_tensor(const std::string& path, const torch::Tensor& values)
   ATTNLAB_CHECK(!clean.empty() && clean.back() != '/' && clean.find("//") == std::string::npos, ResultsError,
                 "results file {}: tensor path must be like \"predictions/test\", found '{}'", path_, path);
   h5::write_float_tensor(impl_->root.get(), "/" + clean, values, path_);
+}
+
+void Results::write_strings(const std::string& path, const std::vector<std::string>& values) {
+  h5::write_string_dataset(impl_->root.get(), clean_path(path, path_), values, /*scalar=*/false, path_);
+}
+
+void Results::set_attr_at(const std::string& path, const std::string& name, const std::string& value) {
+  Handle obj = open_or_create_object(impl_->root.get(), clean_path(path, path_), path_);
+  h5::write_string_attr(obj.get(), name, value, path_);
+}
+
+void Results::set_attr_at(const std::string& path, const std::string& name, double value) {
+  Handle obj = open_or_create_object(impl_->root.get(), clean_path(path, path_), path_);
+  h5::write_double_attr(obj.get(), name, value, path_);
+}
+
+void Results::set_attr_at(const std::string& path, const std::string& name, int64_t value) {
+  Handle obj = open_or_create_object(impl_->root.get(), clean_path(path, path_), path_);
+  h5::write_int_attr(obj.get(), name, value, path_);
 }
 
 void Results::flush() { check(H5Fflush(impl_->file.get(), H5F_SCOPE_GLOBAL), path_, "cannot flush"); }

@@ -1,23 +1,10 @@
 #include <attnlab/train/decode.hpp>
 
+#include <attnlab/train/eval_scope.hpp>
+
 #include <torch/torch.h>
 
 namespace attnlab::train {
-
-namespace {
-
-/// Restores a module's training flag on scope exit.
-class EvalScope {
- public:
-  explicit EvalScope(torch::nn::Module& m) : module_(m), was_training_(m.is_training()) { m.eval(); }
-  ~EvalScope() { module_.train(was_training_); }
-
- private:
-  torch::nn::Module& module_;
-  bool was_training_;
-};
-
-}  // namespace
 
 GreedyOutput greedy_decode(nn::EncoderDecoder& model, const torch::Tensor& src, const torch::Tensor& src_valid_lens,
                            int64_t bos_id, int64_t num_steps, bool record_attention) {

@@ -2,11 +2,14 @@
 
 #include <attnlab/config/schema.hpp>
 #include <attnlab/metrics/bleu.hpp>
+#include <attnlab/train/checkpoint.hpp>
 #include <attnlab/train/decode.hpp>
+#include <attnlab/train/translate.hpp>
 
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <iostream>
 
 namespace attnlab::train {
@@ -17,11 +20,18 @@ EvalSpec parse_evaluate(const config::Node& node) {
                {opt_node("samples", Type::List, "[]", "sentence pairs to translate: [{src: ..., ref: ...}]"),
                 opt_node("attention", Type::List, "[]", "sources (from samples) whose attention is recorded"),
                 opt_int("bleu_k", 2, "BLEU n-gram order (d2l's k)", 1, 4),
-                opt_int("num_steps", 0, "decoding steps (0 = the dataset's num_steps)", 0)},
+                opt_int("num_steps", 0, "decoding steps (0 = the dataset's num_steps)", 0),
+                opt_enum("split", "none", {"none", "train", "val", "test"},
+                         "translate this whole split with the best checkpoint and store /eval/<split> (sacreBLEU)"),
+                opt_int("beam_size", 1, "split translation: beam size (1 = greedy)", 1),
+                opt_float("length_penalty", 0.6, "split translation: GNMT length penalty alpha", 0.0)},
                "the evaluate section", {});
   EvalSpec spec;
   spec.bleu_k = opts.get_int("bleu_k");
   spec.num_steps = opts.get_int("num_steps");
+  if (opts.get_string("split") != "none") spec.split = opts.get_string("split");
+  spec.beam_size = opts.get_int("beam_size");
+  spec.length_penalty = opts.get_float("length_penalty");
   const auto& samples = opts.node("samples");
   for (size_t i = 0; i < samples.size(); ++i) {
     Options pair(samples[i], {opt_string("src", std::nullopt, "source sentence"),
@@ -97,6 +107,28 @@ void evaluate(const EvalSpec& spec, nn::EncoderDecoder& model, const data::Datas
   results.set_attr("mean_bleu", mean);
   results.flush();
   if (!quiet) std::cout << fmt::format("mean BLEU over {} samples: {:.3f}", rows.size(), mean) << std::endl;
+}
+
+void evaluate_split(const EvalSpec& spec, nn::EncoderDecoder& model, const data::Dataset& dataset,
+                    results::Results& results, const std::string& checkpoint, bool quiet) {
+  if (spec.split.empty()) return;
+  std::string which = "final";
+  if (std::filesystem::exists(checkpoint)) {
+    load_model_weights(checkpoint, *model);
+    which = std::filesystem::path(checkpoint).stem().string();
+  }
+  const auto split = spec.split == "train" ? data::Split::Train : spec.split == "val" ? data::Split::Val : data::Split::Test;
+  TranslateOptions to{.beam_size = spec.beam_size, .length_penalty = spec.length_penalty, .max_steps = spec.num_steps};
+  auto t = translate_split(model, dataset, split, to);
+  auto s = score_translation(t);
+  const auto name = spec.beam_size > 1 ? fmt::format("{}_beam{}", spec.split, spec.beam_size) : spec.split;
+  write_eval(results, name, t, s, spec.split, to, which);
+  if (!quiet) {
+    std::cout << fmt::format("{} ({} checkpoint, {}): {} ({})", spec.split, which,
+                             spec.beam_size > 1 ? fmt::format("beam {}", spec.beam_size) : std::string("greedy"),
+                             s.bleu.format(), s.bleu.signature)
+              << std::endl;
+  }
 }
 
 }  // namespace attnlab::train

@@ -5,6 +5,8 @@
 #include <attnlab/nn/encoder_decoder.hpp>
 #include <attnlab/plugin/registry.hpp>
 #include <attnlab/results/results.hpp>
+#include <attnlab/results/reader.hpp>
+#include <attnlab/train/checkpoint.hpp>
 #include <attnlab/train/trainer.hpp>
 #include <attnlab/version.hpp>
 
@@ -20,6 +22,7 @@
 
 #include "train/evaluate.hpp"
 #include "train/progress.hpp"
+#include "train/setup.hpp"
 
 namespace attnlab::train {
 namespace fs = std::filesystem;
@@ -48,16 +51,6 @@ class SignalScope {
   void (*old_term_)(int);
 };
 
-torch::Device pick_device(const config::Options& opts) {
-  const auto want = opts.get_string("device");
-  if (want == "cpu") return torch::kCPU;
-  if (want == "cuda") {
-    if (!torch::cuda::is_available()) opts.fail("device", "device 'cuda' was asked for but no CUDA device is available");
-    return torch::kCUDA;
-  }
-  return torch::cuda::is_available() ? torch::Device(torch::kCUDA) : torch::Device(torch::kCPU);
-}
-
 std::string default_results_path(const std::string& experiment) {
   auto now = std::chrono::system_clock::now();
   auto stamp = fmt::format("{:%Y%m%d-%H%M%S}", fmt::gmtime(std::chrono::system_clock::to_time_t(now)));
@@ -77,6 +70,49 @@ std::string git_commit() {
   return out;
 }
 
+/// The experiment as it ran: the file after defaults and overrides, with every framework and
+/// plugin default filled in (each plugin's resolved options placed at its YAML path).
+Node resolved_config(const config::Options& top, const plugin::Registry& registry) {
+  Node root = top.resolved();
+  for (const auto& r : registry.resolved()) {
+    Node* at = &root;
+    std::string path = r.path();
+    size_t start = 0;
+    while (true) {
+      size_t dot = path.find('.', start);
+      std::string key = path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+      if (dot == std::string::npos) {
+        at->set(key, r);
+        break;
+      }
+      Node* next = at->find(key);
+      if (next == nullptr || !next->is_map()) next = &at->set(key, Node::map());
+      at = next;
+      start = dot + 1;
+    }
+  }
+  root.repath("");
+  return root;
+}
+
+/// `--resume RUN.h5`: the file is this experiment's results file and its checkpoint exists.
+/// Returns the stored resolved config.
+std::string check_resumable(const std::string& path, const std::string& name, const RunOptions& ro,
+                            const Trainer& trainer) {
+  ATTNLAB_CHECK(!ro.results_path || *ro.results_path == path, ConfigError,
+                "--resume {} continues that results file; --results {} names another", path, *ro.results_path);
+  ATTNLAB_CHECK(trainer.can_resume(), ConfigError,
+                "cannot resume {}: this experiment's trainer does not write resumable checkpoints", path);
+  results::ResultsReader stored(path);
+  ATTNLAB_CHECK(stored.attr_string("experiment") == name, ConfigError,
+                "cannot resume {}: it holds experiment '{}', this is '{}'", path, stored.attr_string("experiment"),
+                name);
+  const auto last = checkpoint_dir(path) + "/last.pt";
+  ATTNLAB_CHECK(fs::exists(last), DataError, "cannot resume {}: no checkpoint {} (it is written after each epoch)",
+                path, last);
+  return stored.config();
+}
+
 }  // namespace
 
 config::Schema experiment_schema() {
@@ -89,7 +125,9 @@ config::Schema experiment_schema() {
       opt_int("threads", 0, "intra-op CPU threads (0 = torch's default, one per core)", 0),
       opt_string("data_dir", "datasets", "where datasets are fetched to and read from"),
       opt_node("dataset", Type::Map, std::nullopt, "dataset plugin and its options ({plugin: name, ...})"),
-      opt_node("model", Type::Map, std::nullopt, "model: {encoder: {plugin: ...}, decoder: {plugin: ...}}"),
+      opt_node("model", Type::Map, "{}",
+               "{encoder: {plugin: ...}, decoder: {plugin: ...}}, or {plugin: <model plugin>, ...}, or {} when "
+               "the trainer builds its own model"),
       opt_node("trainer", Type::Map, std::nullopt, "trainer plugin and its options"),
       opt_node("evaluate", Type::Map, "{}", "after training: samples to translate, attention to record"),
       opt_node("results", Type::Map, "{}", "results file: {path: ...}"),
@@ -100,73 +138,74 @@ int run_experiment(const RunOptions& ro) {
   Node root = config::load_experiment(ro.experiment_path, ro.overrides);
   config::Options top(root, experiment_schema(), "the experiment", {});
   const auto name = top.get_string("experiment");
-  config::Options model_opts(top.node("model"),
-                             {config::opt_node("encoder", config::Type::Map, std::nullopt, "encoder plugin"),
-                              config::opt_node("decoder", config::Type::Map, std::nullopt, "decoder plugin")},
-                             "the model section", {});
   config::Options results_opts(top.node("results"),
                                {config::opt_string("path", "", "results file (default results/<experiment>-<time>.h5)")},
                                "the results section", {});
   auto eval_spec = parse_evaluate(top.node("evaluate"));
 
   const auto seed = static_cast<uint64_t>(top.get_int("seed"));
-  torch::manual_seed(seed);
-  if (top.get_int("threads") > 0) torch::set_num_threads(static_cast<int>(top.get_int("threads")));
-
-  plugin::Registry registry;
-  for (const auto& d : ro.plugin_dirs) registry.add_search_dir(d);
-  registry.discover();
-
-  plugin::BuildContext ctx;
-  ctx.registry = &registry;
-  ctx.device = pick_device(top);
-  ctx.seed = static_cast<int64_t>(seed);
-  ctx.data_dir = top.get_string("data_dir");
-
-  auto dataset = registry.create<data::Dataset>(top.node("dataset"), ctx);
-  const auto& dataset_name = top.node("dataset").at("plugin").str();
-  try {
-    dataset->prepare(ctx.data_dir);
-  } catch (const Error&) {
-    throw;
-  } catch (const std::exception& e) {
-    throw DataError(fmt::format("dataset '{}' failed to prepare: {}", dataset_name, e.what()));
-  }
-  ctx.data = dataset->info();
-  auto encoder = registry.create<nn::Encoder>(model_opts.node("encoder"), ctx);
-  auto decoder = registry.create<nn::Decoder>(model_opts.node("decoder"), ctx);
-  nn::EncoderDecoder model(encoder, decoder);
-  model->to(ctx.device);
+  Setup setup = build_setup(top, ro.plugin_dirs);
+  plugin::Registry& registry = *setup.registry;
+  const plugin::BuildContext& ctx = setup.ctx;
+  auto& dataset = setup.dataset;
+  nn::EncoderDecoder model = setup.model;
+  std::shared_ptr<nn::Model> custom = setup.custom;
   auto trainer = registry.create<train::Trainer>(top.node("trainer"), ctx);
+  if ((!eval_spec.samples.empty() || !eval_spec.split.empty()) && !model) {
+    top.fail("evaluate", "translating samples or a split needs an encoder + decoder model");
+  }
+  TrainContext tc;
+  tc.model = model;
+  tc.custom = custom;
+  tc.build = &ctx;
+  tc.dataset = dataset.get();
+  tc.device = ctx.device;
+  tc.seed = seed;
+  tc.stop = &g_stop;
+  const int64_t num_parameters = trainer->num_parameters(tc);
 
   // Everything is valid: from here on the run is recorded.
   std::string path = ro.results_path ? *ro.results_path : results_opts.get_string("path");
+  std::string stored_config;
+  if (ro.resume_path) {
+    path = *ro.resume_path;
+    stored_config = check_resumable(path, name, ro, *trainer);
+    tc.resume = true;
+  }
   if (path.empty()) path = default_results_path(name);
-  results::Results res(path, name);
+  tc.checkpoint_dir = checkpoint_dir(path);
+  auto res_ptr = ro.resume_path ? std::make_unique<results::Results>(path, results::Results::Open::Existing)
+                                : std::make_unique<results::Results>(path, name);
+  results::Results& res = *res_ptr;
+  if (ro.resume_path) {
+    res.set_status(results::Status::Running);
+    res.set_attr("resume_command_line", ro.command_line);
+  } else {
+    res.set_attr("command_line", ro.command_line);
+  }
   res.set_attr("description", top.get_string("description"));
   res.set_attr("seed", static_cast<int64_t>(seed));
   res.set_attr("device", ctx.device.str());
   res.set_attr("attnlab_version", kVersion);
   res.set_attr("torch_version", kTorchVersion);
   res.set_attr("git_commit", git_commit());
-  res.set_attr("command_line", ro.command_line);
   res.set_attr("experiment_file", ro.experiment_path);
   res.set_attr("plugins", registry.used());
-  res.set_attr("num_parameters", model->num_parameters());
-  res.write_config(config::to_yaml(root));
+  res.set_attr("num_parameters", num_parameters);
+  const auto config_yaml = config::to_yaml(resolved_config(top, registry));
+  if (ro.resume_path && config_yaml != stored_config && !ro.quiet) {
+    spdlog::warn("resuming {} with a configuration that differs from the stored one; /config now holds the new one",
+                 path);
+  }
+  res.write_config(config_yaml);
   res.flush();
 
   Progress progress(trainer->max_epochs(), ro.quiet);
   if (!ro.quiet) {
-    spdlog::info("{}: {} parameters on {}, results -> {}", name, model->num_parameters(), ctx.device.str(), path);
+    spdlog::info("{}: {} parameters on {}, results -> {}", name, num_parameters, ctx.device.str(), path);
   }
   SignalScope signals;
-  TrainContext tc;
-  tc.model = model;
-  tc.dataset = dataset.get();
-  tc.device = ctx.device;
-  tc.seed = seed;
-  tc.stop = &g_stop;
+  tc.results = &res;
   tc.on_epoch = [&](const EpochReport& r) {
     for (const auto& [k, v] : r.train) res.append_metric("train", k, v);
     for (const auto& [k, v] : r.val) res.append_metric("val", k, v);
@@ -195,7 +234,11 @@ int run_experiment(const RunOptions& ro) {
     return 2;
   }
   try {
-    evaluate(eval_spec, model, *dataset, res, ro.quiet);
+    trainer->evaluate(tc);
+    if (model) {
+      evaluate(eval_spec, model, *dataset, res, ro.quiet);
+      evaluate_split(eval_spec, model, *dataset, res, tc.checkpoint_dir + "/best.pt", ro.quiet);
+    }
   } catch (const std::exception& e) {
     res.set_attr("error", e.what());
     res.set_status(results::Status::Failed);

@@ -44,6 +44,11 @@ class Dataset {
   virtual std::vector<std::string> source_tokens(const std::string& sentence) const;
   /// Target ids -> text (joined with spaces, stopping at <eos>).
   virtual std::string decode_target(const std::vector<int64_t>& ids) const;
+  /// The split's raw (untokenized) source / target sentences, row i = row i of the unshuffled
+  /// batches(split, false, seed); references for sacreBLEU. DataError "not a text dataset" unless
+  /// the dataset overrides them.
+  virtual std::vector<std::string> raw_sources(Split split) const;
+  virtual std::vector<std::string> raw_targets(Split split) const;
 };
 
 }  // namespace attnlab::data

@@ -49,7 +49,23 @@ struct MultiHeadAttentionOptions {
   TORCH_ARG(int64_t, query_size) = 0;  // input sizes; 0 = num_hiddens (d2l's LazyLinear)
   TORCH_ARG(int64_t, key_size) = 0;
   TORCH_ARG(int64_t, value_size) = 0;
+  /// W_q/W_k/W_v as PerHeadLinear (weights [heads, in, H / heads], TF lab's layout) instead of one
+  /// fused Linear [H, in]; the same function when head n's weight is rows n*d_k.. of the fused one.
+  TORCH_ARG(bool, per_head_projections) = false;
 };
+
+/// One projection per head: x [B, T, in] -> [B * heads, T, d_k] (transpose_qkv's layout) with
+/// weight [heads, in, d_k] and optional bias [heads, d_k].
+class PerHeadLinearImpl : public torch::nn::Module {
+ public:
+  PerHeadLinearImpl(int64_t heads, int64_t in_size, int64_t head_size, bool bias);
+  torch::Tensor forward(const torch::Tensor& x);
+  /// The fused-layout weight [heads * d_k, in] (and bias [heads * d_k]) copied in per head.
+  void copy_from_fused(const torch::Tensor& weight, const torch::Tensor& bias = {});
+  torch::Tensor weight;  // [heads, in, d_k]
+  torch::Tensor bias;    // [heads, d_k] or undefined
+};
+TORCH_MODULE(PerHeadLinear);
 
 /// d2l MultiHeadAttention: W_q/W_k/W_v, transpose_qkv, per-head attention with the given scorer
 /// (built for per-head sizes num_hiddens / num_heads), transpose_output, W_o.
@@ -65,7 +81,8 @@ class MultiHeadAttentionImpl : public torch::nn::Module {
   torch::Tensor weights() const;
 
   MultiHeadAttentionOptions options;
-  torch::nn::Linear W_q{nullptr}, W_k{nullptr}, W_v{nullptr}, W_o{nullptr};
+  torch::nn::Linear W_q{nullptr}, W_k{nullptr}, W_v{nullptr}, W_o{nullptr};  // W_q/k/v null when per head
+  PerHeadLinear W_q_heads{nullptr}, W_k_heads{nullptr}, W_v_heads{nullptr};   // registered as W_q, W_k, W_v
 
  private:
   Attention attention_{nullptr};

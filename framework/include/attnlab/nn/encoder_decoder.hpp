@@ -19,6 +19,12 @@ using AttentionMap = std::map<std::string, torch::Tensor>;
 struct EncoderOutput {
   torch::Tensor states;      // [B, S, H]
   torch::Tensor valid_lens;  // [B] source valid lengths (may be undefined = no padding)
+  torch::Tensor hidden = {};  // [layers, B, H] final recurrent state (RNN encoders); undefined otherwise
+
+  /// The rows `indices` [N] (long, on the states' device) of every defined tensor: states
+  /// [N, S, H], valid_lens [N], hidden [layers, N, H]. Beam search uses it to expand a batch to
+  /// batch * beam rows and to follow the surviving hypotheses.
+  EncoderOutput index_select(const torch::Tensor& indices) const;
 };
 
 class Encoder : public torch::nn::Module {
@@ -44,6 +50,11 @@ struct DecoderState {
   /// true: each forward gets the next step(s) and appends to caches (prediction);
   /// false: forward gets the whole teacher-forced target with causal masking (training/validation).
   bool incremental = false;
+  /// Keep only / repeat the batch rows `indices` [N] (long, on the model's device) of every cache
+  /// and of `encoder` (index_select on the batch dimension), e.g. after a beam search step. A
+  /// decoder whose state holds caches must override this and also reorder `encoder` (see
+  /// EncoderOutput::index_select). The default throws PluginError "this decoder cannot beam search".
+  virtual void reorder(const torch::Tensor& indices);
 };
 
 class Decoder : public torch::nn::Module {
@@ -55,6 +66,9 @@ class Decoder : public torch::nn::Module {
   virtual void set_recording(bool on) { recording_ = on; }
   /// Weights of the last forward while recording ("decoder_self", "decoder_cross").
   virtual AttentionMap attention() const { return {}; }
+  /// true when forward() returns probabilities (softmax applied, e.g. the TF-lab transformer's
+  /// `output: softmax`) instead of logits; losses and beam search then take their log.
+  virtual bool outputs_probabilities() const { return false; }
 
  protected:
   bool recording_ = false;

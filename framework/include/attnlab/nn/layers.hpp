@@ -1,6 +1,7 @@
 #pragma once
 // Transformer building blocks shared by plugins (d2l 1.0.3): positional encoding, FFN, add & norm.
 #include <torch/nn/module.h>
+#include <torch/nn/modules/conv.h>
 #include <torch/nn/modules/dropout.h>
 #include <torch/nn/modules/linear.h>
 #include <torch/nn/modules/normalization.h>
@@ -22,12 +23,16 @@ class PositionalEncodingImpl : public torch::nn::Module {
 TORCH_MODULE(PositionalEncoding);
 
 /// Position-wise FFN: dense2(relu(dense1(x))); optional dropout after the ReLU (Step-by-Step's layers).
+/// `conv1d`: the two layers are kernel-size-1 Conv1d over time instead (TF lab's Conv1D FFN) — the
+/// same function, with weights [out, in, 1] where Linear has [out, in].
 class PositionWiseFFNImpl : public torch::nn::Module {
  public:
-  PositionWiseFFNImpl(int64_t in_size, int64_t ffn_hiddens, int64_t out_size, double inner_dropout = 0.0);
+  PositionWiseFFNImpl(int64_t in_size, int64_t ffn_hiddens, int64_t out_size, double inner_dropout = 0.0,
+                      bool conv1d = false);
   /// x [B, T, in] -> [B, T, out]
   torch::Tensor forward(const torch::Tensor& x);
-  torch::nn::Linear dense1{nullptr}, dense2{nullptr};
+  torch::nn::Linear dense1{nullptr}, dense2{nullptr};  // linear layout (null when conv1d)
+  torch::nn::Conv1d conv1{nullptr}, conv2{nullptr};    // conv1d layout (null otherwise)
  private:
   torch::nn::Dropout dropout_{nullptr};
 };

@@ -27,6 +27,10 @@ struct TransformerBlockOptions {
   TORCH_ARG(double, dropout) = 0.0;     // attention weights and every residual branch
   TORCH_ARG(bool, bias) = false;        // bias in the attention projections
   TORCH_ARG(NormPlacement, norm) = NormPlacement::Last;  // Last = d2l AddNorm
+  TORCH_ARG(double, ffn_dropout) = 0.0;  // after the FFN's ReLU (Step-by-Step's layers); 0 = d2l
+  TORCH_ARG(double, layer_norm_eps) = 1e-5;       // every LayerNorm's epsilon (Keras: 1e-3, TF lab: 1e-6)
+  TORCH_ARG(bool, ffn_conv1d) = false;            // FFN as two kernel-size-1 Conv1d (TF lab)
+  TORCH_ARG(bool, per_head_projections) = false;  // W_q/W_k/W_v as [heads, H, H / heads] (TF lab)
 };
 
 /// Self-attention + add&norm, FFN + add&norm.
@@ -49,6 +53,8 @@ struct TransformerDecoderState : DecoderState {
   std::vector<torch::Tensor> caches;
   /// Target positions decoded so far (incremental mode): the next step's positional offset.
   int64_t steps = 0;
+  /// Rows `indices` [N] of every cache ([N, steps, H]) and of the encoder outputs (beam search).
+  void reorder(const torch::Tensor& indices) override;
 };
 
 /// Causal self-attention + add&norm, cross-attention on the encoder outputs + add&norm,
@@ -69,6 +75,11 @@ class TransformerDecoderBlockImpl : public torch::nn::Module {
 };
 TORCH_MODULE(TransformerDecoderBlock);
 
+/// Initialisation of a transformer stack. Default: LibTorch's module defaults. GlorotUniform: Keras's
+/// defaults, as the TF lab's model has them: Linear / Conv1d kernels and each head's projection
+/// Glorot (Xavier) uniform, biases zero, embeddings uniform(-0.05, 0.05), LayerNorms (1, 0).
+enum class TransformerInit { Default, GlorotUniform };
+
 struct TransformerOptions {
   TransformerOptions(int64_t vocab_size, int64_t num_hiddens, int64_t ffn_num_hiddens, int64_t num_heads,
                      int64_t num_blks)
@@ -86,6 +97,14 @@ struct TransformerOptions {
   TORCH_ARG(bool, bias) = false;        // bias in the attention projections
   TORCH_ARG(NormPlacement, norm) = NormPlacement::Last;  // First adds a final LayerNorm
   TORCH_ARG(int64_t, max_len) = 1000;   // positional encoding length
+  TORCH_ARG(double, ffn_dropout) = 0.0;  // after the FFN's ReLU (Step-by-Step's layers); 0 = d2l
+  // TF-lab variants (seed 004); the defaults are d2l's model.
+  TORCH_ARG(TransformerInit, init) = TransformerInit::Default;
+  TORCH_ARG(double, layer_norm_eps) = 1e-5;       // every LayerNorm's epsilon
+  TORCH_ARG(bool, ffn_conv1d) = false;            // FFN as kernel-size-1 Conv1d layers (same function as linear)
+  TORCH_ARG(bool, per_head_projections) = false;  // W_q/W_k/W_v weights [heads, H, H / heads]
+  TORCH_ARG(bool, tie_embeddings) = false;        // decoder: logits = h @ embedding.weight^T (no output bias)
+  TORCH_ARG(bool, output_softmax) = false;        // decoder: forward returns softmax probabilities
 
  public:
   /// The per-block options these imply.
@@ -128,13 +147,21 @@ class TransformerDecoderImpl : public Decoder {
   /// {"decoder_self": [layers, B, heads, T, K], "decoder_cross": [layers, B, heads, T, S]}
   AttentionMap attention() const override;
 
+  bool outputs_probabilities() const override { return options.output_softmax(); }
+  /// The output projection's weight [vocab, H]: dense's, or the embedding's when tied.
+  torch::Tensor output_weight() const;
+
   TransformerOptions options;
   torch::nn::Embedding embedding{nullptr};
   PositionalEncoding pos_encoding{nullptr};
   std::vector<TransformerDecoderBlock> blocks;  // registered under "blks"
   torch::nn::LayerNorm final_ln{nullptr};       // norm-first only
-  torch::nn::Linear dense{nullptr};             // H -> vocab
+  torch::nn::Linear dense{nullptr};             // H -> vocab; null when tie_embeddings
 };
 TORCH_MODULE(TransformerDecoder);
+
+/// Applies `init` to every Linear, Conv1d, PerHeadLinear and Embedding below `module`
+/// (TransformerInit::Default leaves it as it is).
+void initialize_transformer(torch::nn::Module& module, TransformerInit init);
 
 }  // namespace attnlab::nn

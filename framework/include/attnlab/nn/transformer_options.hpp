@@ -12,6 +12,15 @@ namespace attnlab::nn {
 /// num_hiddens, ffn_num_hiddens, num_heads, num_blks, dropout, bias, norm, max_len, attention.
 config::Schema transformer_schema();
 
+/// The TF-lab variant options of the transformer encoder/decoder plugins (seed 004): init
+/// (default|glorot_uniform), layer_norm_eps, ffn (linear|conv1d), per_head_projections, and for
+/// the decoder also tie_embeddings and output (logits|softmax). Kept apart from
+/// transformer_schema() so that plugins reusing that schema keep their own `init` option.
+config::Schema transformer_variant_schema(bool decoder);
+
+/// Reads the transformer_variant_schema(decoder) options into `options`.
+TransformerOptions& apply_variant_options(const config::Options& o, TransformerOptions& options, bool decoder);
+
 /// Validated options + vocabulary size -> TransformerOptions. ConfigError at the option's place
 /// when num_heads does not divide num_hiddens.
 TransformerOptions transformer_options(const config::Options& options, int64_t vocab_size);

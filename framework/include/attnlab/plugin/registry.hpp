@@ -52,19 +52,23 @@ class Registry {
 
   /// "kind/name version (path)" for each plugin created so far (results attribute).
   std::vector<std::string> used() const;
+  /// The options each created plugin ran with (given values + defaults, with `plugin: name`),
+  /// in creation order; each node's path() is where it sits in the experiment file.
+  const std::vector<config::Node>& resolved() const { return resolved_; }
 
  private:
   struct Resolved {
     const PluginInfo* info;
     std::shared_ptr<config::Options> options;
   };
-  Resolved resolve(const char* kind, const config::Node& node) const;
+  Resolved resolve(const char* kind, const config::Node& node);
   [[noreturn]] void rethrow_from_plugin(const PluginInfo& info) const;
   void mark_used(const PluginInfo& info);
 
   std::vector<std::string> dirs_;
   std::map<std::pair<std::string, std::string>, PluginInfo> plugins_;
   std::vector<std::string> used_;
+  std::vector<config::Node> resolved_;
 };
 
 /// Returns a pointer to obj that also owns `library`; obj is destroyed before the library.

@@ -62,6 +62,11 @@ class ResultsReader {
   bool has(const std::string& path) const;
   /// Any numeric dataset as a float32 tensor with its shape.
   torch::Tensor tensor(const std::string& path) const;
+  /// A string dataset ("eval/test/hypotheses") as a list.
+  std::vector<std::string> strings(const std::string& path) const;
+  /// An attribute of the group or dataset at `path` ("eval/test"): a string, or any number.
+  std::string attr_string_at(const std::string& path, const std::string& name) const;
+  double attr_double_at(const std::string& path, const std::string& name) const;
 
  private:
   struct Impl;

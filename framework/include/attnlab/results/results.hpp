@@ -4,6 +4,7 @@
 #include <torch/types.h>
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -22,6 +23,12 @@ class Results {
  public:
   /// Create (truncate) `path`, making parent folders; root attrs experiment + status=running.
   Results(const std::string& path, const std::string& experiment);
+  /// Open an existing results file read-write without truncating it (a resumed run, `runner
+  /// eval`): attributes, config and metric series stay; the status is left as it is (a resumed
+  /// run sets it back to running). ResultsError "not an attnlab results file: <path> (<why>)"
+  /// when it is missing, not HDF5 or lacks the root attributes experiment and status.
+  enum class Open { Existing };
+  Results(const std::string& path, Open mode);
   ~Results();  // closes; never throws
   Results(const Results&) = delete;
   Results& operator=(const Results&) = delete;
@@ -40,6 +47,11 @@ class Results {
   void write_config(const std::string& yaml);
   /// /metrics/<group>/<name>: 1-D float64, extendible, one row appended per call.
   void append_metric(const std::string& group, const std::string& name, double value);
+  /// Rows of every metric series, keyed "<group>/<name>" (for checkpoints: where to cut on resume).
+  std::map<std::string, int64_t> metric_rows() const;
+  /// Cut every metric series back to `rows["<group>/<name>"]` rows; series not in `rows` (begun
+  /// after the checkpoint) are removed. ResultsError when a series is shorter than asked.
+  void truncate_metrics(const std::map<std::string, int64_t>& rows);
   /// /samples/{source,reference,hypothesis} (strings) and /samples/bleu (float64); replaces.
   void write_samples(const std::vector<Sample>& samples);
   /// /attention/<sample>/<module>: float32 weights [layers, heads, queries, keys] with string
@@ -48,6 +60,12 @@ class Results {
                        const std::vector<std::string>& query_labels, const std::vector<std::string>& key_labels);
   /// Any float tensor as /<path> (e.g. "predictions/test"), float32, with its shape; replaces.
   void write_tensor(const std::string& path, const torch::Tensor& values);
+  /// A 1-D string dataset at /<path> (e.g. "eval/test/hypotheses"); replaces.
+  void write_strings(const std::string& path, const std::vector<std::string>& values);
+  /// Attributes on the group or dataset at /<path> (made as a group when missing); replace.
+  void set_attr_at(const std::string& path, const std::string& name, const std::string& value);
+  void set_attr_at(const std::string& path, const std::string& name, double value);
+  void set_attr_at(const std::string& path, const std::string& name, int64_t value);
   /// Push everything to disk (H5Fflush) so a kill leaves a readable file.
   void flush();
 

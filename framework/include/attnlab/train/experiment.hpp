@@ -15,6 +15,9 @@ struct RunOptions {
   std::vector<std::string> plugin_dirs;   // --plugin-path
   std::string command_line;               // recorded in the results file
   std::optional<std::string> results_path;  // --results (else results.path, else the default)
+  /// --resume RUN.h5: continue that run from its checkpoint RUN.h5.ckpt/last.pt, appending to the
+  /// same file (the trainer must support it: Trainer::can_resume).
+  std::optional<std::string> resume_path;
   bool quiet = false;
 };
 

@@ -3,6 +3,7 @@
 // through the context. The framework runs the experiment around it (results, samples, signals).
 #include <attnlab/data/dataset.hpp>
 #include <attnlab/nn/encoder_decoder.hpp>
+#include <attnlab/nn/model.hpp>
 #include <attnlab/plugin/plugin.hpp>
 #include <attnlab/results/results.hpp>
 
@@ -21,8 +22,18 @@ struct EpochReport {
   double seconds = 0.0;
 };
 
+/// What a trainer works on. The experiment's `model:` section decides which model is set:
+/// `{encoder: ..., decoder: ...}` -> `model` (an EncoderDecoder); `{plugin: name, ...}` -> `custom`
+/// (a "model" plugin); no model section -> neither, and the trainer builds what it needs from
+/// `build` (e.g. a scorer for kernel regression).
 struct TrainContext {
   nn::EncoderDecoder model{nullptr};
+  std::shared_ptr<nn::Model> custom;
+  /// Registry, device, seed and data sizes, for trainers that build their own modules.
+  const plugin::BuildContext* build = nullptr;
+  /// The run's results file: trainers may write extra series and tensors (predictions,
+  /// attention) besides what on_epoch records. Always set by the runner.
+  results::Results* results = nullptr;
   data::Dataset* dataset = nullptr;
   torch::Device device = torch::kCPU;
   uint64_t seed = 0;
@@ -30,6 +41,13 @@ struct TrainContext {
   const std::atomic<bool>* stop = nullptr;
   /// Called after every epoch (appends metrics, flushes the file, prints progress).
   std::function<void(const EpochReport&)> on_epoch;
+  /// Where the trainer keeps checkpoints (train/checkpoint.hpp): "<results>.ckpt", holding
+  /// last.pt and best.pt; "" = write none. Set by the runner.
+  std::string checkpoint_dir;
+  /// `runner exp.yaml --resume RUN.h5`: continue from checkpoint_dir/last.pt (model, optimizer,
+  /// schedule, RNG), cut ctx.results' series back to the checkpoint, train the remaining epochs.
+  /// Only set for trainers whose can_resume() is true.
+  bool resume = false;
   bool stopped() const { return stop != nullptr && stop->load(); }
 };
 
@@ -41,6 +59,13 @@ class Trainer {
   virtual FitResult fit(TrainContext& ctx) = 0;
   /// Epochs this trainer will run (for progress/ETA).
   virtual int64_t max_epochs() const = 0;
+  /// After a completed fit: trainer-specific evaluation (predictions, attention) written to
+  /// ctx.results. The runner's `evaluate:` section (translation samples) runs after this.
+  virtual void evaluate(TrainContext& ctx) {}
+  /// Trainable parameters of whatever the trainer trains (0 if it has none of its own).
+  virtual int64_t num_parameters(const TrainContext& ctx) const;
+  /// Whether fit() honours TrainContext::resume (writes checkpoints and restores them exactly).
+  virtual bool can_resume() const { return false; }
 };
 
 }  // namespace attnlab::train

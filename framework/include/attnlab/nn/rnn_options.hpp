@@ -1,0 +1,16 @@
+#pragma once
+// Config side of the GRU plugins (encoder "gru", decoders "gru" and "gru_bahdanau"): the option
+// schema they share and its mapping onto GruOptions.
+#include <attnlab/config/schema.hpp>
+#include <attnlab/nn/rnn.hpp>
+
+namespace attnlab::nn {
+
+/// embed_size, num_hiddens, num_layers, dropout (d2l 0.17 section 10.4's values as defaults).
+/// with_attention adds `attention: {scorer: ...}` (default additive) for gru_bahdanau.
+config::Schema gru_schema(bool with_attention);
+
+/// Validated options + vocabulary size -> GruOptions.
+GruOptions gru_options(const config::Options& options, int64_t vocab_size);
+
+}  // namespace attnlab::nn

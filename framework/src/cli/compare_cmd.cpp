@@ -1,0 +1,200 @@
+// `runner compare A.h5 B.h5 [...]`: runs side by side from their results files.
+#include "cli/commands.hpp"
+#include "cli/plot/figures.hpp"
+#include "cli/runs.hpp"
+#include "cli/table.hpp"
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <iostream>
+
+namespace attnlab::cli {
+namespace {
+
+std::string run_id(size_t i) {
+  return i < 26 ? std::string(1, static_cast<char>('A' + i)) : fmt::format("R{}", i + 1);
+}
+
+std::string num(double v) { return fmt::format("{:.4g}", v); }
+
+/// Every module/layer/head that any run recorded (runs may differ in depth or heads).
+AttentionStats union_of_heads(const std::vector<Run>& runs) {
+  AttentionStats all;
+  for (const auto& r : runs) {
+    for (const auto& [m, layers] : r.attention) {
+      for (const auto& [l, heads] : layers) {
+        for (const auto& [h, s] : heads) all[m][l][h] = s;
+      }
+    }
+  }
+  return all;
+}
+
+/// One row per run: who it is and how it went.
+Table runs_table(const std::vector<Run>& runs, const std::vector<std::string>& keys) {
+  Table t{{"run", "experiment", "status", "differs", "params", "wall", "file"}, {}, {false, false, false, false, true, true}};
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const auto& r = runs[i];
+    t.rows.push_back({run_id(i), r.experiment, r.status, differs_text(r, keys),
+                      r.num_parameters ? std::to_string(*r.num_parameters) : "-",
+                      r.wall_seconds ? (r.wall_partial ? ">=" : "") + format_seconds(*r.wall_seconds) : "-", r.path});
+  }
+  return t;
+}
+
+/// metric | value | A | B ...: final and best with the epoch each was reached.
+Table metrics_table(const std::vector<Run>& runs, const std::vector<std::string>& metrics) {
+  Table t{{"metric", "value"}, {}, {false, false}};
+  for (size_t i = 0; i < runs.size(); ++i) {
+    t.header.push_back(run_id(i));
+    t.numeric.push_back(true);
+  }
+  for (const auto& m : metrics) {
+    std::vector<std::string> fin{m, "final"}, best{"", higher_is_better(m) ? "best (max)" : "best (min)"};
+    for (const auto& r : runs) {
+      auto s = summarize(r, m);
+      fin.push_back(s.valid ? fmt::format("{} @{}", num(s.final_value), s.final_epoch) : "-");
+      best.push_back(s.valid ? fmt::format("{} @{}", num(s.best), s.best_epoch) : "-");
+    }
+    t.rows.push_back(std::move(fin));
+    t.rows.push_back(std::move(best));
+  }
+  return t;
+}
+
+/// module | layer | head | A | B ...: "mean entropy / max weight" per head.
+Table attention_table(const std::vector<Run>& runs) {
+  Table t{{"module", "layer", "head"}, {}, {false, true, true}};
+  for (size_t i = 0; i < runs.size(); ++i) {
+    t.header.push_back(run_id(i) + " entropy / max");
+    t.numeric.push_back(true);
+  }
+  const AttentionStats all = union_of_heads(runs);
+  for (const auto& [m, layers] : all) {
+    for (const auto& [l, heads] : layers) {
+      for (const auto& [h, unused] : heads) {
+        std::vector<std::string> row{m, std::to_string(l + 1), std::to_string(h + 1)};
+        for (const auto& r : runs) {
+          const HeadStats* s = nullptr;
+          if (auto mi = r.attention.find(m); mi != r.attention.end()) {
+            if (auto li = mi->second.find(l); li != mi->second.end()) {
+              if (auto hi = li->second.find(h); hi != li->second.end()) s = &hi->second;
+            }
+          }
+          row.push_back(s ? fmt::format("{:.3f} / {:.3f}", s->entropy, s->max_weight) : "-");
+        }
+        t.rows.push_back(std::move(row));
+      }
+    }
+  }
+  return t;
+}
+
+/// Everything in one row per run (for spreadsheets and scripts).
+Table csv_table(const std::vector<Run>& runs, const std::vector<std::string>& keys, const std::vector<std::string>& metrics) {
+  Table t{{"run", "file", "experiment", "status", "differs", "num_parameters", "wall_seconds"}, {}, {}};
+  for (const auto& m : metrics) {
+    for (const char* suffix : {"final", "final_epoch", "best", "best_epoch"}) t.header.push_back(m + " " + suffix);
+  }
+  const AttentionStats all = union_of_heads(runs);
+  for (const auto& [m, layers] : all) {
+    for (const auto& [l, heads] : layers) {
+      for (const auto& [h, s] : heads) {
+        t.header.push_back(fmt::format("attention {} layer {} head {} entropy", m, l + 1, h + 1));
+        t.header.push_back(fmt::format("attention {} layer {} head {} max_weight", m, l + 1, h + 1));
+      }
+    }
+  }
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const auto& r = runs[i];
+    std::vector<std::string> row{run_id(i), r.path, r.experiment, r.status, differs_text(r, keys),
+                                 r.num_parameters ? std::to_string(*r.num_parameters) : "",
+                                 r.wall_seconds ? fmt::format("{:.3f}", *r.wall_seconds) : ""};
+    for (const auto& m : metrics) {
+      auto s = summarize(r, m);
+      for (auto v : {fmt::format("{:.9g}", s.final_value), std::to_string(s.final_epoch), fmt::format("{:.9g}", s.best),
+                     std::to_string(s.best_epoch)}) {
+        row.push_back(s.valid ? v : "");
+      }
+    }
+    for (const auto& [m, layers] : all) {
+      for (const auto& [l, heads] : layers) {
+        for (const auto& [h, unused] : heads) {
+          std::string e, x;
+          if (auto mi = r.attention.find(m); mi != r.attention.end()) {
+            if (auto li = mi->second.find(l); li != mi->second.end()) {
+              if (auto hi = li->second.find(h); hi != li->second.end()) {
+                e = fmt::format("{:.6g}", hi->second.entropy);
+                x = fmt::format("{:.6g}", hi->second.max_weight);
+              }
+            }
+          }
+          row.push_back(e);
+          row.push_back(x);
+        }
+      }
+    }
+    t.rows.push_back(std::move(row));
+  }
+  return t;
+}
+
+}  // namespace
+
+int cmd_compare(int argc, char** argv) {
+  CLI::App app{"Compare runs from their results files: differing config keys, metrics, attention statistics"};
+  std::vector<std::string> files, wanted;
+  std::string format = "table", plot_path;
+  int width = 0, height = 0;
+  bool linear = false, no_attention = false;
+  app.add_option("files", files, "results files (.h5) of the runs to compare")->required()->expected(1, -1);
+  app.add_option("--metric", wanted, "metric to show, 'group/name' or 'name' (repeatable; default: all shared)")
+      ->delimiter(',');
+  app.add_option("--format", format, "table (aligned text), markdown or csv")
+      ->check(CLI::IsMember({"table", "markdown", "csv"}));
+  app.add_option("--plot", plot_path, "also draw the shared metrics' curves, one panel per metric (.png or .svg)");
+  app.add_option("--width", width, "plot width in pixels (default: natural size)");
+  app.add_option("--height", height, "plot height in pixels (default: natural size)");
+  app.add_flag("--linear", linear, "linear y axis in the plot (default: log for losses)");
+  app.add_flag("--no-attention", no_attention, "leave out the attention statistics");
+  app.footer("Example:\n  runner compare results/corners_norm_first-*.h5 results/corners_norm_last-*.h5 "
+             "--plot compare.png");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  std::vector<Run> runs;
+  for (const auto& f : files) runs.push_back(load_run(f));  // ResultsError for non-results files
+  const auto keys = differing_keys(runs);
+  const auto metrics = select_metrics(shared_metrics(runs), wanted);
+  const auto fmt_kind = parse_table_format(format);
+
+  if (fmt_kind == TableFormat::Csv) {
+    std::cout << render(csv_table(runs, keys, metrics), fmt_kind);
+  } else {
+    const bool md = fmt_kind == TableFormat::Markdown;
+    auto heading = [&](const std::string& s) { std::cout << (md ? "### " + s + "\n\n" : s + "\n"); };
+    std::cout << fmt::format("{} runs; differing config keys: {}\n\n", runs.size(),
+                             keys.empty() ? std::string("none") : fmt::format("{}", fmt::join(keys, ", ")));
+    heading("Runs");
+    std::cout << render(runs_table(runs, keys), fmt_kind) << "\n";
+    if (!metrics.empty()) {
+      heading("Metrics (value @epoch)");
+      std::cout << render(metrics_table(runs, metrics), fmt_kind) << "\n";
+    }
+    auto att = attention_table(runs);
+    if (!no_attention && !att.rows.empty()) {
+      heading("Attention (mean entropy in nats / max weight, over the recorded samples)");
+      std::cout << render(att, fmt_kind);
+    }
+  }
+  if (!plot_path.empty()) {
+    plot::compare_figure(runs, metrics, keys, plot_path, {width, height}, !linear);
+    std::cerr << "wrote " << plot_path << "\n";
+  }
+  return 0;
+}
+
+}  // namespace attnlab::cli

@@ -1,0 +1,46 @@
+#pragma once
+// One panel of line/scatter plots with ticks, grid, labels and a legend (matplotlib-like).
+#include "cli/plot/canvas.hpp"
+
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace attnlab::cli::plot {
+
+enum class Marker { None, Dot, Cross };
+
+struct Series {
+  std::string label;  // "" = not in the legend
+  std::vector<double> x, y;
+  Color color = kBlack;
+  bool line = true;
+  bool dashed = false;
+  double width = 1.8;
+  Marker marker = Marker::None;
+  double marker_size = 3.0;
+};
+
+struct Axes {
+  std::string title, xlabel, ylabel;
+  std::vector<Series> series;
+  bool logy = false;  // non-positive values are left out
+  std::optional<std::pair<double, double>> xlim, ylim;
+  bool legend = true;
+  bool grid = true;
+  bool integer_x = false;  // x ticks at whole numbers only (epochs)
+};
+
+/// Draws the panel inside the box (x, y, w, h): title, tick labels and axis labels included.
+void draw_axes(const Canvas& canvas, const Axes& axes, double x, double y, double w, double h);
+
+/// Tick values at 1, 2, 5 x 10^k steps covering [lo, hi] with about `target` ticks.
+std::vector<double> nice_ticks(double lo, double hi, int target = 5);
+/// A tick label with as many decimals as the step needs ("0.25", "1e-04" for tiny logs).
+std::string tick_label(double value, double step);
+
+/// Draws a legend box with the given entries at the top-right corner (right, top) of a region.
+void draw_legend(const Canvas& canvas, const std::vector<Series>& entries, double right, double top);
+
+}  // namespace attnlab::cli::plot

@@ -1,0 +1,40 @@
+#pragma once
+// The figures `runner plot` and `runner compare --plot` draw, each into one PNG or SVG file.
+#include "cli/runs.hpp"
+
+#include <attnlab/results/reader.hpp>
+
+#include <string>
+#include <vector>
+
+namespace attnlab::cli::plot {
+
+/// Output size in pixels; 0 = the figure's natural size.
+struct PixelSize {
+  int width = 0, height = 0;
+};
+
+/// compare --plot: one panel per metric, one curve per run, legend from the differing keys.
+void compare_figure(const std::vector<Run>& runs, const std::vector<std::string>& metrics,
+                    const std::vector<std::string>& differing, const std::string& path, PixelSize size, bool log_losses);
+
+/// Loss curves (and every other metric series) of one run; train and val of one name share a
+/// panel, "<name>_train_mode"/"<name>_eval_mode" share one too. False when the run has no series.
+bool losses_figure(const results::ResultsReader& in, const std::string& path, PixelSize size, bool log_losses);
+
+/// d2l show_heatmaps for one recorded module of one sample: rows = layers, columns = heads.
+void attention_figure(const results::ResultsReader& in, const std::string& sample, const std::string& module,
+                      const std::string& path, PixelSize size);
+
+/// Where the corner predictions are ("predictions/test" or "predictions/val"), "" when absent.
+std::string corner_predictions(const results::ResultsReader& in);
+/// Step-by-Step's sequence_pred picture: input, target and predicted corners on the square.
+void corners_figure(const results::ResultsReader& in, const std::string& base, const std::string& path,
+                    PixelSize size, int count);
+
+/// True when the file holds kernel regression results (predictions/x, predictions/test, predictions/truth).
+bool has_kernel_regression(const results::ResultsReader& in);
+/// d2l plot_kernel_reg: truth and prediction over x, training points as dots.
+void kernel_regression_figure(const results::ResultsReader& in, const std::string& path, PixelSize size);
+
+}  // namespace attnlab::cli::plot

@@ -1,0 +1,29 @@
+#pragma once
+// d2l's show_heatmaps as a figure: a grid of attention matrices (rows = layers, columns = heads)
+// sharing axes, token labels on the outer axes, and one colour bar ("Reds", 0 .. max weight).
+#include "cli/plot/canvas.hpp"
+
+#include <torch/types.h>
+
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace attnlab::cli::plot {
+
+struct HeatmapGrid {
+  torch::Tensor weights;                       // [rows, cols, queries, keys]
+  std::vector<std::string> row_titles;         // one per row ("layer 1"), or empty
+  std::vector<std::string> col_titles;         // one per column ("head 1"), or empty
+  std::vector<std::string> query_labels;       // [queries] or empty (positions are used)
+  std::vector<std::string> key_labels;         // [keys] or empty
+  std::string title;
+  std::string xlabel = "Key positions", ylabel = "Query positions";
+};
+
+/// The figure's natural size in user units (what the PNG gets without --width/--height).
+std::pair<double, double> heatmap_size(const HeatmapGrid& grid);
+/// Draws the grid filling a canvas made with heatmap_size().
+void draw_heatmaps(const Canvas& canvas, const HeatmapGrid& grid);
+
+}  // namespace attnlab::cli::plot

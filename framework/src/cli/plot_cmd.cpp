@@ -1,0 +1,138 @@
+// `runner plot RUN.h5`: attention heatmaps, loss curves and prediction pictures from one results
+// file, as PNG or SVG.
+#include "cli/commands.hpp"
+#include "cli/plot/canvas.hpp"
+#include "cli/plot/figures.hpp"
+
+#include <attnlab/error.hpp>
+#include <attnlab/results/reader.hpp>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cctype>
+#include <filesystem>
+#include <functional>
+#include <iostream>
+
+namespace attnlab::cli {
+namespace {
+namespace fs = std::filesystem;
+
+struct Figure {
+  std::string name;                             // file stem: "losses", "attention_encoder_self", ...
+  std::function<void(const std::string&)> draw;  // draws into the given path
+};
+
+std::string safe(const std::string& s) {
+  std::string out;
+  for (unsigned char ch : s) out += std::isalnum(ch) || ch == '-' ? static_cast<char>(ch) : '_';
+  return out;
+}
+
+/// --sample: a recorded sample's text, or its index in the sorted list.
+std::string resolve_sample(const results::ResultsReader& in, const std::string& wanted) {
+  const auto samples = in.attention_samples();
+  ATTNLAB_CHECK(!samples.empty(), Error, "plot: {} has no recorded attention (/attention is empty)", in.path());
+  if (wanted.empty()) return samples.front();
+  if (std::find(samples.begin(), samples.end(), wanted) != samples.end()) return wanted;
+  if (wanted.size() < 7 && std::all_of(wanted.begin(), wanted.end(), [](unsigned char ch) { return std::isdigit(ch) != 0; })) {
+    const auto i = std::stoul(wanted);
+    if (i < samples.size()) return samples[i];
+  }
+  throw Error(fmt::format("plot: --sample '{}' is not a recorded sample of {}; recorded (text or index): {}", wanted,
+                          in.path(), fmt::join(samples, " | ")));
+}
+
+}  // namespace
+
+int cmd_plot(int argc, char** argv) {
+  CLI::App app{"Draw a run's attention heatmaps, loss curves and predictions (PNG or SVG)"};
+  std::string file, out, sample, format = "png";
+  std::vector<std::string> modules;
+  bool losses = false, predictions = false, linear = false;
+  plot::PixelSize size;
+  int count = 10;
+  app.add_option("run", file, "results file (.h5)")->required();
+  app.add_option("-o,--out", out,
+                 "output: a .png/.svg file when one figure is chosen, else a folder (default: <run>_plots/)");
+  app.add_option("--attention", modules, "attention module(s) to draw: encoder_self, decoder_self, decoder_cross, ...")
+      ->delimiter(',');
+  app.add_option("--sample", sample, "attention sample: its text or its index (default: the first)");
+  app.add_flag("--losses", losses, "the loss curves (every metric series)");
+  app.add_flag("--predictions", predictions, "corner sequences on the square, or kernel regression curves");
+  app.add_option("--format", format, "file type inside an output folder")->check(CLI::IsMember({"png", "svg"}));
+  app.add_option("--width", size.width, "width in pixels (default: the figure's natural size)");
+  app.add_option("--height", size.height, "height in pixels (default: the figure's natural size)");
+  app.add_option("--count", count, "corner sequences to draw")->check(CLI::Range(1, 100));
+  app.add_flag("--linear", linear, "linear y axis for losses (default: log)");
+  app.footer("Examples:\n  runner plot results/corners_norm_first-*.h5\n"
+             "  runner plot RUN.h5 --attention encoder_self --sample 0 -o enc.png\n"
+             "  runner plot RUN.h5 --losses -o losses.svg");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  results::ResultsReader in(file);  // ResultsError for anything that is not a results file
+  const bool all = modules.empty() && !losses && !predictions;
+
+  std::vector<Figure> figures;
+  if (all || losses) {
+    if (!in.metric_groups().empty() || losses) {
+      figures.push_back({"losses", [&](const std::string& p) {
+                           ATTNLAB_CHECK(plot::losses_figure(in, p, size, !linear), Error,
+                                         "plot: {} has no metric series", file);
+                         }});
+    }
+  }
+  if (!modules.empty() || (all && !in.attention_samples().empty())) {
+    const auto s = resolve_sample(in, sample);
+    const auto recorded = in.attention_modules(s);
+    if (modules.empty()) modules = recorded;
+    for (const auto& m : modules) {
+      ATTNLAB_CHECK(std::find(recorded.begin(), recorded.end(), m) != recorded.end(), Error,
+                    "plot: --attention '{}' was not recorded for sample '{}' in {}; recorded: {}", m, s, file,
+                    fmt::join(recorded, ", "));
+      figures.push_back({"attention_" + safe(m), [&, m, s](const std::string& p) {
+                           plot::attention_figure(in, s, m, p, size);
+                         }});
+    }
+  }
+  if (all || predictions) {
+    if (auto base = plot::corner_predictions(in); !base.empty()) {
+      figures.push_back({"predictions", [&, base](const std::string& p) {
+                           plot::corners_figure(in, base, p, size, count);
+                         }});
+    } else if (plot::has_kernel_regression(in)) {
+      figures.push_back({"kernel_regression", [&](const std::string& p) { plot::kernel_regression_figure(in, p, size); }});
+    } else if (predictions) {
+      throw Error(fmt::format("plot: {} holds no predictions to draw (predictions/test/prediction for corner "
+                              "sequences, or predictions/x + predictions/test + predictions/truth)",
+                              file));
+    }
+  }
+  ATTNLAB_CHECK(!figures.empty(), Error, "plot: nothing to draw in {} (no metrics, attention or predictions)", file);
+
+  const auto ext = fs::path(out).extension().string();
+  const bool single_file = !out.empty() && (ext == ".png" || ext == ".svg" || ext == ".PNG" || ext == ".SVG");
+  if (single_file) {
+    ATTNLAB_CHECK(figures.size() == 1, Error,
+                  "plot: {} figures were chosen but -o names one file ({}); give a folder, or choose one figure "
+                  "with --attention MODULE, --losses or --predictions",
+                  figures.size(), out);
+    figures.front().draw(out);
+    std::cout << out << "\n";
+    return 0;
+  }
+  const fs::path dir = out.empty() ? fs::path(fs::path(file).replace_extension("").string() + "_plots") : fs::path(out);
+  for (const auto& f : figures) {
+    const auto path = (dir / (f.name + "." + format)).string();
+    f.draw(path);
+    std::cout << path << "\n";
+  }
+  return 0;
+}
+
+}  // namespace attnlab::cli

@@ -1,0 +1,210 @@
+#include "cli/runs.hpp"
+
+#include <attnlab/error.hpp>
+#include <attnlab/results/reader.hpp>
+
+#include <fmt/format.h>
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <cmath>
+#include <ctime>
+#include <set>
+
+namespace attnlab::cli {
+namespace {
+
+std::optional<std::time_t> parse_utc(const std::string& iso) {
+  std::tm tm{};
+  if (iso.empty() || !strptime(iso.c_str(), "%Y-%m-%dT%H:%M:%SZ", &tm)) return std::nullopt;
+  return timegm(&tm);
+}
+
+void flatten_into(const config::Node& node, const std::string& prefix, std::map<std::string, std::string>& out) {
+  switch (node.kind()) {
+    case config::Node::Kind::Null: out[prefix] = "null"; break;
+    case config::Node::Kind::Scalar: out[prefix] = node.str(); break;
+    case config::Node::Kind::Map:
+      if (node.size() == 0 && !prefix.empty()) out[prefix] = "{}";
+      for (const auto& key : node.keys()) flatten_into(node.at(key), prefix.empty() ? key : prefix + "." + key, out);
+      break;
+    case config::Node::Kind::Seq:
+      if (node.size() == 0) out[prefix] = "[]";
+      for (size_t i = 0; i < node.size(); ++i) flatten_into(node[i], fmt::format("{}[{}]", prefix, i), out);
+      break;
+  }
+}
+
+void add_attention(const results::ResultsReader& in, AttentionStats& stats) {
+  for (const auto& sample : in.attention_samples()) {
+    for (const auto& module : in.attention_modules(sample)) {
+      auto w = in.attention(sample, module).weights.to(torch::kDouble);  // [layers, heads, Q, K]
+      if (w.dim() != 4 || w.numel() == 0) continue;
+      auto entropy = -(w * torch::log(w.clamp_min(1e-30))).sum(-1).mean(-1);  // [layers, heads]
+      auto peak = w.amax({2, 3});                                             // [layers, heads]
+      for (int64_t l = 0; l < w.size(0); ++l) {
+        for (int64_t h = 0; h < w.size(1); ++h) {
+          auto& s = stats[module][l][h];
+          s.entropy += entropy[l][h].item<double>();
+          s.max_weight = std::max(s.max_weight, peak[l][h].item<double>());
+          ++s.samples;
+        }
+      }
+    }
+  }
+  for (auto& [m, layers] : stats) {
+    for (auto& [l, heads] : layers) {
+      for (auto& [h, s] : heads) s.entropy /= static_cast<double>(std::max<int64_t>(s.samples, 1));
+    }
+  }
+}
+
+bool bookkeeping(const std::string& metric) {
+  return metric.rfind("epoch/", 0) == 0 || metric.ends_with("/seconds");
+}
+
+}  // namespace
+
+std::map<std::string, std::string> flatten(const config::Node& node) {
+  std::map<std::string, std::string> out;
+  flatten_into(node, "", out);
+  return out;
+}
+
+Run load_run(const std::string& path) {
+  results::ResultsReader in(path);  // ResultsError for anything that is not a results file
+  Run r;
+  r.path = path;
+  r.experiment = in.attr_string("experiment");
+  r.status = in.attr_string("status");
+  r.started = in.has_attr("started") ? in.attr_string("started") : "";
+  r.finished = in.has_attr("finished") ? in.attr_string("finished") : "";
+  if (in.has_attr("num_parameters")) r.num_parameters = in.attr_int("num_parameters");
+  if (const auto yaml = in.config(); !yaml.empty()) {
+    try {
+      r.config = flatten(config::parse_yaml(yaml, path + ":/config"));
+    } catch (const ConfigError& e) {
+      r.config["<config>"] = "unreadable";
+    }
+  }
+  for (const auto& group : in.metric_groups()) {
+    for (const auto& name : in.metric_names(group)) r.metrics[group + "/" + name] = in.metric(group, name);
+  }
+  if (auto it = r.metrics.find("epoch/index"); it != r.metrics.end()) r.epochs = it->second;
+  auto start = parse_utc(r.started), end = parse_utc(r.finished);
+  if (start && end) {
+    r.wall_seconds = std::difftime(*end, *start);
+  } else if (auto it = r.metrics.find("epoch/seconds"); it != r.metrics.end()) {
+    double sum = 0;
+    for (double s : it->second) sum += std::isfinite(s) ? s : 0;
+    r.wall_seconds = sum;
+    r.wall_partial = true;
+  }
+  add_attention(in, r.attention);
+  return r;
+}
+
+std::vector<std::string> differing_keys(const std::vector<Run>& runs) {
+  static const std::set<std::string> ignored = {"experiment", "description", "results.path"};
+  std::set<std::string> keys;
+  for (const auto& r : runs) {
+    for (const auto& [k, v] : r.config) keys.insert(k);
+  }
+  std::vector<std::string> out;
+  for (const auto& k : keys) {
+    if (ignored.count(k)) continue;
+    std::optional<std::string> first;
+    bool differs = false;
+    for (size_t i = 0; i < runs.size(); ++i) {
+      auto it = runs[i].config.find(k);
+      std::string v = it == runs[i].config.end() ? std::string("\x01") + "absent" : it->second;
+      if (i == 0) {
+        first = v;
+      } else if (v != *first) {
+        differs = true;
+      }
+    }
+    if (differs) out.push_back(k);
+  }
+  return out;
+}
+
+std::string differs_text(const Run& run, const std::vector<std::string>& keys) {
+  std::string s;
+  for (const auto& k : keys) {
+    auto it = run.config.find(k);
+    s += fmt::format("{}{}={}", s.empty() ? "" : ", ", k, it == run.config.end() ? "(unset)" : it->second);
+  }
+  return s;
+}
+
+std::string run_label(const Run& run, const std::vector<std::string>& keys) {
+  auto s = differs_text(run, keys);
+  return s.empty() ? run.experiment : s;
+}
+
+std::vector<std::string> shared_metrics(const std::vector<Run>& runs) {
+  std::vector<std::string> out;
+  if (runs.empty()) return out;
+  for (const auto& [m, series] : runs.front().metrics) {
+    if (bookkeeping(m)) continue;
+    if (std::all_of(runs.begin(), runs.end(), [&](const Run& r) { return r.metrics.count(m) > 0; })) out.push_back(m);
+  }
+  return out;
+}
+
+std::vector<std::string> select_metrics(const std::vector<std::string>& available, const std::vector<std::string>& wanted) {
+  if (wanted.empty()) return available;
+  std::vector<std::string> out;
+  for (const auto& w : wanted) {
+    size_t before = out.size();
+    for (const auto& m : available) {
+      const bool match = m == w || (w.find('/') == std::string::npos && m.substr(m.find('/') + 1) == w);
+      if (match && std::find(out.begin(), out.end(), m) == out.end()) out.push_back(m);
+    }
+    ATTNLAB_CHECK(out.size() > before, Error, "--metric '{}' matches none of the shared metrics: {}", w,
+                  available.empty() ? std::string("(none)") : fmt::format("{}", fmt::join(available, ", ")));
+  }
+  return out;
+}
+
+bool higher_is_better(const std::string& metric) {
+  for (const char* word : {"bleu", "acc", "per_s", "f1", "precision", "recall"}) {
+    if (metric.find(word) != std::string::npos) return true;
+  }
+  return false;
+}
+
+MetricSummary summarize(const Run& run, const std::string& metric) {
+  MetricSummary s;
+  auto it = run.metrics.find(metric);
+  if (it == run.metrics.end()) return s;
+  const auto& v = it->second;
+  const bool higher = higher_is_better(metric);
+  auto epoch_of = [&](size_t row) {
+    if (v.size() == run.epochs.size()) return static_cast<int64_t>(run.epochs[row]);
+    // One value recorded after training (a test loss): it belongs to the last epoch.
+    if (v.size() == 1 && !run.epochs.empty()) return static_cast<int64_t>(run.epochs.back());
+    return static_cast<int64_t>(row + 1);
+  };
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (!std::isfinite(v[i])) continue;
+    if (!s.valid || (higher ? v[i] > s.best : v[i] < s.best)) {
+      s.best = v[i];
+      s.best_epoch = epoch_of(i);
+    }
+    s.final_value = v[i];
+    s.final_epoch = epoch_of(i);
+    s.valid = true;
+  }
+  return s;
+}
+
+std::string format_seconds(double s) {
+  if (s < 60) return fmt::format("{:.1f}s", s);
+  const auto t = static_cast<int64_t>(std::lround(s));
+  if (t < 3600) return fmt::format("{}m{:02}s", t / 60, t % 60);
+  return fmt::format("{}h{:02}m", t / 3600, t / 60 % 60);
+}
+
+}  // namespace attnlab::cli

@@ -1,0 +1,69 @@
+#pragma once
+// What `runner compare` and `runner plot` read from a results file: status, flattened config,
+// metric series, wall time, parameter count and attention statistics.
+#include <attnlab/config/node.hpp>
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace attnlab::cli {
+
+/// Attention of one module/layer/head over every recorded sample.
+struct HeadStats {
+  double entropy = 0;     // mean over samples and queries of -sum_k w log w (nats)
+  double max_weight = 0;  // largest weight seen
+  int64_t samples = 0;
+};
+/// "encoder_self" -> layer -> head -> stats
+using AttentionStats = std::map<std::string, std::map<int64_t, std::map<int64_t, HeadStats>>>;
+
+struct Run {
+  std::string path, experiment, status, started, finished;
+  std::optional<double> wall_seconds;  // finished - started, or the epochs' sum while unfinished
+  bool wall_partial = false;           // true when the run has not finished (sum of epochs so far)
+  std::optional<int64_t> num_parameters;
+  std::map<std::string, std::string> config;           // flattened "model.norm" -> "first"
+  std::map<std::string, std::vector<double>> metrics;  // "train/loss" -> one value per row
+  std::vector<double> epochs;                          // /metrics/epoch/index when present
+  AttentionStats attention;
+};
+
+/// Reads everything compare needs. ResultsError (from ResultsReader) for files that are not
+/// attnlab results files; a config that does not parse is kept as one key "<config>".
+Run load_run(const std::string& path);
+
+/// YAML tree -> "a.b.c" -> scalar text; sequences as "a[0]", an empty map/sequence as "{}"/"[]".
+std::map<std::string, std::string> flatten(const config::Node& node);
+
+/// Keys whose value differs between runs (absent counts as a value), sorted, leaving out what
+/// always differs between experiments: experiment, description, results.path.
+std::vector<std::string> differing_keys(const std::vector<Run>& runs);
+
+/// "model.norm=first, model.num_blks=2" for the differing keys ("" when none).
+std::string differs_text(const Run& run, const std::vector<std::string>& keys);
+/// Legend label: differs_text, or the experiment name when nothing differs.
+std::string run_label(const Run& run, const std::vector<std::string>& keys);
+
+/// Metrics every run has, sorted; bookkeeping series (epoch/*, */seconds) left out.
+std::vector<std::string> shared_metrics(const std::vector<Run>& runs);
+/// Selects metrics by "group/name" or by bare "name" (every group that has it). Error naming the
+/// available metrics when one matches nothing.
+std::vector<std::string> select_metrics(const std::vector<std::string>& available, const std::vector<std::string>& wanted);
+
+/// Higher is better for BLEU, accuracy and throughput; lower for everything else (losses).
+bool higher_is_better(const std::string& metric);
+
+struct MetricSummary {
+  double final_value = 0, best = 0;
+  int64_t final_epoch = 0, best_epoch = 0;  // from epoch/index; a one-value series: the last epoch; else row + 1
+  bool valid = false;                       // false when the series is empty or all NaN
+};
+MetricSummary summarize(const Run& run, const std::string& metric);
+
+/// "12.3s", "4m05s", "1h02m"
+std::string format_seconds(double s);
+
+}  // namespace attnlab::cli

@@ -1,0 +1,30 @@
+#pragma once
+// What `runner EXPERIMENT`, `runner eval` and `runner summary` share: from a validated experiment
+// (top-level Options) to a registry, a prepared dataset and the model, on the chosen device.
+#include <attnlab/config/schema.hpp>
+#include <attnlab/data/dataset.hpp>
+#include <attnlab/nn/encoder_decoder.hpp>
+#include <attnlab/nn/model.hpp>
+#include <attnlab/plugin/registry.hpp>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace attnlab::train {
+
+struct Setup {
+  std::unique_ptr<plugin::Registry> registry;  // first: destroyed last, after the plugin objects
+  plugin::BuildContext ctx;                    // registry, device, seed, data dir, data sizes
+  std::shared_ptr<data::Dataset> dataset;
+  nn::EncoderDecoder model{nullptr};           // `model: {encoder:, decoder:}`
+  std::shared_ptr<nn::Model> custom;           // `model: {plugin: ...}`
+  std::string dataset_name;
+};
+
+/// Seeds torch with `seed`, sets the thread count, discovers plugins (plugin_dirs first), picks the
+/// device, creates and prepares the dataset, creates the model (moved to the device).
+/// ConfigError/PluginError/DataError as run_experiment documents.
+Setup build_setup(const config::Options& top, const std::vector<std::string>& plugin_dirs);
+
+}  // namespace attnlab::train

@@ -1,0 +1,78 @@
+// Whole-split translation (greedy or beam), scoring and recording under /eval/<name>.
+#include <attnlab/train/translate.hpp>
+
+#include <attnlab/error.hpp>
+#include <attnlab/metrics/bleu.hpp>
+#include <attnlab/train/beam.hpp>
+#include <attnlab/train/decode.hpp>
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <chrono>
+
+namespace attnlab::train {
+
+Translation translate_split(nn::EncoderDecoder& model, const data::Dataset& dataset, data::Split split,
+                            const TranslateOptions& options) {
+  ATTNLAB_CHECK(dataset.has_split(split), DataError, "the dataset has no '{}' split to translate",
+                data::split_name(split));
+  Translation t;
+  t.sources = dataset.raw_sources(split);
+  t.references = dataset.raw_targets(split);
+  const auto info = dataset.info();
+  const auto params = model->parameters();
+  const auto device = params.empty() ? torch::Device(torch::kCPU) : params.front().device();
+  const auto start = std::chrono::steady_clock::now();
+  for (const auto& cpu_batch : dataset.batches(split, false, 0)) {
+    auto b = cpu_batch.to(device);
+    const int64_t steps = options.max_steps > 0 ? options.max_steps
+                          : info.num_steps > 0  ? info.num_steps
+                                                : 2 * b.src.size(1) + 10;
+    torch::Tensor ids;  // [B, steps]
+    if (options.beam_size <= 1) {
+      ids = greedy_decode(model, b.src, b.src_valid_lens, info.bos_id, steps, false).ids;
+    } else {
+      BeamOptions bo{.beam_size = options.beam_size, .length_penalty = options.length_penalty, .max_steps = steps};
+      ids = beam_search(model, b.src, b.src_valid_lens, info.bos_id, info.eos_id, bo).ids;
+    }
+    for (int64_t i = 0; i < ids.size(0); ++i) t.hypotheses.push_back(dataset.decode_target(until_eos(ids[i], info.eos_id)));
+  }
+  t.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ATTNLAB_CHECK(t.hypotheses.size() == t.references.size(), DataError,
+                "the '{}' split has {} reference sentences but its batches hold {} rows", data::split_name(split),
+                t.references.size(), t.hypotheses.size());
+  return t;
+}
+
+EvalScores score_translation(const Translation& t) {
+  EvalScores s;
+  s.bleu = metrics::corpus_bleu(t.hypotheses, t.references);
+  double total = 0.0;
+  for (size_t i = 0; i < t.hypotheses.size(); ++i) total += metrics::d2l_bleu(t.hypotheses[i], t.references[i], 4);
+  s.d2l_mean_bleu = t.hypotheses.empty() ? 0.0 : total / static_cast<double>(t.hypotheses.size());
+  return s;
+}
+
+void write_eval(results::Results& results, const std::string& name, const Translation& t, const EvalScores& s,
+                const std::string& split, const TranslateOptions& options, const std::string& checkpoint) {
+  const std::string at = "eval/" + name;
+  results.write_strings(at + "/sources", t.sources);
+  results.write_strings(at + "/references", t.references);
+  results.write_strings(at + "/hypotheses", t.hypotheses);
+  results.set_attr_at(at, "bleu", s.bleu.score);
+  results.set_attr_at(at, "bleu_signature", s.bleu.signature);
+  results.set_attr_at(at, "bleu_text", s.bleu.format());
+  results.set_attr_at(at, "d2l_mean_bleu", s.d2l_mean_bleu);
+  results.set_attr_at(at, "seconds", t.seconds);
+  results.set_attr_at(at, "sentences", static_cast<int64_t>(t.hypotheses.size()));
+  results.set_attr_at(at, "split", split);
+  results.set_attr_at(at, "decoding", std::string(options.beam_size <= 1 ? "greedy" : "beam"));
+  results.set_attr_at(at, "beam_size", std::max<int64_t>(options.beam_size, 1));
+  results.set_attr_at(at, "length_penalty", options.length_penalty);
+  results.set_attr_at(at, "max_steps", options.max_steps);
+  results.set_attr_at(at, "checkpoint", checkpoint);
+  results.flush();
+}
+
+}  // namespace attnlab::train

@@ -1,0 +1,119 @@
+// Dataset plugin "corners": Step-by-Step ch. 10's corner sequences as seq2seq regression data.
+// Source = the first 2 points, target = the last 2 (teacher-forcing input: last source point +
+// target[:-1]). The validation split is the test set, as the book validates on its test loader.
+// The directions are kept as labels (data::SequenceLabels).
+#include <attnlab/data/corners.hpp>
+#include <attnlab/data/dataset.hpp>
+#include <attnlab/data/labels.hpp>
+#include <attnlab/error.hpp>
+#include <attnlab/nn/regression.hpp>
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <torch/torch.h>
+
+namespace {
+using namespace attnlab;
+
+constexpr int64_t kSourceLen = 2;  // points given to the encoder
+constexpr int64_t kTargetLen = 2;  // points to predict
+
+struct SplitData {
+  torch::Tensor src;         // [N, 2, 2]
+  torch::Tensor tgt;         // [N, 2, 2] (0 where padded)
+  torch::Tensor tgt_lens;    // [N] 0..2
+  torch::Tensor directions;  // [N] 1 = clockwise
+};
+
+class Corners final : public data::Dataset, public data::SequenceLabels {
+ public:
+  explicit Corners(const config::Options& o)
+      : n_(o.get_int("n")),
+        seed_(o.get_int("seed")),
+        test_n_(o.get_int("test_n")),
+        test_seed_(o.get_int("test_seed")),
+        batch_size_(o.get_int("batch_size")),
+        noise_(o.get_float("noise")),
+        variable_len_(o.get_bool("variable_len")) {}
+
+  void prepare(const std::string&) override {
+    train_ = make_split(n_, seed_);
+    test_ = make_split(test_n_, test_seed_);
+  }
+
+  plugin::DataInfo info() const override {
+    plugin::DataInfo info;
+    info.num_features = 2;
+    info.num_steps = kTargetLen;
+    return info;
+  }
+
+  bool has_split(data::Split) const override { return true; }
+
+  std::vector<data::Batch> batches(data::Split split, bool shuffle, uint64_t seed) const override {
+    const auto& d = data_of(split);
+    const int64_t n = d.src.size(0);
+    auto order = shuffle ? torch::randperm(n, at::make_generator<at::CPUGeneratorImpl>(seed), torch::kLong)
+                         : torch::arange(n, torch::kLong);  // [N]
+    std::vector<data::Batch> out;
+    for (int64_t start = 0; start < n; start += batch_size_) {
+      auto idx = order.narrow(0, start, std::min(batch_size_, n - start));  // [B]
+      data::Batch b;
+      b.src = d.src.index_select(0, idx);                                    // [B, 2, 2]
+      b.src_valid_lens = torch::full({idx.size(0)}, kSourceLen, torch::kLong);  // [B]
+      b.tgt_out = d.tgt.index_select(0, idx);                                // [B, 2, 2]
+      b.tgt_in = nn::shift_target(b.src, b.tgt_out);                         // [B, 2, 2]
+      b.tgt_valid_lens = d.tgt_lens.index_select(0, idx);                   // [B]
+      out.push_back(std::move(b));
+    }
+    return out;
+  }
+
+  // --- SequenceLabels
+  std::string label_name() const override { return "directions"; }
+  std::vector<std::string> label_values() const override { return {"counter-clockwise", "clockwise"}; }
+  torch::Tensor labels(data::Split split) const override { return data_of(split).directions; }
+
+ private:
+  SplitData make_split(int64_t n, int64_t seed) const {
+    auto seqs = data::generate_corners(n, static_cast<uint64_t>(seed), variable_len_, noise_);
+    SplitData d;
+    d.src = seqs.points.narrow(1, 0, kSourceLen).contiguous();           // [N, 2, 2]
+    d.tgt = seqs.points.narrow(1, kSourceLen, kTargetLen).contiguous();  // [N, 2, 2]
+    d.tgt_lens = (seqs.lengths - kSourceLen).clamp_min(0);               // [N]
+    d.directions = seqs.directions;
+    return d;
+  }
+
+  const SplitData& data_of(data::Split split) const {
+    ATTNLAB_CHECK(train_.src.defined(), DataError, "dataset 'corners': batches() called before prepare()");
+    return split == data::Split::Train ? train_ : test_;  // validation = the test set (the book's val loader)
+  }
+
+  int64_t n_, seed_, test_n_, test_seed_, batch_size_;
+  double noise_;
+  bool variable_len_;
+  SplitData train_, test_;
+};
+
+config::Schema schema() {
+  using namespace config;
+  return {
+      opt_int("n", 128, "training sequences", 1),
+      opt_int("seed", 13, "seed of the training sequences (our generator, not NumPy's stream)", 0),
+      opt_int("test_n", 128, "test sequences (also the validation split, as in the book)", 1),
+      opt_int("test_seed", 17, "seed of the test sequences", 0),
+      opt_int("batch_size", 16, "sequences per mini-batch", 1),
+      opt_float("noise", 0.1, "standard deviation of the noise added to every coordinate", 0.0),
+      opt_bool("variable_len", false, "2..4 points per sequence (targets padded; tgt_valid_lens 0..2)"),
+  };
+}
+
+std::shared_ptr<data::Dataset> make(const config::Options& o, const plugin::BuildContext&) {
+  return std::make_shared<Corners>(o);
+}
+
+}  // namespace
+
+ATTNLAB_PLUGIN(attnlab::data::Dataset, "corners",
+               "Step-by-Step ch. 10 corner sequences: 2 points in, the next 2 out (directions kept as labels)",
+               schema, make)

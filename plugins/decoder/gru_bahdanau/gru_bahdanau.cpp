@@ -1,0 +1,28 @@
+// Decoder plugin "gru_bahdanau": d2l 0.17's Seq2SeqAttentionDecoder. The query is the last layer's
+// previous hidden state, keys/values the encoder states; any scorer (default additive).
+#include <attnlab/error.hpp>
+#include <attnlab/nn/rnn_options.hpp>
+#include <attnlab/nn/transformer_options.hpp>
+#include <attnlab/plugin/plugin.hpp>
+
+namespace {
+
+using namespace attnlab;
+
+config::Schema schema() { return nn::gru_schema(/*with_attention=*/true); }
+
+std::shared_ptr<nn::Decoder> make(const config::Options& options, const plugin::BuildContext& ctx) {
+  ATTNLAB_CHECK(ctx.data.tgt_vocab_size > 0, ConfigError,
+                "{}: {} predicts target tokens, but the dataset reports no target vocabulary (tgt_vocab_size {})",
+                options.resolved().where(), options.owner(), ctx.data.tgt_vocab_size);
+  auto opts = nn::gru_options(options, ctx.data.tgt_vocab_size);
+  // Queries (decoder hidden state) and keys (encoder states) both have num_hiddens features.
+  auto scorer = nn::registry_scorer_factory(options, ctx)(opts.num_hiddens(), opts.num_hiddens());
+  return std::make_shared<nn::GruBahdanauDecoderImpl>(opts, std::move(scorer));
+}
+
+}  // namespace
+
+ATTNLAB_PLUGIN(attnlab::nn::Decoder, "gru_bahdanau",
+               "GRU decoder with Bahdanau attention (d2l 0.17 Seq2SeqAttentionDecoder); records decoder_cross",
+               schema, make)

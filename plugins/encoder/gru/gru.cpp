@@ -1,0 +1,23 @@
+// Encoder plugin "gru": d2l 0.17's Seq2SeqEncoder (embedding, multi-layer GRU, dropout between layers).
+#include <attnlab/error.hpp>
+#include <attnlab/nn/rnn_options.hpp>
+#include <attnlab/plugin/plugin.hpp>
+
+namespace {
+
+using namespace attnlab;
+
+config::Schema schema() { return nn::gru_schema(/*with_attention=*/false); }
+
+std::shared_ptr<nn::Encoder> make(const config::Options& options, const plugin::BuildContext& ctx) {
+  ATTNLAB_CHECK(ctx.data.src_vocab_size > 0, ConfigError,
+                "{}: {} embeds source token ids, but the dataset reports no source vocabulary (src_vocab_size {})",
+                options.resolved().where(), options.owner(), ctx.data.src_vocab_size);
+  return std::make_shared<nn::GruEncoderImpl>(nn::gru_options(options, ctx.data.src_vocab_size));
+}
+
+}  // namespace
+
+ATTNLAB_PLUGIN(attnlab::nn::Encoder, "gru",
+               "GRU encoder (d2l 0.17 Seq2SeqEncoder): embedding, multi-layer GRU; returns states and final state",
+               schema, make)

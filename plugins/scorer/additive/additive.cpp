@@ -1,0 +1,30 @@
+// Scorer plugin "additive": Bahdanau's w_v^T tanh(W_q q + W_k k) (d2l AdditiveAttention's scores).
+#include <attnlab/error.hpp>
+#include <attnlab/nn/scorers.hpp>
+#include <attnlab/plugin/plugin.hpp>
+
+namespace {
+
+using namespace attnlab;
+
+config::Schema schema() {
+  return {config::opt_int("num_hiddens", 0,
+                          "width of the tanh layer (0 = the key size: per-head size inside multi-head attention, "
+                          "the hidden size in Bahdanau's decoder)",
+                          0)};
+}
+
+std::shared_ptr<nn::Scorer> make(const config::Options& options, const plugin::BuildContext& ctx) {
+  ATTNLAB_CHECK(ctx.query_size > 0 && ctx.key_size > 0, ConfigError,
+                "{}: {} needs the query and key sizes from the module that uses it, found query size {} and key "
+                "size {} (use it as the scorer of an attention module)",
+                options.resolved().where(), options.owner(), ctx.query_size, ctx.key_size);
+  const int64_t hiddens = options.get_int("num_hiddens") > 0 ? options.get_int("num_hiddens") : ctx.key_size;
+  return std::make_shared<nn::AdditiveScorerImpl>(ctx.query_size, ctx.key_size, hiddens);
+}
+
+}  // namespace
+
+ATTNLAB_PLUGIN(attnlab::nn::Scorer, "additive",
+               "Additive (Bahdanau) scores w_v^T tanh(W_q q + W_k k); query and key sizes may differ (d2l 10.3.2)",
+               schema, make)

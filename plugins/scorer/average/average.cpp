@@ -1,0 +1,18 @@
+// Scorer plugin "average": all scores 0, so attention is uniform over the valid keys.
+#include <attnlab/nn/scorers.hpp>
+#include <attnlab/plugin/plugin.hpp>
+
+namespace {
+
+using namespace attnlab;
+
+config::Schema schema() { return {}; }
+
+std::shared_ptr<nn::Scorer> make(const config::Options&, const plugin::BuildContext&) {
+  return std::make_shared<nn::AverageScorerImpl>();
+}
+
+}  // namespace
+
+ATTNLAB_PLUGIN(attnlab::nn::Scorer, "average",
+               "Average pooling: uniform weights over the valid keys, ignoring queries (d2l 10.2.2)", schema, make)

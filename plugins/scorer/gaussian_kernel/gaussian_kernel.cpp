@@ -1,0 +1,26 @@
+// Scorer plugin "gaussian_kernel": Nadaraya-Watson scores -((q - k) w)^2 / 2, fixed or learnable w.
+#include <attnlab/error.hpp>
+#include <attnlab/nn/scorers.hpp>
+#include <attnlab/plugin/plugin.hpp>
+
+namespace {
+
+using namespace attnlab;
+
+config::Schema schema() {
+  return {config::opt_bool("learnable", false,
+                           "false: fixed w, the nonparametric estimator; true: w is one trainable parameter"),
+          config::opt_float("w", 1.0, "the kernel's w (its initial value when learnable); 1 = the Gaussian kernel")};
+}
+
+std::shared_ptr<nn::Scorer> make(const config::Options& options, const plugin::BuildContext& ctx) {
+  ATTNLAB_CHECK(ctx.query_size <= 0 || ctx.key_size <= 0 || ctx.query_size == ctx.key_size, ConfigError,
+                "{}: {} compares queries with keys, so they need one size, found query size {} and key size {}",
+                options.resolved().where(), options.owner(), ctx.query_size, ctx.key_size);
+  return std::make_shared<nn::GaussianKernelScorerImpl>(options.get_float("w"), options.get_bool("learnable"));
+}
+
+}  // namespace
+
+ATTNLAB_PLUGIN(attnlab::nn::Scorer, "gaussian_kernel",
+               "Gaussian kernel scores -((q - k) w)^2 / 2 (Nadaraya-Watson; learnable w: d2l 10.2.4)", schema, make)

@@ -1,0 +1,218 @@
+// Trainer "regression": Step-by-Step ch. 10's training of a sequence regressor. MSE, Adam,
+// mini-batches; training is teacher-forced in train mode, validation predicts autoregressively in
+// eval mode (the book's model switches on self.training). Per epoch it also records the loss of
+// the first validation batch in train mode (dropout on, teacher forcing) and in eval mode: the
+// book's observation that dropout makes the training-mode loss the larger one.
+// evaluate(): test predictions, their labels (corner directions) and attention into the results.
+#include <attnlab/data/labels.hpp>
+#include <attnlab/error.hpp>
+#include <attnlab/nn/regression.hpp>
+#include <attnlab/train/trainer.hpp>
+
+#include <fmt/format.h>
+#include <torch/torch.h>
+
+#include <chrono>
+#include <cmath>
+
+namespace {
+using namespace attnlab;
+
+/// Mean squared error over the valid target steps. pred, target [B, T, F], valid_lens [B] (or
+/// undefined = all valid) -> scalar
+torch::Tensor masked_mse(const torch::Tensor& pred, const torch::Tensor& target, const torch::Tensor& valid_lens) {
+  if (!valid_lens.defined()) return torch::mse_loss(pred, target);
+  auto steps = torch::arange(pred.size(1), valid_lens.options()).unsqueeze(0);  // [1, T]
+  auto mask = (steps < valid_lens.unsqueeze(1)).unsqueeze(2).to(pred.dtype());  // [B, T, 1]
+  auto count = mask.sum() * static_cast<double>(pred.size(2));                  // valid values
+  return ((pred - target).pow(2) * mask).sum() / count.clamp_min(1.0);
+}
+
+/// "(-1.02, 0.97)" for a point [F]
+std::string point_label(const torch::Tensor& p) {
+  auto a = p.to(torch::kCPU, torch::kDouble).contiguous();
+  std::string s = "(";
+  for (int64_t i = 0; i < a.size(0); ++i) s += fmt::format("{}{:.2f}", i ? ", " : "", a[i].item<double>());
+  return s + ")";
+}
+
+std::vector<std::string> point_labels(const torch::Tensor& seq) {  // seq [T, F]
+  std::vector<std::string> out;
+  for (int64_t t = 0; t < seq.size(0); ++t) out.push_back(point_label(seq[t]));
+  return out;
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+class RegressionTrainer final : public train::Trainer {
+ public:
+  explicit RegressionTrainer(const config::Options& o)
+      : max_epochs_(o.get_int("max_epochs")),
+        lr_(o.get_float("lr")),
+        attention_samples_(o.get_int("attention_samples")),
+        validate_(o.get_bool("validate")) {}
+
+  int64_t max_epochs() const override { return max_epochs_; }
+
+  int64_t num_parameters(const train::TrainContext& ctx) const override {
+    return nn::count_parameters(*regressor(ctx));  // also refuses a missing/wrong model before the run starts
+  }
+
+  train::FitResult fit(train::TrainContext& ctx) override {
+    auto model = regressor(ctx);
+    torch::optim::Adam opt(model->parameters(), torch::optim::AdamOptions(lr_));
+    const bool has_val = validate_ && ctx.dataset->has_split(data::Split::Val);
+    for (int64_t epoch = 1; epoch <= max_epochs_; ++epoch) {
+      const auto start = std::chrono::steady_clock::now();
+      model->train();
+      double loss_sum = 0.0;
+      int64_t batches = 0;
+      for (const auto& cpu_batch : ctx.dataset->batches(data::Split::Train, true, ctx.seed + epoch)) {
+        if (ctx.stopped()) return train::FitResult::Interrupted;
+        auto b = cpu_batch.to(ctx.device);
+        auto pred = model->forward(b.src, b.tgt_in);  // [B, T, F]
+        auto loss = masked_mse(pred, b.tgt_out, b.tgt_valid_lens);
+        opt.zero_grad();
+        loss.backward();
+        opt.step();
+        loss_sum += loss.item<double>();
+        ++batches;
+      }
+      train::EpochReport r;
+      r.epoch = epoch;
+      const double train_loss = loss_sum / static_cast<double>(std::max<int64_t>(batches, 1));  // the book's mean of batch losses
+      r.train["loss"] = train_loss;
+      r.train["seconds"] = seconds_since(start);
+      if (has_val) validation(ctx, *model, r.val);
+      r.seconds = seconds_since(start);
+      ctx.on_epoch(r);
+      if (!std::isfinite(train_loss)) return train::FitResult::Diverged;
+      if (ctx.stopped()) return train::FitResult::Interrupted;
+    }
+    return train::FitResult::Completed;
+  }
+
+  void evaluate(train::TrainContext& ctx) override {
+    auto model = regressor(ctx);
+    const auto split = ctx.dataset->has_split(data::Split::Test) ? data::Split::Test : data::Split::Val;
+    const std::string base = fmt::format("predictions/{}", data::split_name(split));
+    model->eval();
+    torch::NoGradGuard no_grad;
+    std::vector<torch::Tensor> src, tgt, lens, pred;
+    for (const auto& cpu_batch : ctx.dataset->batches(split, false, ctx.seed)) {
+      auto b = cpu_batch.to(ctx.device);
+      pred.push_back(model->predict(b.src, b.tgt_out.size(1)).cpu());  // [B, T, F]
+      src.push_back(cpu_batch.src);
+      tgt.push_back(cpu_batch.tgt_out);
+      lens.push_back(cpu_batch.tgt_valid_lens);
+    }
+    ATTNLAB_CHECK(!pred.empty(), DataError, "trainer 'regression': the {} split has no batches",
+                  data::split_name(split));
+    auto S = torch::cat(src), T = torch::cat(tgt), L = torch::cat(lens), P = torch::cat(pred);  // [N, *, F], [N]
+    auto& res = *ctx.results;
+    res.write_tensor(base + "/source", S);
+    res.write_tensor(base + "/target", T);
+    res.write_tensor(base + "/prediction", P);
+    res.write_tensor(base + "/target_lengths", L.to(torch::kFloat32));
+    res.append_metric(data::split_name(split), "loss", masked_mse(P, T, L).item<double>());
+
+    std::vector<std::string> label_text;  // per row, for attention sample names
+    if (const auto* labelled = dynamic_cast<const data::SequenceLabels*>(ctx.dataset)) {
+      auto labels = labelled->labels(split);  // [N]
+      const auto values = labelled->label_values();
+      res.write_tensor(base + "/" + labelled->label_name(), labels.to(torch::kFloat32));
+      res.set_attr(labelled->label_name() + "_values", values);
+      for (int64_t i = 0; i < labels.size(0); ++i) {
+        const auto v = labels[i].item<int64_t>();
+        label_text.push_back(v >= 0 && v < static_cast<int64_t>(values.size()) ? values[v] : std::to_string(v));
+      }
+    }
+    write_attention(ctx, *model, S, P, label_text);
+    res.flush();
+  }
+
+ private:
+  static std::shared_ptr<nn::SequenceRegressor> regressor(const train::TrainContext& ctx) {
+    ATTNLAB_CHECK(ctx.custom != nullptr, ConfigError,
+                  "trainer 'regression' needs a sequence regression model: model: {{plugin: seq2seq_regression | "
+                  "torch_transformer, ...}}, found {}",
+                  ctx.model ? "an encoder + decoder model" : "no model");
+    auto model = std::dynamic_pointer_cast<nn::SequenceRegressor>(ctx.custom);
+    ATTNLAB_CHECK(model != nullptr, ConfigError,
+                  "trainer 'regression' needs a model implementing nn::SequenceRegressor (attnlab/nn/regression.hpp), "
+                  "found a model plugin that does not");
+    return model;
+  }
+
+  void validation(train::TrainContext& ctx, nn::SequenceRegressor& model, std::map<std::string, double>& out) {
+    torch::NoGradGuard no_grad;
+    auto batches = ctx.dataset->batches(data::Split::Val, false, ctx.seed);
+    if (batches.empty()) return;
+    model.eval();
+    double sum = 0.0;
+    for (const auto& cpu_batch : batches) {
+      auto b = cpu_batch.to(ctx.device);
+      sum += masked_mse(model.predict(b.src, b.tgt_out.size(1)), b.tgt_out, b.tgt_valid_lens).item<double>();
+    }
+    out["loss"] = sum / static_cast<double>(batches.size());
+    // The first validation batch as the book's model sees it in each mode.
+    auto first = batches.front().to(ctx.device);
+    out["batch_loss_eval_mode"] =
+        masked_mse(model.predict(first.src, first.tgt_out.size(1)), first.tgt_out, first.tgt_valid_lens).item<double>();
+    model.train();
+    out["batch_loss_train_mode"] =
+        masked_mse(model.forward(first.src, first.tgt_in), first.tgt_out, first.tgt_valid_lens).item<double>();
+  }
+
+  /// Attention of the first attention_samples rows: "test 0 (clockwise)" -> encoder_self,
+  /// decoder_self, decoder_cross, each [layers, heads, Q, K] with the points as labels.
+  void write_attention(train::TrainContext& ctx, nn::SequenceRegressor& model, const torch::Tensor& src,
+                       const torch::Tensor& pred, const std::vector<std::string>& label_text) {
+    const int64_t k = std::min<int64_t>(attention_samples_, src.size(0));
+    if (k <= 0) return;
+    auto s = src.narrow(0, 0, k);                                 // [k, S, F]
+    model.set_recording(true);
+    auto p = model.predict(s.to(ctx.device), pred.size(1)).cpu();  // [k, T, F]
+    auto maps = model.attention();                                // module -> [layers, k, heads, Q, K]
+    model.set_recording(false);
+    auto dec_in = nn::shift_target(s, p);                         // [k, T, F] what the decoder saw
+    const auto split = ctx.dataset->has_split(data::Split::Test) ? "test" : "val";
+    for (int64_t i = 0; i < k; ++i) {
+      auto name = fmt::format("{} {}", split, i);
+      if (i < static_cast<int64_t>(label_text.size())) name += fmt::format(" ({})", label_text[i]);
+      const auto src_labels = point_labels(s[i]), dec_labels = point_labels(dec_in[i]);
+      for (const auto& [module, w] : maps) {
+        const bool decoder_queries = module.rfind("decoder", 0) == 0;
+        const bool source_keys = module != "decoder_self";
+        ctx.results->write_attention(name, module, w.select(1, i), decoder_queries ? dec_labels : src_labels,
+                                     source_keys ? src_labels : dec_labels);
+      }
+    }
+  }
+
+  int64_t max_epochs_;
+  double lr_;
+  int64_t attention_samples_;
+  bool validate_;
+};
+
+config::Schema schema() {
+  using namespace config;
+  return {opt_int("max_epochs", 50, "epochs to train", 1),
+          opt_float("lr", 0.01, "Adam learning rate", 0.0),
+          opt_int("attention_samples", 4, "test sequences whose attention is recorded after training", 0),
+          opt_bool("validate", true, "compute the validation losses after every epoch")};
+}
+
+std::shared_ptr<train::Trainer> make(const config::Options& o, const plugin::BuildContext&) {
+  return std::make_shared<RegressionTrainer>(o);
+}
+
+}  // namespace
+
+ATTNLAB_PLUGIN(attnlab::train::Trainer, "regression",
+               "MSE + Adam for sequence regression models (Step-by-Step ch. 10): teacher-forced training, "
+               "autoregressive validation, test predictions and attention",
+               schema, make)

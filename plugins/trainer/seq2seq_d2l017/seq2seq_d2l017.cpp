@@ -1,0 +1,121 @@
+// Trainer "seq2seq_d2l017": d2l 0.17's train_seq2seq (section 9.7), which the book's Bahdanau
+// (10.4) and Transformer (10.7) numbers come from. It differs from "seq2seq" (d2l 1.0.3) in:
+//   - Xavier-uniform init of every Linear weight and every GRU weight matrix before training;
+//   - MaskedSoftmaxCELoss: per sequence, the masked token losses are averaged over all num_steps
+//     positions (padding included in the divisor), and their sum over the batch is minimised;
+//   - the reported loss is sum(per-sequence losses) / (valid target tokens), i.e. the mean token
+//     cross-entropy divided by num_steps: the "loss 0.020" the book prints. The plain mean token
+//     cross-entropy is reported too, as train/token_loss.
+// Gradients are clipped to global norm 1 (d2l's grad_clipping), Adam, shuffled batches; no
+// validation (d2l 0.17's load_data_nmt has none).
+#include <attnlab/error.hpp>
+#include <attnlab/train/trainer.hpp>
+
+#include <torch/torch.h>
+
+#include <chrono>
+#include <cmath>
+
+namespace {
+using namespace attnlab;
+
+/// d2l 0.17's xavier_init_weights applied to every submodule (net.apply).
+void xavier_init(torch::nn::Module& model) {
+  torch::NoGradGuard no_grad;
+  for (const auto& m : model.modules(/*include_self=*/true)) {
+    if (auto* linear = dynamic_cast<torch::nn::LinearImpl*>(m.get())) {
+      torch::nn::init::xavier_uniform_(linear->weight);
+    } else if (auto* gru = dynamic_cast<torch::nn::GRUImpl*>(m.get())) {
+      for (auto& p : gru->named_parameters(/*recurse=*/false)) {
+        if (p.key().find("weight") != std::string::npos) torch::nn::init::xavier_uniform_(p.value());
+      }
+    }
+  }
+}
+
+class Seq2SeqD2l017Trainer final : public train::Trainer {
+ public:
+  explicit Seq2SeqD2l017Trainer(const config::Options& o)
+      : max_epochs_(o.get_int("max_epochs")),
+        lr_(o.get_float("lr")),
+        clip_(o.get_float("gradient_clip")),
+        xavier_(o.get_string("init") == "xavier") {}
+
+  int64_t max_epochs() const override { return max_epochs_; }
+
+  train::FitResult fit(train::TrainContext& ctx) override {
+    ATTNLAB_CHECK(ctx.model, ConfigError,
+                  "trainer 'seq2seq_d2l017' trains an encoder + decoder: the experiment needs "
+                  "model: {{encoder: ..., decoder: ...}}");
+    auto& model = ctx.model;
+    if (xavier_) xavier_init(*model);
+    auto params = model->parameters();
+    torch::optim::Adam opt(params, torch::optim::AdamOptions(lr_));
+    model->train();
+    for (int64_t epoch = 1; epoch <= max_epochs_; ++epoch) {
+      const auto start = std::chrono::steady_clock::now();
+      auto loss_sum = torch::zeros({}, torch::dtype(torch::kDouble).device(ctx.device));   // sum of l
+      auto token_sum = torch::zeros({}, torch::dtype(torch::kDouble).device(ctx.device));  // sum of token CE
+      int64_t tokens = 0;
+      for (const auto& cpu_batch : ctx.dataset->batches(data::Split::Train, true, ctx.seed + epoch)) {
+        if (ctx.stopped()) return train::FitResult::Interrupted;
+        auto b = cpu_batch.to(ctx.device, true);
+        auto logits = model->forward(b.src, b.src_valid_lens, b.tgt_in);  // [B, T, V]
+        const int64_t batch = logits.size(0), steps = logits.size(1);
+        auto ce = torch::nn::functional::cross_entropy(
+                      logits.reshape({-1, logits.size(-1)}), b.tgt_out.reshape(-1),
+                      torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kNone))
+                      .view({batch, steps});  // [B, T]
+        auto mask = (torch::arange(steps, b.tgt_valid_lens.options()).unsqueeze(0) <
+                     b.tgt_valid_lens.unsqueeze(1)).to(ce.scalar_type());  // [B, T]
+        auto masked = ce * mask;                                         // [B, T]
+        auto l = masked.mean(1);                                         // [B] MaskedSoftmaxCELoss
+        opt.zero_grad();
+        l.sum().backward();
+        if (clip_ > 0) torch::nn::utils::clip_grad_norm_(params, clip_);
+        opt.step();
+        loss_sum += l.detach().sum().to(torch::kDouble);
+        token_sum += masked.detach().sum().to(torch::kDouble);
+        tokens += cpu_batch.tgt_valid_lens.sum().item<int64_t>();  // CPU tensor: no device sync
+      }
+      const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      const double n = static_cast<double>(std::max<int64_t>(tokens, 1));
+      train::EpochReport r;
+      r.epoch = epoch;
+      r.train["loss"] = loss_sum.item<double>() / n;
+      r.train["token_loss"] = token_sum.item<double>() / n;
+      r.train["tokens_per_s"] = static_cast<double>(tokens) / std::max(seconds, 1e-9);
+      r.train["seconds"] = seconds;
+      r.seconds = seconds;
+      ctx.on_epoch(r);
+      if (!std::isfinite(r.train["loss"])) return train::FitResult::Diverged;
+      if (ctx.stopped()) return train::FitResult::Interrupted;
+    }
+    return train::FitResult::Completed;
+  }
+
+ private:
+  int64_t max_epochs_;
+  double lr_, clip_;
+  bool xavier_;
+};
+
+config::Schema schema() {
+  using namespace config;
+  return {opt_int("max_epochs", 300, "epochs to train", 1),
+          opt_float("lr", 0.005, "Adam learning rate", 0.0),
+          opt_float("gradient_clip", 1.0, "clip gradients to this global L2 norm (0 = off)", 0.0),
+          opt_enum("init", "xavier", {"xavier", "default"},
+                   "xavier: Xavier-uniform Linear and GRU weights as d2l 0.17's train_seq2seq; default: keep "
+                   "torch's initialisation")};
+}
+
+std::shared_ptr<train::Trainer> make(const config::Options& o, const plugin::BuildContext&) {
+  return std::make_shared<Seq2SeqD2l017Trainer>(o);
+}
+
+}  // namespace
+
+ATTNLAB_PLUGIN(attnlab::train::Trainer, "seq2seq_d2l017",
+               "d2l 0.17 train_seq2seq: Xavier init, per-sequence masked CE averaged over num_steps, Adam, clip 1",
+               schema, make)
