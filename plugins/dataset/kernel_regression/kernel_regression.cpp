@@ -35,10 +35,10 @@ class KernelRegression final : public data::Dataset {
     // Same draws in the same order as the book (rand, then normal), from our own generator so
     // the data depend on the seed only.
     auto gen = at::make_generator<at::CPUGeneratorImpl>(opt_.seed);
-    x_train_ = std::get<0>(torch::sort(torch::rand({opt_.n_train}, gen) * opt_.x_max));       // [n_train]
-    y_train_ = truth(x_train_) + torch::normal(0.0, opt_.noise, {opt_.n_train}, gen);          // [n_train]
-    x_test_ = torch::arange(0.0, opt_.x_max, opt_.test_step, torch::kFloat);                   // [n_test]
-    y_test_ = truth(x_test_);                                                                  // [n_test]
+    x_train_ = std::get<0>(torch::sort(torch::rand({opt_.n_train}, gen) * opt_.x_max));  // [n_train]
+    y_train_ = truth(x_train_) + torch::normal(0.0, opt_.noise, {opt_.n_train}, gen);    // [n_train]
+    x_test_ = torch::arange(0.0, opt_.x_max, opt_.test_step, torch::kFloat);             // [n_test]
+    y_test_ = truth(x_test_);                                                            // [n_test]
   }
 
   plugin::DataInfo info() const override {
@@ -65,8 +65,8 @@ class KernelRegression final : public data::Dataset {
     for (int64_t start = 0; start < n; start += size) {
       auto rows = order.narrow(0, start, std::min(size, n - start));  // [b]
       data::Batch b;
-      b.src = x.index_select(0, rows).view({-1, 1, 1});      // [b, 1, 1]
-      b.tgt_out = y.index_select(0, rows).view({-1, 1, 1});  // [b, 1, 1]
+      b.src = x.index_select(0, rows).view({-1, 1, 1});              // [b, 1, 1]
+      b.tgt_out = y.index_select(0, rows).view({-1, 1, 1});          // [b, 1, 1]
       b.src_valid_lens = torch::ones({rows.size(0)}, torch::kLong);  // [b]
       b.tgt_valid_lens = b.src_valid_lens;                           // [b]
       out.push_back(std::move(b));
@@ -95,7 +95,8 @@ std::shared_ptr<data::Dataset> make(const config::Options& o, const plugin::Buil
   opt.x_max = o.get_float("x_max");
   opt.noise = o.get_float("noise");
   opt.test_step = o.get_float("test_step");
-  if (opt.test_step >= opt.x_max) o.fail("test_step", fmt::format("test_step {} leaves no test input below x_max {}", opt.test_step, opt.x_max));
+  if (opt.test_step >= opt.x_max)
+    o.fail("test_step", fmt::format("test_step {} leaves no test input below x_max {}", opt.test_step, opt.x_max));
   opt.batch_size = o.get_int("batch_size");
   opt.seed = static_cast<uint64_t>(o.get_int("seed") >= 0 ? o.get_int("seed") : ctx.seed);
   return std::make_shared<KernelRegression>(opt);
@@ -104,5 +105,5 @@ std::shared_ptr<data::Dataset> make(const config::Options& o, const plugin::Buil
 }  // namespace
 
 ATTNLAB_PLUGIN(attnlab::data::Dataset, "kernel_regression",
-               "Noisy 2 sin x + x^0.8 on [0, 5) for Nadaraya-Watson kernel regression (d2l 0.17 10.2), seeded",
-               schema, make)
+               "Noisy 2 sin x + x^0.8 on [0, 5) for Nadaraya-Watson kernel regression (d2l 0.17 10.2), seeded", schema,
+               make)

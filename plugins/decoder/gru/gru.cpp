@@ -20,5 +20,4 @@ std::shared_ptr<nn::Decoder> make(const config::Options& options, const plugin::
 }  // namespace
 
 ATTNLAB_PLUGIN(attnlab::nn::Decoder, "gru",
-               "GRU decoder without attention (d2l 0.17 Seq2SeqDecoder): context = encoder's final state",
-               schema, make)
+               "GRU decoder without attention (d2l 0.17 Seq2SeqDecoder): context = encoder's final state", schema, make)

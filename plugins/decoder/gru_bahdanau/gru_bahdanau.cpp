@@ -24,5 +24,5 @@ std::shared_ptr<nn::Decoder> make(const config::Options& options, const plugin::
 }  // namespace
 
 ATTNLAB_PLUGIN(attnlab::nn::Decoder, "gru_bahdanau",
-               "GRU decoder with Bahdanau attention (d2l 0.17 Seq2SeqAttentionDecoder); records decoder_cross",
-               schema, make)
+               "GRU decoder with Bahdanau attention (d2l 0.17 Seq2SeqAttentionDecoder); records decoder_cross", schema,
+               make)

@@ -7,13 +7,18 @@ namespace {
 
 using namespace attnlab;
 
-config::Schema schema() { return nn::transformer_schema(); }
+config::Schema schema() {
+  auto s = nn::transformer_schema();
+  for (auto& spec : nn::transformer_variant_schema(/*decoder=*/true)) s.push_back(spec);
+  return s;
+}
 
 std::shared_ptr<nn::Decoder> make(const config::Options& options, const plugin::BuildContext& ctx) {
   ATTNLAB_CHECK(ctx.data.tgt_vocab_size > 0, ConfigError,
                 "{}: {} predicts target tokens, but the dataset reports no target vocabulary (tgt_vocab_size {})",
                 options.resolved().where(), options.owner(), ctx.data.tgt_vocab_size);
   auto opts = nn::transformer_options(options, ctx.data.tgt_vocab_size);
+  nn::apply_variant_options(options, opts, /*decoder=*/true);
   return std::make_shared<nn::TransformerDecoderImpl>(opts, nn::registry_scorer_factory(options, ctx));
 }
 

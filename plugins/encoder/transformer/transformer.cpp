@@ -7,7 +7,11 @@ namespace {
 
 using namespace attnlab;
 
-config::Schema schema() { return nn::transformer_schema(); }
+config::Schema schema() {
+  auto s = nn::transformer_schema();
+  for (auto& spec : nn::transformer_variant_schema(/*decoder=*/false)) s.push_back(spec);
+  return s;
+}
 
 std::shared_ptr<nn::Encoder> make(const config::Options& options, const plugin::BuildContext& ctx) {
   ATTNLAB_CHECK(ctx.data.src_vocab_size > 0, ConfigError,
@@ -15,6 +19,7 @@ std::shared_ptr<nn::Encoder> make(const config::Options& options, const plugin::
                 "(src_vocab_size {}; feature inputs need an encoder for continuous inputs)",
                 options.resolved().where(), options.owner(), ctx.data.src_vocab_size);
   auto opts = nn::transformer_options(options, ctx.data.src_vocab_size);
+  nn::apply_variant_options(options, opts, /*decoder=*/false);
   return std::make_shared<nn::TransformerEncoderImpl>(opts, nn::registry_scorer_factory(options, ctx));
 }
 

@@ -33,8 +33,9 @@ class NadarayaWatsonImpl : public torch::nn::Module {
   }
   /// queries [Q], keys [K], values [K] (one key set for all) -> predictions [Q]
   torch::Tensor forward_shared(const torch::Tensor& queries, const torch::Tensor& keys, const torch::Tensor& values) {
-    auto out = attention->forward(queries.view({1, -1, 1}), keys.view({1, -1, 1}), values.view({1, -1, 1}));  // [1, Q, 1]
-    return out.view({-1});                                                                                   // [Q]
+    auto out =
+        attention->forward(queries.view({1, -1, 1}), keys.view({1, -1, 1}), values.view({1, -1, 1}));  // [1, Q, 1]
+    return out.view({-1});                                                                             // [Q]
   }
   nn::Attention attention;
 };
@@ -103,7 +104,7 @@ class NadarayaWatsonTrainer final : public train::Trainer {
     for (int64_t epoch = 1; epoch <= max_epochs(); ++epoch) {
       const auto start = std::chrono::steady_clock::now();
       model_->train(trains_);
-      auto y_hat = model_->forward(train_.x, keys, values);                // [n]
+      auto y_hat = model_->forward(train_.x, keys, values);               // [n]
       auto loss = (y_hat - train_.y).pow(2).sum() * (half_ ? 0.5 : 1.0);  // scalar
       if (trains_) {
         opt->zero_grad();
@@ -114,7 +115,7 @@ class NadarayaWatsonTrainer final : public train::Trainer {
       r.epoch = epoch;
       r.train["loss"] = loss.item<double>();  // before this epoch's step, as the book prints it
       if (auto w = kernel_w(); !std::isnan(w)) r.train["w"] = w;
-      ctx.results->append_metric("test", "loss", test_loss());
+      ctx.results->append_metric("test", "mse", test_mse());
       r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       ctx.on_epoch(r);
       if (!std::isfinite(r.train["loss"])) return train::FitResult::Diverged;
@@ -138,14 +139,13 @@ class NadarayaWatsonTrainer final : public train::Trainer {
     res.write_tensor("data/y_train", train_.y);
     res.write_attention("test", "attention_pooling", weights.unsqueeze(0), labels(test_.x), labels(train_.x));
     const double entropy = mean_entropy(weights);
-    const double test_mse = (y_hat - test_.y).pow(2).mean().item<double>();
-    res.set_attr("test_mse", test_mse);
+    const double mse = (y_hat - test_.y).pow(2).mean().item<double>();
+    res.set_attr("test_mse", mse);
     res.set_attr("attention_entropy", entropy);
     if (auto w = kernel_w(); !std::isnan(w)) res.set_attr("kernel_w", w);
     res.flush();
-    std::cout << fmt::format("nadaraya_watson {}: test MSE {:.4f}, mean attention entropy {:.3f} nats{}", variant_,
-                             test_mse, entropy,
-                             std::isnan(kernel_w()) ? std::string() : fmt::format(", w {:.3f}", kernel_w()))
+    std::cout << fmt::format("nadaraya_watson {}: test MSE {:.4f}, mean attention entropy {:.3f} nats{}", variant_, mse,
+                             entropy, std::isnan(kernel_w()) ? std::string() : fmt::format(", w {:.3f}", kernel_w()))
               << std::endl;
   }
 
@@ -179,17 +179,17 @@ class NadarayaWatsonTrainer final : public train::Trainer {
     return node;
   }
 
+  /// The Gaussian kernel's w (parameter or buffer "attention.scorer.w"); NaN for other scorers.
   double kernel_w() const {
-    for (const auto& [name, t] : model_->named_parameters()) {
-      if (name.size() >= 2 && name.substr(name.size() - 2) == ".w") return t.item<double>();
-    }
-    for (const auto& [name, t] : model_->named_buffers()) {
-      if (name.size() >= 2 && name.substr(name.size() - 2) == ".w") return t.item<double>();
-    }
+    const std::string name = "attention.scorer.w";
+    const auto params = model_->named_parameters();
+    if (const auto* p = params.find(name)) return p->item<double>();
+    const auto buffers = model_->named_buffers();
+    if (const auto* b = buffers.find(name)) return b->item<double>();
     return std::nan("");
   }
 
-  double test_loss() {
+  double test_mse() {
     torch::NoGradGuard no_grad;
     auto y_hat = model_->forward_shared(test_.x, train_.x, train_.y);  // [n_test]
     return (y_hat - test_.y).pow(2).mean().item<double>();

@@ -1,31 +1,65 @@
 // Trainer "seq2seq": teacher-forced cross-entropy (ignoring <pad>), Adam, gradient clipping by
-// global norm, per-epoch train/validation loss and tokens/s (d2l 1.0.3's Trainer + Seq2Seq).
+// global norm, per-epoch train/validation loss and tokens/s (d2l 1.0.3's Trainer + Seq2Seq), with
+// a learning-rate schedule (recorded per step as /metrics/step/lr), and checkpoints after every
+// epoch (last.pt, best.pt by validation loss) that a resumed run continues from exactly: the
+// data order depends only on (seed, epoch), and model, Adam, schedule position and RNG states are
+// restored.
+#include <attnlab/train/checkpoint.hpp>
+#include <attnlab/train/schedule.hpp>
 #include <attnlab/train/trainer.hpp>
 
+#include <spdlog/spdlog.h>
 #include <torch/torch.h>
 
 #include <chrono>
 #include <cmath>
+#include <filesystem>
 
 namespace {
 using namespace attnlab;
 
+/// Mean cross-entropy over non-pad labels; `probabilities`: the decoder returned softmax outputs.
+torch::Tensor token_loss(const torch::Tensor& out, const torch::Tensor& labels, int64_t pad, bool probabilities,
+                         torch::nn::functional::CrossEntropyFuncOptions::reduction_t reduction) {
+  auto flat = out.reshape({-1, out.size(-1)});  // [B * T, V]
+  auto y = labels.reshape(-1);                  // [B * T]
+  if (probabilities) {
+    return torch::nn::functional::nll_loss(
+        torch::log(flat.clamp_min(1e-12)), y,
+        torch::nn::functional::NLLLossFuncOptions().ignore_index(pad).reduction(reduction));
+  }
+  return torch::nn::functional::cross_entropy(
+      flat, y, torch::nn::functional::CrossEntropyFuncOptions().ignore_index(pad).reduction(reduction));
+}
+
 class Seq2SeqTrainer final : public train::Trainer {
  public:
-  explicit Seq2SeqTrainer(const config::Options& o)
+  Seq2SeqTrainer(const config::Options& o, train::LrSchedule schedule)
       : max_epochs_(o.get_int("max_epochs")),
-        lr_(o.get_float("lr")),
         clip_(o.get_float("gradient_clip")),
-        validate_(o.get_bool("validate")) {}
+        validate_(o.get_bool("validate")),
+        checkpoints_(o.get_bool("checkpoints")),
+        schedule_(schedule) {}
 
   int64_t max_epochs() const override { return max_epochs_; }
+  bool can_resume() const override { return checkpoints_; }
 
   train::FitResult fit(train::TrainContext& ctx) override {
     auto& model = ctx.model;
     const auto pad = ctx.dataset->info().pad_id;
-    torch::optim::Adam opt(model->parameters(), torch::optim::AdamOptions(lr_));
+    const bool probabilities = model->decoder().outputs_probabilities();
+    torch::optim::Adam opt(model->parameters(), torch::optim::AdamOptions(schedule_.at(1)));
     auto params = model->parameters();
-    for (int64_t epoch = 1; epoch <= max_epochs_; ++epoch) {
+    const bool checkpointing = checkpoints_ && !ctx.checkpoint_dir.empty();
+    const auto last_path = (std::filesystem::path(ctx.checkpoint_dir) / "last.pt").string();
+    const auto best_path = (std::filesystem::path(ctx.checkpoint_dir) / "best.pt").string();
+    train::TrainingState st;
+    if (ctx.resume) {
+      st = train::load_checkpoint(last_path, *model, &opt);
+      if (ctx.results != nullptr) ctx.results->truncate_metrics(st.metric_rows);
+      spdlog::info("resuming after epoch {} (step {}) from {}", st.epoch, st.step, last_path);
+    }
+    for (int64_t epoch = st.epoch + 1; epoch <= max_epochs_; ++epoch) {
       const auto start = std::chrono::steady_clock::now();
       model->train();
       auto loss_sum = torch::zeros({}, torch::dtype(torch::kDouble).device(ctx.device));  // on device, read once
@@ -33,14 +67,15 @@ class Seq2SeqTrainer final : public train::Trainer {
       for (const auto& cpu_batch : ctx.dataset->batches(data::Split::Train, true, ctx.seed + epoch)) {
         if (ctx.stopped()) return train::FitResult::Interrupted;
         auto b = cpu_batch.to(ctx.device, true);
-        auto logits = model->forward(b.src, b.src_valid_lens, b.tgt_in);  // [B, T, V]
-        auto loss = torch::nn::functional::cross_entropy(
-            logits.reshape({-1, logits.size(-1)}), b.tgt_out.reshape(-1),
-            torch::nn::functional::CrossEntropyFuncOptions().ignore_index(pad));  // mean over non-pad tokens
+        auto out = model->forward(b.src, b.src_valid_lens, b.tgt_in);  // [B, T, V]
+        auto loss = token_loss(out, b.tgt_out, pad, probabilities, torch::kMean);  // mean over non-pad tokens
         opt.zero_grad();
         loss.backward();
         if (clip_ > 0) torch::nn::utils::clip_grad_norm_(params, clip_);
+        const double lr = schedule_.at(++st.step);
+        for (auto& group : opt.param_groups()) static_cast<torch::optim::AdamOptions&>(group.options()).lr(lr);
         opt.step();
+        if (ctx.results != nullptr) ctx.results->append_metric("step", "lr", lr);
         const int64_t n = cpu_batch.tgt_valid_lens.sum().item<int64_t>();  // CPU tensor: no device sync
         loss_sum += loss.detach().to(torch::kDouble) * static_cast<double>(n);
         tokens += n;
@@ -52,10 +87,24 @@ class Seq2SeqTrainer final : public train::Trainer {
       r.train["loss"] = train_loss;
       r.train["tokens_per_s"] = static_cast<double>(tokens) / std::max(train_seconds, 1e-9);
       r.train["seconds"] = train_seconds;
-      if (validate_ && ctx.dataset->has_split(data::Split::Val)) r.val["loss"] = validation_loss(ctx, pad);
+      const bool has_val = validate_ && ctx.dataset->has_split(data::Split::Val);
+      if (has_val) r.val["loss"] = validation_loss(ctx, pad, probabilities);
       r.seconds = seconds_since(start);
       ctx.on_epoch(r);
       if (!std::isfinite(train_loss)) return train::FitResult::Diverged;
+      // The checkpoint follows the flushed metrics, so it never claims rows the file lacks.
+      st.epoch = epoch;
+      const double metric = has_val ? r.val["loss"] : train_loss;
+      const bool best = std::isfinite(metric) && metric < st.best_metric;
+      if (best) {
+        st.best_metric = metric;
+        st.best_epoch = epoch;
+      }
+      if (checkpointing) {
+        if (ctx.results != nullptr) st.metric_rows = ctx.results->metric_rows();
+        train::save_checkpoint(last_path, *model, &opt, st);
+        if (best) train::copy_checkpoint(last_path, best_path);
+      }
       if (ctx.stopped()) return train::FitResult::Interrupted;
     }
     return train::FitResult::Completed;
@@ -66,7 +115,7 @@ class Seq2SeqTrainer final : public train::Trainer {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
   }
 
-  double validation_loss(train::TrainContext& ctx, int64_t pad) {
+  double validation_loss(train::TrainContext& ctx, int64_t pad, bool probabilities) {
     auto& model = ctx.model;
     model->eval();
     torch::NoGradGuard no_grad;
@@ -74,11 +123,8 @@ class Seq2SeqTrainer final : public train::Trainer {
     int64_t tokens = 0;
     for (const auto& cpu_batch : ctx.dataset->batches(data::Split::Val, false, 0)) {
       auto b = cpu_batch.to(ctx.device, true);
-      auto logits = model->forward(b.src, b.src_valid_lens, b.tgt_in);  // [B, T, V]
-      auto loss = torch::nn::functional::cross_entropy(
-          logits.reshape({-1, logits.size(-1)}), b.tgt_out.reshape(-1),
-          torch::nn::functional::CrossEntropyFuncOptions().ignore_index(pad).reduction(torch::kSum));
-      loss_sum += loss.to(torch::kDouble);
+      auto out = model->forward(b.src, b.src_valid_lens, b.tgt_in);  // [B, T, V]
+      loss_sum += token_loss(out, b.tgt_out, pad, probabilities, torch::kSum).to(torch::kDouble);
       tokens += cpu_batch.tgt_valid_lens.sum().item<int64_t>();
     }
     model->train();
@@ -86,23 +132,31 @@ class Seq2SeqTrainer final : public train::Trainer {
   }
 
   int64_t max_epochs_;
-  double lr_, clip_;
-  bool validate_;
+  double clip_;
+  bool validate_, checkpoints_;
+  train::LrSchedule schedule_;
 };
 
 config::Schema schema() {
   using namespace config;
   return {opt_int("max_epochs", 30, "epochs to train", 1),
-          opt_float("lr", 0.001, "Adam learning rate", 0.0),
+          opt_float("lr", 0.001, "Adam learning rate (the schedule's base rate)", 0.0),
           opt_float("gradient_clip", 1.0, "clip gradients to this global L2 norm (0 = off)", 0.0),
-          opt_bool("validate", true, "compute the validation loss after every epoch")};
+          opt_bool("validate", true, "compute the validation loss after every epoch"),
+          opt_node("schedule", Type::Map, "{type: constant}",
+                   "learning-rate schedule: {type: constant|linear_warmup|inverse_sqrt, warmup_steps: N, d_model: D, "
+                   "factor: F} (attnlab/train/schedule.hpp)"),
+          opt_bool("checkpoints", true,
+                   "write <results>.ckpt/last.pt every epoch and best.pt (lowest validation loss); needed for --resume")};
 }
 
 std::shared_ptr<train::Trainer> make(const config::Options& o, const plugin::BuildContext&) {
-  return std::make_shared<Seq2SeqTrainer>(o);
+  auto schedule = train::parse_schedule(o.node("schedule"), o.get_float("lr"), o.owner());
+  return std::make_shared<Seq2SeqTrainer>(o, schedule);
 }
 
 }  // namespace
 
 ATTNLAB_PLUGIN(attnlab::train::Trainer, "seq2seq",
-               "teacher-forced cross-entropy with Adam and gradient clipping (d2l Seq2Seq + Trainer)", schema, make)
+               "teacher-forced cross-entropy with Adam, gradient clipping, LR schedules and resumable checkpoints",
+               schema, make)

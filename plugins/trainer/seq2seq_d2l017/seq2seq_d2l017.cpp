@@ -66,10 +66,10 @@ class Seq2SeqD2l017Trainer final : public train::Trainer {
                       logits.reshape({-1, logits.size(-1)}), b.tgt_out.reshape(-1),
                       torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kNone))
                       .view({batch, steps});  // [B, T]
-        auto mask = (torch::arange(steps, b.tgt_valid_lens.options()).unsqueeze(0) <
-                     b.tgt_valid_lens.unsqueeze(1)).to(ce.scalar_type());  // [B, T]
-        auto masked = ce * mask;                                         // [B, T]
-        auto l = masked.mean(1);                                         // [B] MaskedSoftmaxCELoss
+        auto mask = (torch::arange(steps, b.tgt_valid_lens.options()).unsqueeze(0) < b.tgt_valid_lens.unsqueeze(1))
+                        .to(ce.scalar_type());  // [B, T]
+        auto masked = ce * mask;                // [B, T]
+        auto l = masked.mean(1);                // [B] MaskedSoftmaxCELoss
         opt.zero_grad();
         l.sum().backward();
         if (clip_ > 0) torch::nn::utils::clip_grad_norm_(params, clip_);
@@ -102,8 +102,7 @@ class Seq2SeqD2l017Trainer final : public train::Trainer {
 
 config::Schema schema() {
   using namespace config;
-  return {opt_int("max_epochs", 300, "epochs to train", 1),
-          opt_float("lr", 0.005, "Adam learning rate", 0.0),
+  return {opt_int("max_epochs", 300, "epochs to train", 1), opt_float("lr", 0.005, "Adam learning rate", 0.0),
           opt_float("gradient_clip", 1.0, "clip gradients to this global L2 norm (0 = off)", 0.0),
           opt_enum("init", "xavier", {"xavier", "default"},
                    "xavier: Xavier-uniform Linear and GRU weights as d2l 0.17's train_seq2seq; default: keep "

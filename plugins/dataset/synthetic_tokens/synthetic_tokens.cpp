@@ -1,0 +1,187 @@
+// Dataset plugin "synthetic_tokens": seeded random token sequences for model summaries, smoke
+// tests and decoding tests without a corpus. Words are "t04".."t<V-1>" after the specials
+// <bos>=0, <eos>=1, <pad>=2, <unk>=3 (d2l's sorted vocabulary). A source has a random length in
+// [min_len, num_steps - 1] plus <eos>, padded to num_steps; its target is, per `task`, the same
+// words (copy), reversed (reverse), or unrelated random words (random), plus <eos>.
+#include <attnlab/config/schema.hpp>
+#include <attnlab/data/dataset.hpp>
+#include <attnlab/error.hpp>
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <fmt/format.h>
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <array>
+#include <sstream>
+
+namespace {
+using namespace attnlab;
+
+constexpr int64_t kSpecials = 4;  // <bos> <eos> <pad> <unk>
+
+struct Split {
+  torch::Tensor src, src_lens, tgt_in, tgt_out, tgt_lens;  // [N, T], [N], [N, T], [N, T], [N]
+};
+
+class SyntheticTokens final : public data::Dataset {
+ public:
+  explicit SyntheticTokens(const config::Options& o)
+      : vocab_size_(o.get_int("vocab_size")),
+        num_steps_(o.get_int("num_steps")),
+        batch_size_(o.get_int("batch_size")),
+        min_len_(o.get_int("min_len")),
+        seed_(static_cast<uint64_t>(o.get_int("seed"))),
+        task_(o.get_string("task")),
+        sizes_{o.get_int("num_train"), o.get_int("num_val"), o.get_int("num_test")} {
+    if (vocab_size_ <= kSpecials) {
+      o.fail("vocab_size", fmt::format("needs more than the {} special tokens, found {}", kSpecials, vocab_size_));
+    }
+    if (min_len_ > num_steps_ - 1) {
+      o.fail("min_len", fmt::format("must leave room for <eos> in num_steps {}, found {}", num_steps_, min_len_));
+    }
+    std::vector<std::string> words;
+    for (int64_t i = kSpecials; i < vocab_size_; ++i) words.push_back(fmt::format("t{:02d}", i));
+    vocab_ = data::Vocab({words}, 0, {"<pad>", "<bos>", "<eos>"});
+  }
+
+  void prepare(const std::string&) override {
+    for (size_t s = 0; s < 3; ++s) splits_[s] = make(sizes_[s], seed_ * 3 + s);
+  }
+
+  plugin::DataInfo info() const override {
+    plugin::DataInfo d;
+    d.src_vocab_size = d.tgt_vocab_size = vocab_size_;
+    d.num_steps = num_steps_;
+    d.pad_id = vocab_["<pad>"];
+    d.bos_id = vocab_["<bos>"];
+    d.eos_id = vocab_["<eos>"];
+    return d;
+  }
+
+  bool has_split(data::Split split) const override { return sizes_[static_cast<size_t>(split)] > 0; }
+
+  std::vector<data::Batch> batches(data::Split split, bool shuffle, uint64_t seed) const override {
+    const auto& d = splits_[static_cast<size_t>(split)];
+    const int64_t n = d.src.defined() ? d.src.size(0) : 0;
+    auto order = shuffle ? torch::randperm(n, at::make_generator<at::CPUGeneratorImpl>(seed), torch::kLong)
+                         : torch::arange(n, torch::kLong);  // [N]
+    std::vector<data::Batch> out;
+    for (int64_t start = 0; start < n; start += batch_size_) {
+      auto idx = order.narrow(0, start, std::min(batch_size_, n - start));  // [B]
+      out.push_back({d.src.index_select(0, idx), d.src_lens.index_select(0, idx), d.tgt_in.index_select(0, idx),
+                     d.tgt_out.index_select(0, idx), d.tgt_lens.index_select(0, idx)});
+    }
+    return out;
+  }
+
+  const data::Vocab* src_vocab() const override { return &vocab_; }
+  const data::Vocab* tgt_vocab() const override { return &vocab_; }
+
+  data::Batch encode_sources(const std::vector<std::string>& sentences) const override {
+    const int64_t n = static_cast<int64_t>(sentences.size());
+    auto src = torch::full({n, num_steps_}, vocab_["<pad>"], torch::kLong);  // [N, T]
+    auto lens = torch::zeros({n}, torch::kLong);                              // [N]
+    for (int64_t i = 0; i < n; ++i) {
+      auto ids = vocab_.encode(source_tokens(sentences[static_cast<size_t>(i)]));
+      const auto len = std::min<int64_t>(static_cast<int64_t>(ids.size()), num_steps_);
+      for (int64_t t = 0; t < len; ++t) src[i][t] = ids[static_cast<size_t>(t)];
+      lens[i] = len;
+    }
+    data::Batch b;
+    b.src = src;
+    b.src_valid_lens = lens;
+    return b;
+  }
+
+  /// Space-separated words, then <eos>.
+  std::vector<std::string> source_tokens(const std::string& sentence) const override {
+    std::istringstream in(sentence);
+    std::vector<std::string> tokens;
+    for (std::string w; in >> w;) tokens.push_back(w);
+    tokens.push_back("<eos>");
+    return tokens;
+  }
+
+  std::vector<std::string> raw_sources(data::Split split) const override {
+    const auto& d = splits_[static_cast<size_t>(split)];
+    return texts(d.src, d.src_lens);
+  }
+  std::vector<std::string> raw_targets(data::Split split) const override {
+    const auto& d = splits_[static_cast<size_t>(split)];
+    return texts(d.tgt_out, d.tgt_lens);
+  }
+
+ private:
+  /// Rows of ids -> words up to (not including) <eos>.
+  std::vector<std::string> texts(const torch::Tensor& ids, const torch::Tensor& lens) const {
+    std::vector<std::string> out;
+    if (!ids.defined()) return out;
+    for (int64_t i = 0; i < ids.size(0); ++i) {
+      const int64_t len = lens[i].item<int64_t>() - 1;  // without <eos>
+      std::vector<int64_t> row(static_cast<size_t>(len));
+      for (int64_t t = 0; t < len; ++t) row[static_cast<size_t>(t)] = ids[i][t].item<int64_t>();
+      out.push_back(decode_target(row));
+    }
+    return out;
+  }
+
+  Split make(int64_t n, uint64_t seed) const {
+    Split d;
+    if (n == 0) return d;
+    auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+    const int64_t pad = vocab_["<pad>"], bos = vocab_["<bos>"], eos = vocab_["<eos>"];
+    auto words = torch::randint(kSpecials, vocab_size_, {n, num_steps_}, gen, torch::kLong);          // [N, T]
+    auto other = torch::randint(kSpecials, vocab_size_, {n, num_steps_}, gen, torch::kLong);          // [N, T]
+    auto lens = torch::randint(min_len_, num_steps_, {n}, gen, torch::kLong);                        // [N] words
+    d.src = torch::full({n, num_steps_}, pad, torch::kLong);
+    d.tgt_out = torch::full({n, num_steps_}, pad, torch::kLong);
+    d.tgt_in = torch::full({n, num_steps_}, pad, torch::kLong);
+    auto src = d.src.accessor<int64_t, 2>(), out = d.tgt_out.accessor<int64_t, 2>(), in = d.tgt_in.accessor<int64_t, 2>();
+    auto w = words.accessor<int64_t, 2>(), o = other.accessor<int64_t, 2>();
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t len = lens[i].item<int64_t>();
+      for (int64_t t = 0; t < len; ++t) {
+        src[i][t] = w[i][t];
+        out[i][t] = task_ == "copy" ? w[i][t] : task_ == "reverse" ? w[i][len - 1 - t] : o[i][t];
+      }
+      src[i][len] = eos;
+      out[i][len] = eos;
+      in[i][0] = bos;
+      for (int64_t t = 1; t <= len; ++t) in[i][t] = out[i][t - 1];
+    }
+    d.src_lens = lens + 1;  // with <eos>
+    d.tgt_lens = lens + 1;
+    return d;
+  }
+
+  int64_t vocab_size_, num_steps_, batch_size_, min_len_;
+  uint64_t seed_;
+  std::string task_;
+  std::array<int64_t, 3> sizes_;
+  data::Vocab vocab_;
+  std::array<Split, 3> splits_;
+};
+
+config::Schema schema() {
+  using namespace config;
+  return {opt_int("vocab_size", 29, "tokens including the 4 specials <bos> <eos> <pad> <unk>", 5),
+          opt_int("num_steps", 11, "padded sequence length T (words + <eos>)", 2),
+          opt_int("batch_size", 3, "sequences per batch", 1),
+          opt_int("min_len", 1, "fewest words in a sequence", 1),
+          opt_enum("task", "copy", {"copy", "reverse", "random"}, "target: the source words, reversed, or random"),
+          opt_int("num_train", 96, "training sequences", 1),
+          opt_int("num_val", 24, "validation sequences (0 = no split)", 0),
+          opt_int("num_test", 24, "test sequences (0 = no split)", 0),
+          opt_int("seed", 0, "seed of the generated data (independent of the experiment seed)", 0)};
+}
+
+std::shared_ptr<data::Dataset> make(const config::Options& o, const plugin::BuildContext&) {
+  return std::make_shared<SyntheticTokens>(o);
+}
+
+}  // namespace
+
+ATTNLAB_PLUGIN(attnlab::data::Dataset, "synthetic_tokens",
+               "seeded random token sequences (copy, reverse or random targets) for summaries and smoke tests", schema,
+               make)
