@@ -84,7 +84,8 @@ TEST_F(ChapterPlugins, ScorerErrorsNameThePlaceAndTheSizes) {
 TEST_F(ChapterPlugins, TransformerTakesAnyScorerAndRecordsItsWeights) {
   for (const char* scorer : {"additive", "{plugin: gaussian_kernel, learnable: true}", "average"}) {
     auto node = yaml(std::string("{plugin: transformer, num_hiddens: 16, ffn_num_hiddens: 32, num_heads: 4, "
-                                 "num_blks: 1, dropout: 0.0, attention: {scorer: ") + scorer + "}}");
+                                 "num_blks: 1, dropout: 0.0, attention: {scorer: ") +
+                     scorer + "}}");
     auto encoder = registry.create<nn::Encoder>(node, ctx);
     encoder->set_recording(true);
     auto out = encoder->forward(torch::randint(0, 20, {2, 5}), torch::tensor({5, 3}));
@@ -105,11 +106,12 @@ TEST_F(ChapterPlugins, GruEncoderWithBahdanauOrPlainDecoder) {
                           "{plugin: gru, embed_size: 8, num_hiddens: 16}"}) {
     auto decoder = registry.create<nn::Decoder>(yaml(dec), ctx);
     nn::EncoderDecoder model(encoder, decoder);
-    auto logits = model->forward(torch::randint(0, 20, {3, 6}), torch::tensor({6, 4, 2}), torch::randint(0, 21, {3, 5}));
+    auto logits =
+        model->forward(torch::randint(0, 20, {3, 6}), torch::tensor({6, 4, 2}), torch::randint(0, 21, {3, 5}));
     EXPECT_EQ(logits.sizes(), (Sizes{3, 5, 21})) << dec;
   }
-  auto* bahdanau = dynamic_cast<nn::GruBahdanauDecoderImpl*>(
-      registry.create<nn::Decoder>(yaml("{plugin: gru_bahdanau, num_hiddens: 16}"), ctx).get());
+  auto made = registry.create<nn::Decoder>(yaml("{plugin: gru_bahdanau, num_hiddens: 16}"), ctx);
+  auto* bahdanau = dynamic_cast<nn::GruBahdanauDecoderImpl*>(made.get());
   ASSERT_NE(bahdanau, nullptr);
   EXPECT_NE(dynamic_cast<nn::AdditiveScorerImpl*>(&bahdanau->attention_pool->scorer()), nullptr);  // the default
   auto typo = message_of<ConfigError>([&] { registry.create<nn::Decoder>(yaml("{plugin: gru, num_layer: 2}"), ctx); });

@@ -179,8 +179,9 @@ TEST_F(ChapterRunner, TransformerD2l017TwoEpochs) {
 TEST_F(ChapterRunner, TransformerWithAdditiveEncoderScorerRecordsItsWeights) {
   require_fra_eng();
   // Wiring only: one block, 2 epochs.
-  results::ResultsReader rd(experiment("transformer_fra_eng_d2l017_additive.yaml",
-                                       {"trainer.max_epochs=2", "model.encoder.num_blks=1", "model.decoder.num_blks=1"}));
+  results::ResultsReader rd(
+      experiment("transformer_fra_eng_d2l017_additive.yaml",
+                 {"trainer.max_epochs=2", "model.encoder.num_blks=1", "model.decoder.num_blks=1"}));
   expect_translation_run(rd);
   EXPECT_NE(rd.config().find("additive"), std::string::npos) << rd.config();
   auto enc = rd.attention("i'm home .", "encoder_self");

@@ -90,7 +90,7 @@ TEST_F(RunnerTest, TwoEpochRunWritesACompleteResultsFile) {
   EXPECT_EQ(rd.attr_string("status"), "completed");
   EXPECT_EQ(rd.attr_string("experiment"), "tiny_fra_eng");
   EXPECT_EQ(rd.attr_string("device"), "cpu");
-  EXPECT_EQ(rd.attr_int("seed"), 0);
+  EXPECT_EQ(rd.attr_int("seed"), 1);  // the base experiment's seed
   EXPECT_FALSE(rd.attr_string("finished").empty());
   EXPECT_FALSE(rd.attr_strings("plugins").empty());
   EXPECT_NE(rd.config().find("num_hiddens: 32"), std::string::npos) << rd.config();

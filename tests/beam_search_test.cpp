@@ -1,0 +1,188 @@
+// Beam search on small random transformers: beam 1 is greedy decoding exactly, wider beams never
+// find a less likely output here, scores match a teacher-forced rescoring, batching changes nothing;
+// decoder states reorder their caches, and a state without reorder() refuses beam search.
+#include <attnlab/error.hpp>
+#include <attnlab/nn/dot_product.hpp>
+#include <attnlab/nn/transformer.hpp>
+#include <attnlab/train/beam.hpp>
+#include <attnlab/train/decode.hpp>
+
+#include "testing/testing.hpp"
+
+namespace attnlab::train {
+namespace {
+
+constexpr int64_t kVocab = 13, kBos = 1, kEos = 2, kSteps = 9;
+
+std::shared_ptr<nn::Scorer> dot(int64_t, int64_t) { return std::make_shared<nn::DotProductScorerImpl>(); }
+
+/// A random 2-block transformer; `eos_bias` raises <eos>'s logit so that some outputs end early.
+nn::EncoderDecoder small_model(uint64_t seed, double eos_bias) {
+  torch::manual_seed(seed);
+  auto opts = nn::TransformerOptions(kVocab, 16, 32, 2, 2).dropout(0.1);
+  auto enc = std::make_shared<nn::TransformerEncoderImpl>(opts, dot);
+  auto dec = std::make_shared<nn::TransformerDecoderImpl>(opts, dot);
+  {
+    torch::NoGradGuard g;
+    dec->dense->bias[kEos] += eos_bias;
+  }
+  return nn::EncoderDecoder(enc, dec);
+}
+
+struct Sources {
+  torch::Tensor src, lens;  // [B, S], [B]
+};
+
+Sources sources(int64_t batch, uint64_t seed) {
+  torch::manual_seed(seed + 1000);
+  Sources s;
+  s.src = torch::randint(3, kVocab, {batch, 7}, torch::kLong);
+  s.lens = torch::randint(2, 8, {batch}, torch::kLong);
+  return s;
+}
+
+/// log P(tokens, then <eos> if ended) by one teacher-forced pass.
+double rescore(nn::EncoderDecoder& model, const Sources& s, int64_t row, const std::vector<int64_t>& tokens,
+               bool ended) {
+  torch::NoGradGuard g;
+  model->eval();
+  std::vector<int64_t> in{kBos}, out = tokens;
+  in.insert(in.end(), tokens.begin(), tokens.end());
+  if (ended) {
+    out.push_back(kEos);
+  } else {
+    in.pop_back();
+  }
+  auto logits = model->forward(s.src.narrow(0, row, 1), s.lens.narrow(0, row, 1),
+                               torch::tensor(in).view({1, -1}));         // [1, T, V]
+  auto logp = torch::log_softmax(logits.to(torch::kDouble), -1)[0];    // [T, V]
+  return logp.gather(1, torch::tensor(out).view({-1, 1})).sum().item<double>();
+}
+
+std::vector<int64_t> row_tokens(const BeamOutput& o, int64_t b) {
+  return until_eos(o.ids[b], kEos);
+}
+
+class BeamSearch : public testutil::SeededTest {};
+
+TEST_F(BeamSearch, BeamOneIsGreedyExactly) {
+  int64_t ended_early = 0;
+  for (uint64_t seed = 0; seed < 6; ++seed) {
+    auto model = small_model(seed, seed % 2 ? 2.0 : 0.0);
+    auto s = sources(8, seed);
+    auto greedy = greedy_decode(model, s.src, s.lens, kBos, kSteps, false);
+    auto beam = beam_search(model, s.src, s.lens, kBos, kEos, {.beam_size = 1, .length_penalty = 0.6, .max_steps = kSteps});
+    for (int64_t b = 0; b < 8; ++b) {
+      auto want = until_eos(greedy.ids[b], kEos);
+      EXPECT_EQ(row_tokens(beam, b), want) << "seed " << seed << " row " << b;
+      EXPECT_EQ(beam.lengths[b].item<int64_t>(), static_cast<int64_t>(want.size()));
+      if (static_cast<int64_t>(want.size()) < kSteps) ++ended_early;
+    }
+  }
+  EXPECT_GT(ended_early, 0) << "no greedy output ended before max_steps: the <eos> path went untested";
+}
+
+// Beam search does not dominate greedy decoding sentence by sentence in general: the greedy
+// prefix can be pruned, and fairseq's rule only finishes an <eos> that ranks in the top k (which
+// is what makes beam 1 exactly greedy). On these 48 rows, beams of 4 and 8 never lose to greedy,
+// beam 2 loses on 2 rows (seed 0, rows 5 and 6: the greedy <eos> ranked 3rd of the 4 candidates
+// while two likelier prefixes were alive, which then ended worse).
+TEST_F(BeamSearch, WiderBeamsScoreAtLeastGreedyOnTheseModels) {
+  int64_t losses_at_2 = 0;
+  for (uint64_t seed = 0; seed < 6; ++seed) {
+    auto model = small_model(seed, seed % 2 ? 2.0 : 0.5);
+    auto s = sources(8, seed);
+    auto greedy = beam_search(model, s.src, s.lens, kBos, kEos, {.beam_size = 1, .max_steps = kSteps});
+    for (int64_t k : {2, 4, 8}) {
+      auto beam = beam_search(model, s.src, s.lens, kBos, kEos, {.beam_size = k, .max_steps = kSteps});
+      for (int64_t b = 0; b < 8; ++b) {
+        const bool lower = beam.log_prob[b].item<double>() < greedy.log_prob[b].item<double>() - 1e-9;
+        if (k == 2) {
+          losses_at_2 += lower ? 1 : 0;
+        } else {
+          EXPECT_FALSE(lower) << "seed " << seed << " beam " << k << " row " << b << ": "
+                              << beam.log_prob[b].item<double>() << " < " << greedy.log_prob[b].item<double>();
+        }
+        // With length_penalty 0 the score is the log-probability.
+        EXPECT_EQ(beam.score[b].item<double>(), beam.log_prob[b].item<double>());
+      }
+    }
+  }
+  EXPECT_LE(losses_at_2, 2);
+}
+
+TEST_F(BeamSearch, LogProbMatchesTeacherForcedRescoring) {
+  auto model = small_model(3, 2.0);
+  auto s = sources(5, 3);
+  auto beam = beam_search(model, s.src, s.lens, kBos, kEos, {.beam_size = 3, .length_penalty = 1.0, .max_steps = kSteps});
+  for (int64_t b = 0; b < 5; ++b) {
+    auto tokens = row_tokens(beam, b);
+    const bool ended = static_cast<int64_t>(tokens.size()) < kSteps;
+    const double lp = beam.log_prob[b].item<double>();
+    EXPECT_NEAR(lp, rescore(model, s, b, tokens, ended), 1e-4) << "row " << b;
+    const auto len = static_cast<int64_t>(tokens.size()) + (ended ? 1 : 0);
+    EXPECT_NEAR(beam.score[b].item<double>(), lp / gnmt_length_penalty(len, 1.0), 1e-12);
+  }
+}
+
+TEST_F(BeamSearch, BatchedEqualsOneRowAtATime) {
+  auto model = small_model(4, 1.0);
+  auto s = sources(6, 4);
+  BeamOptions o{.beam_size = 4, .length_penalty = 0.6, .max_steps = kSteps};
+  auto all = beam_search(model, s.src, s.lens, kBos, kEos, o);
+  for (int64_t b = 0; b < 6; ++b) {
+    auto one = beam_search(model, s.src.narrow(0, b, 1), s.lens.narrow(0, b, 1), kBos, kEos, o);
+    EXPECT_EQ(row_tokens(one, 0), row_tokens(all, b)) << "row " << b;
+    EXPECT_NEAR(one.log_prob[0].item<double>(), all.log_prob[b].item<double>(), 1e-5);
+  }
+}
+
+TEST_F(BeamSearch, RestoresTrainingModeAndChecksOptions) {
+  auto model = small_model(0, 0.0);
+  auto s = sources(2, 0);
+  model->train();
+  beam_search(model, s.src, s.lens, kBos, kEos, {.beam_size = 2, .max_steps = 3});
+  EXPECT_TRUE(model->is_training());
+  EXPECT_THROW(beam_search(model, s.src, s.lens, kBos, kEos, {.beam_size = 0, .max_steps = 3}), ConfigError);
+}
+
+TEST(BeamLengthPenalty, IsGnmt) {
+  EXPECT_DOUBLE_EQ(gnmt_length_penalty(7, 0.0), 1.0);
+  EXPECT_DOUBLE_EQ(gnmt_length_penalty(7, 1.0), 2.0);
+  EXPECT_DOUBLE_EQ(gnmt_length_penalty(1, 0.6), 1.0);
+}
+
+TEST(DecoderStateReorder, TransformerStateSelectsRowsOfEveryCacheAndTheEncoder) {
+  nn::TransformerDecoderState st;
+  st.encoder.states = torch::arange(3).view({3, 1, 1}).to(torch::kFloat);  // [3, 1, 1]
+  st.encoder.valid_lens = torch::tensor({4, 5, 6});
+  st.caches = {torch::arange(6).view({3, 2, 1}), torch::Tensor()};         // [3, 2, 1], none yet
+  st.reorder(torch::tensor({2, 2, 0}));
+  EXPECT_TRUE(torch::equal(st.encoder.valid_lens, torch::tensor({6, 6, 4})));
+  EXPECT_TRUE(torch::equal(st.encoder.states.flatten(), torch::tensor({2.f, 2.f, 0.f})));
+  EXPECT_TRUE(torch::equal(st.caches[0].flatten(), torch::tensor({4, 5, 4, 5, 0, 1})));
+  EXPECT_FALSE(st.caches[1].defined());
+}
+
+TEST(DecoderStateReorder, EncoderOutputHiddenIsBatchSecond) {
+  nn::EncoderOutput out;
+  out.hidden = torch::arange(6).view({2, 3, 1});  // [layers, B, H]
+  auto picked = out.index_select(torch::tensor({1}));
+  EXPECT_EQ(picked.hidden.sizes(), (std::vector<int64_t>{2, 1, 1}));
+  EXPECT_TRUE(torch::equal(picked.hidden.flatten(), torch::tensor({1, 4})));
+  EXPECT_FALSE(picked.states.defined());
+}
+
+TEST(DecoderStateReorder, DefaultRefusesBeamSearch) {
+  struct Plain : nn::DecoderState {};
+  Plain st;
+  try {
+    st.reorder(torch::tensor({0}));
+    FAIL() << "expected PluginError";
+  } catch (const PluginError& e) {
+    EXPECT_NE(std::string(e.what()).find("cannot beam search"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace attnlab::train

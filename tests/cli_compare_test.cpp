@@ -1,0 +1,244 @@
+// `runner compare` on two small real corner runs that differ only in model.norm, plus files of
+// runs still going, failed runs, and files that are not results files.
+#include <attnlab/results/reader.hpp>
+#include <attnlab/results/results.hpp>
+
+#include "testing/runner.hpp"
+#include "testing/testing.hpp"
+
+#include <cairo.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace {
+using namespace attnlab;
+namespace fs = std::filesystem;
+using Rows = std::vector<std::vector<std::string>>;
+
+/// RFC 4180 CSV -> rows of cells.
+Rows parse_csv(const std::string& text) {
+  Rows rows(1);
+  std::string cell;
+  bool quoted = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (quoted) {
+      if (c == '"' && i + 1 < text.size() && text[i + 1] == '"') {
+        cell += '"';
+        ++i;
+      } else if (c == '"') {
+        quoted = false;
+      } else {
+        cell += c;
+      }
+    } else if (c == '"') {
+      quoted = true;
+    } else if (c == ',') {
+      rows.back().push_back(cell);
+      cell.clear();
+    } else if (c == '\n') {
+      rows.back().push_back(cell);
+      cell.clear();
+      rows.emplace_back();
+    } else {
+      cell += c;
+    }
+  }
+  if (rows.back().empty()) rows.pop_back();
+  return rows;
+}
+
+/// The markdown table that follows `heading`: rows of trimmed cells (header first, separator dropped).
+Rows markdown_table(const std::string& text, const std::string& heading) {
+  std::istringstream in(text.substr(text.find(heading)));
+  std::string line;
+  Rows rows;
+  while (std::getline(in, line)) {
+    if (line.rfind("|", 0) != 0) {
+      if (!rows.empty()) break;
+      continue;
+    }
+    std::vector<std::string> cells;
+    std::string cell;
+    for (size_t i = 1; i < line.size(); ++i) {
+      if (line[i] == '\\' && i + 1 < line.size() && line[i + 1] == '|') {
+        cell += '|';
+        ++i;
+      } else if (line[i] == '|') {
+        const auto first = cell.find_first_not_of(' ');
+        cells.push_back(first == std::string::npos ? "" : cell.substr(first, cell.find_last_not_of(' ') - first + 1));
+        cell.clear();
+      } else {
+        cell += line[i];
+      }
+    }
+    if (line.find("---") == std::string::npos) rows.push_back(cells);
+  }
+  return rows;
+}
+
+size_t column(const std::vector<std::string>& header, const std::string& name) {
+  auto it = std::find(header.begin(), header.end(), name);
+  return it == header.end() ? header.size() : static_cast<size_t>(it - header.begin());
+}
+
+std::pair<int, int> png_size(const std::string& path) {
+  cairo_surface_t* s = cairo_image_surface_create_from_png(path.c_str());
+  std::pair<int, int> size{0, 0};
+  if (cairo_surface_status(s) == CAIRO_STATUS_SUCCESS) {
+    size = {cairo_image_surface_get_width(s), cairo_image_surface_get_height(s)};
+  }
+  cairo_surface_destroy(s);
+  return size;
+}
+
+class Compare : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    runner_ = testutil::env_or("ATTNLAB_RUNNER", "");
+    source_ = testutil::env_or("ATTNLAB_SOURCE_DIR", "");
+    if (runner_.empty() || source_.empty()) return;
+    tmp_ = testutil::temp_dir("attnlab-compare");
+    first_ = tmp_ + "/first.h5";
+    last_ = tmp_ + "/last.h5";
+    setup_ = testutil::run_process(runner_, {"experiments/tests/tiny_corners.yaml", "--results", first_, "-q"}, source_, tmp_);
+    if (setup_.exit_code == 0) {
+      setup_ = testutil::run_process(
+          runner_, {"experiments/tests/tiny_corners.yaml", "model.norm=last", "--results", last_, "-q"}, source_, tmp_);
+    }
+  }
+  void SetUp() override {
+    if (runner_.empty()) GTEST_SKIP() << "run through ctest (ATTNLAB_RUNNER unset)";
+    ASSERT_EQ(setup_.exit_code, 0) << setup_.out << setup_.err;
+  }
+  testutil::ProcessResult compare(std::vector<std::string> args) {
+    args.insert(args.begin(), "compare");
+    return testutil::run_process(runner_, args, source_, tmp_);
+  }
+  static inline std::string runner_, source_, tmp_, first_, last_;
+  static inline testutil::ProcessResult setup_;
+};
+
+TEST_F(Compare, TableNamesExactlyTheDifferingKey) {
+  auto r = compare({first_, last_});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("differing config keys: model.norm\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("model.norm=first"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("model.norm=last"), std::string::npos) << r.out;
+  for (const char* want : {"train/loss", "val/loss", "val/batch_loss_train_mode", "test/loss", "best (min)",
+                           "completed", "encoder_self", "decoder_cross", "1728"}) {
+    EXPECT_NE(r.out.find(want), std::string::npos) << want << "\n" << r.out;
+  }
+}
+
+TEST_F(Compare, CsvParsesAndCarriesTheNumbers) {
+  auto r = compare({first_, last_, "--format", "csv"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto rows = parse_csv(r.out);
+  ASSERT_EQ(rows.size(), 3u) << r.out;
+  const auto& h = rows[0];
+  for (const auto& row : rows) EXPECT_EQ(row.size(), h.size());
+  const auto differs = column(h, "differs");
+  ASSERT_LT(differs, h.size());
+  EXPECT_EQ(rows[1][differs], "model.norm=first");
+  EXPECT_EQ(rows[2][differs], "model.norm=last");
+  EXPECT_EQ(rows[1][column(h, "status")], "completed");
+  EXPECT_EQ(rows[1][column(h, "num_parameters")], "1728");
+  EXPECT_EQ(rows[2][column(h, "num_parameters")], "1704");
+  // Final and best train loss match the file.
+  results::ResultsReader in(first_);
+  auto loss = in.metric("train", "loss");
+  const auto fin = column(h, "train/loss final"), best = column(h, "train/loss best");
+  ASSERT_LT(best, h.size());
+  EXPECT_NEAR(std::stod(rows[1][fin]), loss.back(), 1e-7);
+  EXPECT_NEAR(std::stod(rows[1][best]), *std::min_element(loss.begin(), loss.end()), 1e-7);
+  EXPECT_EQ(rows[1][column(h, "train/loss final_epoch")], "3");
+  EXPECT_LT(column(h, "attention encoder_self layer 1 head 1 entropy"), h.size());
+}
+
+TEST_F(Compare, MarkdownParses) {
+  auto r = compare({first_, last_, "--format", "markdown"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto runs = markdown_table(r.out, "### Runs");
+  ASSERT_EQ(runs.size(), 3u) << r.out;
+  const auto differs = column(runs[0], "differs");
+  ASSERT_LT(differs, runs[0].size());
+  for (const auto& row : runs) EXPECT_EQ(row.size(), runs[0].size());
+  EXPECT_EQ(runs[1][differs], "model.norm=first");
+  EXPECT_EQ(runs[2][differs], "model.norm=last");
+  auto metrics = markdown_table(r.out, "### Metrics");
+  ASSERT_GE(metrics.size(), 3u);
+  EXPECT_EQ(metrics[0], (std::vector<std::string>{"metric", "value", "A", "B"}));
+}
+
+TEST_F(Compare, MetricSelection) {
+  auto r = compare({first_, last_, "--format", "csv", "--metric", "val/loss"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto h = parse_csv(r.out).at(0);
+  EXPECT_LT(column(h, "val/loss final"), h.size());
+  EXPECT_EQ(column(h, "train/loss final"), h.size());
+  auto bad = compare({first_, last_, "--metric", "val/los"});
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(bad.err.find("--metric 'val/los' matches none"), std::string::npos) << bad.err;
+  EXPECT_NE(bad.err.find("val/loss"), std::string::npos) << bad.err;
+}
+
+TEST_F(Compare, NonResultsFilesAreRefusedClearly) {
+  const auto text = tmp_ + "/notes.h5";
+  std::ofstream(text) << "not hdf5\n";
+  auto r = compare({first_, text});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("results error: not an attnlab results file: " + text + " (not an HDF5 file)"),
+            std::string::npos)
+      << r.err;
+  auto missing = compare({first_, tmp_ + "/missing.h5"});
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_NE(missing.err.find("(no such file)"), std::string::npos) << missing.err;
+  EXPECT_EQ(r.err.find("terminate called"), std::string::npos);
+}
+
+TEST_F(Compare, RunningAndFailedRunsAreShown) {
+  results::ResultsReader in(first_);
+  const auto running = tmp_ + "/running.h5", failed = tmp_ + "/failed.h5";
+  {
+    results::Results w(running, "tiny_corners");
+    w.write_config(in.config());
+    for (double v : {0.5, 0.4}) w.append_metric("train", "loss", v);
+    for (double s : {1.5, 2.0}) w.append_metric("epoch", "seconds", s);
+    w.flush();
+    results::Results f(failed, "tiny_corners");
+    f.write_config(in.config());
+    f.append_metric("train", "loss", 0.9);
+    f.set_attr("error", "boom");
+    f.set_status(results::Status::Failed);
+  }
+  auto r = compare({first_, running, failed});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("running"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("failed"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(">=3.5s"), std::string::npos) << r.out;  // unfinished: the epochs so far
+  EXPECT_NE(r.out.find("differing config keys: none"), std::string::npos) << r.out;
+}
+
+TEST_F(Compare, PlotFilesHaveTheRequestedSize) {
+  const auto png = tmp_ + "/compare.png", svg = tmp_ + "/compare.svg", natural = tmp_ + "/natural.png";
+  auto r = compare({first_, last_, "--plot", png, "--width", "900", "--height", "600"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ASSERT_TRUE(fs::exists(png));
+  EXPECT_GT(fs::file_size(png), 5000u);
+  EXPECT_EQ(png_size(png), (std::pair{900, 600}));
+  ASSERT_EQ(compare({first_, last_, "--plot", natural, "--metric", "train/loss,val/loss"}).exit_code, 0);
+  // Two 430 x 300 panels side by side, 10 px margins, a legend line of 17 px per run (+ 8).
+  EXPECT_EQ(png_size(natural), (std::pair{2 * 430 + 20, 300 + 20 + 2 * 17 + 8}));
+  ASSERT_EQ(compare({first_, last_, "--plot", svg}).exit_code, 0);
+  const auto text = testutil::read_file(svg);
+  EXPECT_NE(text.find("<svg"), std::string::npos);
+  EXPECT_GT(text.size(), 5000u);
+  auto bad = compare({first_, last_, "--plot", tmp_ + "/x.jpg"});
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(bad.err.find("expected a .png or .svg"), std::string::npos) << bad.err;
+}
+
+}  // namespace

@@ -1,0 +1,156 @@
+// `runner plot` on a small real corner run and on a kernel-regression layout written here:
+// files are produced, non-empty, PNGs have the expected pixel size, mistakes are clear errors.
+#include <attnlab/results/results.hpp>
+
+#include "testing/runner.hpp"
+#include "testing/testing.hpp"
+
+#include <cairo.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace {
+using namespace attnlab;
+namespace fs = std::filesystem;
+
+std::pair<int, int> png_size(const std::string& path) {
+  cairo_surface_t* s = cairo_image_surface_create_from_png(path.c_str());
+  std::pair<int, int> size{0, 0};
+  if (cairo_surface_status(s) == CAIRO_STATUS_SUCCESS) {
+    size = {cairo_image_surface_get_width(s), cairo_image_surface_get_height(s)};
+  }
+  cairo_surface_destroy(s);
+  return size;
+}
+
+std::vector<std::string> lines(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  for (std::string l; std::getline(in, l);) out.push_back(l);
+  return out;
+}
+
+class Plot : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    runner_ = testutil::env_or("ATTNLAB_RUNNER", "");
+    source_ = testutil::env_or("ATTNLAB_SOURCE_DIR", "");
+    if (runner_.empty() || source_.empty()) return;
+    tmp_ = testutil::temp_dir("attnlab-plot");
+    run_ = tmp_ + "/run.h5";
+    setup_ = testutil::run_process(runner_, {"experiments/tests/tiny_corners.yaml", "--results", run_, "-q"}, source_, tmp_);
+  }
+  void SetUp() override {
+    if (runner_.empty()) GTEST_SKIP() << "run through ctest (ATTNLAB_RUNNER unset)";
+    ASSERT_EQ(setup_.exit_code, 0) << setup_.out << setup_.err;
+  }
+  testutil::ProcessResult plot(std::vector<std::string> args) {
+    args.insert(args.begin(), "plot");
+    return testutil::run_process(runner_, args, source_, tmp_);
+  }
+  static inline std::string runner_, source_, tmp_, run_;
+  static inline testutil::ProcessResult setup_;
+};
+
+TEST_F(Plot, EveryFigureOfACornerRun) {
+  const auto dir = tmp_ + "/all";
+  auto r = plot({run_, "-o", dir});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::vector<std::string> want;
+  for (const char* f : {"losses", "attention_decoder_cross", "attention_decoder_self", "attention_encoder_self",
+                        "predictions"}) {
+    want.push_back(dir + "/" + f + ".png");
+  }
+  auto got = lines(r.out);
+  std::sort(got.begin(), got.end());
+  std::sort(want.begin(), want.end());
+  EXPECT_EQ(got, want);
+  for (const auto& f : want) {
+    ASSERT_TRUE(fs::exists(f)) << f;
+    EXPECT_GT(fs::file_size(f), 3000u) << f;
+    auto [w, h] = png_size(f);
+    EXPECT_GT(w, 150) << f;
+    EXPECT_GT(h, 150) << f;
+  }
+  // 2 x 5 corner panels of 210 plus titles and the legend row.
+  EXPECT_EQ(png_size(dir + "/predictions.png"), (std::pair{5 * 210 + 20, 2 * (210 + 22) + 30 + 20}));
+}
+
+TEST_F(Plot, AttentionHeatmapAtTheRequestedSize) {
+  const auto png = tmp_ + "/enc.png";
+  auto r = plot({run_, "--attention", "encoder_self", "--sample", "1", "-o", png, "--width", "640", "--height", "480"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(png_size(png), (std::pair{640, 480}));
+  EXPECT_GT(fs::file_size(png), 3000u);
+  // The default size is the figure's natural one and does not depend on the sample.
+  const auto a = tmp_ + "/a.png", b = tmp_ + "/b.png";
+  ASSERT_EQ(plot({run_, "--attention", "decoder_cross", "--sample", "0", "-o", a}).exit_code, 0);
+  ASSERT_EQ(plot({run_, "--attention", "decoder_cross", "--sample", "1", "-o", b}).exit_code, 0);
+  EXPECT_EQ(png_size(a).second, png_size(b).second);
+}
+
+TEST_F(Plot, SvgFiles) {
+  const auto svg = tmp_ + "/losses.svg";
+  auto r = plot({run_, "--losses", "-o", svg});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto text = testutil::read_file(svg);
+  EXPECT_NE(text.find("<svg"), std::string::npos);
+  EXPECT_GT(text.size(), 3000u);
+  auto dir = plot({run_, "--predictions", "--format", "svg", "-o", tmp_ + "/svgs"});
+  ASSERT_EQ(dir.exit_code, 0) << dir.err;
+  EXPECT_TRUE(fs::exists(tmp_ + "/svgs/predictions.svg"));
+}
+
+TEST_F(Plot, MistakesAreClearErrors) {
+  auto module = plot({run_, "--attention", "encoder_slef"});
+  EXPECT_EQ(module.exit_code, 1);
+  EXPECT_NE(module.err.find("--attention 'encoder_slef' was not recorded"), std::string::npos) << module.err;
+  EXPECT_NE(module.err.find("encoder_self"), std::string::npos) << module.err;
+  auto sample = plot({run_, "--attention", "encoder_self", "--sample", "9"});
+  EXPECT_EQ(sample.exit_code, 1);
+  EXPECT_NE(sample.err.find("--sample '9' is not a recorded sample"), std::string::npos) << sample.err;
+  auto many = plot({run_, "-o", tmp_ + "/one.png"});
+  EXPECT_EQ(many.exit_code, 1);
+  EXPECT_NE(many.err.find("figures were chosen but -o names one file"), std::string::npos) << many.err;
+  const auto text = tmp_ + "/notes.h5";
+  std::ofstream(text) << "hello\n";
+  auto bad = plot({text});
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(bad.err.find("not an attnlab results file: " + text + " (not an HDF5 file)"), std::string::npos)
+      << bad.err;
+}
+
+TEST_F(Plot, KernelRegressionLayout) {
+  // The layout the nadaraya_watson trainer writes (docs/RESULTS.md): test inputs, prediction,
+  // noise-free truth, training points, and the attention matrix [1, 1, n_test, n_train].
+  const auto path = tmp_ + "/kernel.h5";
+  {
+    results::Results w(path, "nadaraya_watson");
+    auto x = torch::arange(0, 5, 0.1);                                   // [50]
+    auto truth = 2 * torch::sin(x) + torch::pow(x, 0.8);                 // [50]
+    auto x_train = std::get<0>(torch::sort(torch::rand({50}) * 5));      // [50]
+    auto y_train = 2 * torch::sin(x_train) + torch::pow(x_train, 0.8) + torch::randn({50}) * 0.5;
+    auto weights = torch::softmax(-(x.unsqueeze(1) - x_train.unsqueeze(0)).pow(2) / 2, 1);  // [50, 50]
+    w.write_tensor("predictions/x", x);
+    w.write_tensor("predictions/test", torch::matmul(weights, y_train));
+    w.write_tensor("predictions/truth", truth);
+    w.write_tensor("data/x_train", x_train);
+    w.write_tensor("data/y_train", y_train);
+    w.write_attention("test", "attention_pooling", weights.view({1, 1, 50, 50}), {}, {});
+    w.append_metric("train", "loss", 1.0);
+    w.append_metric("train", "loss", 0.5);
+    w.set_status(results::Status::Completed);
+  }
+  auto r = plot({path, "-o", tmp_ + "/kernel"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const char* f : {"kernel_regression", "attention_attention_pooling", "losses"}) {
+    const auto png = tmp_ + "/kernel/" + f + ".png";
+    ASSERT_TRUE(fs::exists(png)) << png << "\n" << r.out;
+    EXPECT_GT(png_size(png).first, 300) << png;
+  }
+  EXPECT_EQ(png_size(tmp_ + "/kernel/kernel_regression.png"), (std::pair{450, 320}));
+}
+
+}  // namespace

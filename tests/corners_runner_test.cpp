@@ -1,0 +1,84 @@
+// End to end: the corner-sequence experiments through the real runner (regression trainer,
+// both model plugins), read back from their results files.
+#include <attnlab/results/reader.hpp>
+
+#include "testing/runner.hpp"
+#include "testing/testing.hpp"
+
+#include <filesystem>
+
+namespace {
+using namespace attnlab;
+namespace fs = std::filesystem;
+using Sizes = std::vector<int64_t>;
+
+class CornersRunner : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    runner_ = testutil::env_or("ATTNLAB_RUNNER", "");
+    source_ = testutil::env_or("ATTNLAB_SOURCE_DIR", "");
+    if (runner_.empty() || source_.empty()) GTEST_SKIP() << "run through ctest (ATTNLAB_RUNNER unset)";
+    tmp_ = testutil::temp_dir("attnlab-corners");
+  }
+  testutil::ProcessResult run(std::vector<std::string> args) {
+    args.push_back("-q");
+    return testutil::run_process(runner_, args, source_, tmp_);
+  }
+  std::string runner_, source_, tmp_;
+};
+
+TEST_F(CornersRunner, NormFirstRunRecordsLossesPredictionsAndAttention) {
+  const auto path = tmp_ + "/first.h5";
+  auto r = run({"experiments/tests/tiny_corners.yaml", "--results", path});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  results::ResultsReader in(path);
+  EXPECT_EQ(in.attr_string("status"), "completed");
+  EXPECT_EQ(in.attr_int("num_parameters"), 1728);
+  auto train = in.metric("train", "loss");
+  ASSERT_EQ(train.size(), 3u);
+  EXPECT_LT(train.back(), train.front());
+  for (const char* m : {"loss", "batch_loss_train_mode", "batch_loss_eval_mode"}) {
+    EXPECT_EQ(in.metric("val", m).size(), 3u) << m;
+  }
+  EXPECT_EQ(in.metric("test", "loss").size(), 1u);
+  EXPECT_EQ(in.tensor("predictions/test/source").sizes(), (Sizes{32, 2, 2}));
+  EXPECT_EQ(in.tensor("predictions/test/target").sizes(), (Sizes{32, 2, 2}));
+  EXPECT_EQ(in.tensor("predictions/test/prediction").sizes(), (Sizes{32, 2, 2}));
+  auto dirs = in.tensor("predictions/test/directions");
+  EXPECT_EQ(dirs.sizes(), (Sizes{32}));
+  EXPECT_TRUE(((dirs == 0) | (dirs == 1)).all().item<bool>());
+  EXPECT_EQ(in.attr_strings("directions_values"), (std::vector<std::string>{"counter-clockwise", "clockwise"}));
+  // Attention of 2 test sequences, 3 modules, [2 layers, 3 heads, 2, 2], points as labels.
+  auto samples = in.attention_samples();
+  ASSERT_EQ(samples.size(), 2u);
+  EXPECT_EQ(samples[0].rfind("test 0 (", 0), 0u) << samples[0];
+  EXPECT_EQ(in.attention_modules(samples[0]), (std::vector<std::string>{"decoder_cross", "decoder_self", "encoder_self"}));
+  auto enc = in.attention(samples[0], "encoder_self");
+  EXPECT_EQ(enc.weights.sizes(), (Sizes{2, 3, 2, 2}));
+  ASSERT_EQ(enc.key_tokens.size(), 2u);
+  EXPECT_EQ(enc.key_tokens[0].front(), '(');
+  auto cross = in.attention(samples[0], "decoder_cross");
+  EXPECT_EQ(cross.key_tokens, enc.key_tokens);                         // keys: the source points
+  EXPECT_EQ(cross.query_tokens.at(0), enc.key_tokens.at(1));           // first decoder input: last source point
+  EXPECT_ALLCLOSE(cross.weights.sum(-1), torch::ones({2, 3, 2}), 1e-5, 1e-5);
+}
+
+TEST_F(CornersRunner, TorchTransformerRuns) {
+  const auto path = tmp_ + "/torch.h5";
+  auto r = run({"experiments/corners_torch_transformer.yaml", "--results", path, "trainer.max_epochs=3",
+                "dataset.n=64", "dataset.test_n=32", "trainer.attention_samples=1"});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  results::ResultsReader in(path);
+  EXPECT_EQ(in.attr_int("num_parameters"), 1164);
+  EXPECT_EQ(in.metric("train", "loss").size(), 3u);
+  auto enc = in.attention(in.attention_samples().at(0), "encoder_self");
+  EXPECT_EQ(enc.weights.sizes(), (Sizes{1, 3, 2, 2}));
+}
+
+TEST_F(CornersRunner, BaseFileAloneIsAClearError) {
+  auto r = run({"experiments/corners_base.yaml", "--results", tmp_ + "/never.h5"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("config error"), std::string::npos) << r.err;
+}
+
+}  // namespace

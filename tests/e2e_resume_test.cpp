@@ -1,0 +1,212 @@
+// End to end with the real runner on data-free configs: checkpoints and bit-exact resume after
+// kill -9, `runner eval` (greedy and beam, sacreBLEU-exact scores stored under /eval), and
+// `runner summary` on the TF-lab transformer.
+#include <attnlab/metrics/sacrebleu.hpp>
+#include <attnlab/results/reader.hpp>
+#include <attnlab/train/checkpoint.hpp>
+
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <functional>
+#include <thread>
+
+#include "testing/runner.hpp"
+#include "testing/testing.hpp"
+
+namespace {
+using namespace attnlab;
+namespace fs = std::filesystem;
+
+class ResumeTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    runner_ = testutil::env_or("ATTNLAB_RUNNER", "");
+    source_ = testutil::env_or("ATTNLAB_SOURCE_DIR", "");
+    if (runner_.empty() || source_.empty()) GTEST_SKIP() << "run through ctest (ATTNLAB_RUNNER unset)";
+    tmp_ = testutil::temp_dir("attnlab-resume");
+  }
+
+  testutil::ProcessResult run(const std::vector<std::string>& args) {
+    return testutil::run_process(runner_, args, source_, tmp_);
+  }
+
+  /// Starts the runner, calls `watch(pid)` while it runs, then reaps it.
+  testutil::ProcessResult run_watched(const std::vector<std::string>& args, const std::function<void(pid_t)>& watch) {
+    const auto out = tmp_ + "/stdout", err = tmp_ + "/stderr";
+    pid_t pid = fork();
+    if (pid == 0) {
+      if (chdir(source_.c_str()) != 0) _exit(127);
+      if (!freopen(out.c_str(), "w", stdout) || !freopen(err.c_str(), "w", stderr)) _exit(127);
+      std::vector<char*> argv{const_cast<char*>(runner_.c_str())};
+      for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+      argv.push_back(nullptr);
+      execv(runner_.c_str(), argv.data());
+      _exit(127);
+    }
+    watch(pid);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    testutil::ProcessResult r;
+    r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    r.out = testutil::read_file(out);
+    r.err = testutil::read_file(err);
+    return r;
+  }
+
+  std::vector<std::string> tiny(const std::string& results, std::vector<std::string> extra = {}) {
+    std::vector<std::string> a{"experiments/tests/tiny_synthetic.yaml", "--results", results};
+    a.insert(a.end(), extra.begin(), extra.end());
+    return a;
+  }
+
+  static void expect_same_run(const std::string& a, const std::string& b) {
+    results::ResultsReader ra(a), rb(b);
+    EXPECT_EQ(rb.attr_string("status"), "completed");
+    // Exact equality: the resumed run must compute the same numbers, not nearly the same.
+    const std::vector<std::pair<std::string, std::string>> series = {
+        {"train", "loss"}, {"val", "loss"}, {"step", "lr"}, {"epoch", "index"}};
+    for (const auto& [group, name] : series) {
+      auto sa = ra.metric(group, name), sb = rb.metric(group, name);
+      EXPECT_EQ(sa, sb) << group << "/" << name;
+    }
+    EXPECT_EQ(ra.metric("train", "loss").size(), 4u);
+    EXPECT_EQ(rb.metric("train", "seconds").size(), 4u);
+    auto ta = train::checkpoint_tensors(train::checkpoint_dir(a) + "/last.pt");
+    auto tb = train::checkpoint_tensors(train::checkpoint_dir(b) + "/last.pt");
+    ASSERT_EQ(ta.size(), tb.size());
+    ASSERT_GT(ta.size(), 10u);
+    for (const auto& [key, t] : ta) {
+      ASSERT_TRUE(tb.count(key)) << key;
+      EXPECT_TRUE(torch::equal(t, tb.at(key))) << key << " differs";
+    }
+    auto sa = train::read_training_state(train::checkpoint_dir(a) + "/last.pt");
+    auto sb = train::read_training_state(train::checkpoint_dir(b) + "/last.pt");
+    EXPECT_EQ(sa.epoch, 4);
+    EXPECT_EQ(sb.step, sa.step);
+    EXPECT_EQ(sb.best_metric, sa.best_metric);
+    EXPECT_EQ(sb.best_epoch, sa.best_epoch);
+    EXPECT_EQ(sb.metric_rows, sa.metric_rows);
+  }
+
+  std::string runner_, source_, tmp_;
+};
+
+TEST_F(ResumeTest, KillNineDuringEpochThreeThenResumeIsBitIdentical) {
+  const auto whole = tmp_ + "/whole.h5", cut = tmp_ + "/cut.h5";
+  const std::string longer = "dataset.num_train=4096";  // 128 steps an epoch: time to land in epoch 3
+  auto r = run(tiny(whole, {longer}));
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_TRUE(fs::exists(train::checkpoint_dir(whole) + "/best.pt"));
+
+  const auto last = train::checkpoint_dir(cut) + "/last.pt";
+  int64_t killed_after = -1;
+  auto killed = run_watched(tiny(cut, {longer}), [&](pid_t pid) {
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(5);
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (fs::exists(last)) {
+        try {
+          if (train::read_training_state(last).epoch >= 2) break;
+        } catch (const std::exception&) {  // between write and rename: try again
+        }
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    kill(pid, SIGKILL);
+  });
+  ASSERT_EQ(killed.exit_code, 128 + SIGKILL) << killed.out << killed.err;
+  killed_after = train::read_training_state(last).epoch;
+  EXPECT_EQ(killed_after, 2) << "the kill should land in epoch 3";
+  {
+    results::ResultsReader rd(cut);
+    EXPECT_EQ(rd.attr_string("status"), "running");  // died without saying so
+  }
+
+  auto resumed = run(tiny(cut, {longer, "--resume", cut}));
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.out << resumed.err;
+  EXPECT_NE(resumed.out.find("epoch " + std::to_string(killed_after + 1) + "/4"), std::string::npos) << resumed.out;
+  EXPECT_EQ(resumed.out.find("epoch 1/4"), std::string::npos) << resumed.out;
+  expect_same_run(whole, cut);
+  results::ResultsReader rd(cut);
+  EXPECT_FALSE(rd.attr_string("resume_command_line").empty());
+  EXPECT_FALSE(rd.has_attr("error"));
+}
+
+TEST_F(ResumeTest, ExtendingACompletedRunEqualsTrainingLongerAtOnce) {
+  const auto whole = tmp_ + "/whole.h5", two = tmp_ + "/two.h5";
+  ASSERT_EQ(run(tiny(whole)).exit_code, 0);
+  auto r = run(tiny(two, {"trainer.max_epochs=2"}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto resumed = run(tiny(two, {"--resume", two}));
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.out << resumed.err;
+  EXPECT_NE((resumed.out + resumed.err).find("differs from the stored one"), std::string::npos) << resumed.out;
+  expect_same_run(whole, two);
+}
+
+TEST_F(ResumeTest, ResumeRefusesWhatItCannotContinue) {
+  const auto path = tmp_ + "/nockpt.h5";
+  ASSERT_EQ(run(tiny(path, {"trainer.max_epochs=1", "trainer.checkpoints=false"})).exit_code, 0);
+  auto r = run(tiny(path, {"--resume", path}));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("no checkpoint"), std::string::npos) << r.err;
+  auto other = run({"experiments/tests/tiny_synthetic.yaml", "experiment=renamed", "--resume", path});
+  EXPECT_EQ(other.exit_code, 1);
+  EXPECT_NE(other.err.find("holds experiment 'tiny_synthetic'"), std::string::npos) << other.err;
+  auto missing = run(tiny(tmp_ + "/absent.h5", {"--resume", tmp_ + "/absent.h5"}));
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_NE(missing.err.find("no such file"), std::string::npos) << missing.err;
+}
+
+TEST_F(ResumeTest, EvalTranslatesASplitAndStoresSacreBleu) {
+  const auto path = tmp_ + "/eval.h5";
+  auto trained = run(tiny(path, {"trainer.max_epochs=3", "evaluate.split=val", "evaluate.beam_size=2"}));
+  ASSERT_EQ(trained.exit_code, 0) << trained.out << trained.err;
+  EXPECT_NE(trained.out.find("val (best checkpoint, beam 2): BLEU = "), std::string::npos) << trained.out;
+  auto greedy = run({"eval", path, "--split", "test"});
+  ASSERT_EQ(greedy.exit_code, 0) << greedy.out << greedy.err;
+  EXPECT_NE(greedy.out.find("BLEU = "), std::string::npos) << greedy.out;
+  auto beam = run({"eval", path, "--split", "test", "--beam", "3", "-q"});
+  ASSERT_EQ(beam.exit_code, 0) << beam.out << beam.err;
+
+  results::ResultsReader rd(path);
+  EXPECT_EQ(rd.attr_string("status"), "completed");
+  for (const std::string group : {"eval/test", "eval/test_beam3"}) {
+    auto hyps = rd.strings(group + "/hypotheses");
+    auto refs = rd.strings(group + "/references");
+    ASSERT_EQ(hyps.size(), 48u) << group;
+    ASSERT_EQ(refs.size(), 48u);
+    auto expected = metrics::corpus_bleu(hyps, refs);
+    EXPECT_DOUBLE_EQ(rd.attr_double_at(group, "bleu"), expected.score) << group;
+    EXPECT_EQ(rd.attr_string_at(group, "bleu_signature"), expected.signature);
+    EXPECT_GE(rd.attr_double_at(group, "seconds"), 0.0);
+    EXPECT_EQ(rd.attr_string_at(group, "checkpoint"), "best");
+  }
+  EXPECT_EQ(rd.attr_string_at("eval/test", "decoding"), "greedy");
+  EXPECT_EQ(rd.strings("eval/val_beam2/hypotheses").size(), 64u);
+  EXPECT_EQ(rd.attr_double_at("eval/test_beam3", "beam_size"), 3.0);
+  EXPECT_GT(rd.attr_double_at("eval/test", "bleu"), 1.0) << "three epochs of a copy task learn something";
+
+  auto bad = run({"eval", path, "--split", "dev"});
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(bad.err.find("train, val or test"), std::string::npos) << bad.err;
+}
+
+TEST_F(ResumeTest, SummaryPrintsTheTfLabTransformer) {
+  auto r = run({"summary", "experiments/transformer_tf_lab.yaml"});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  // 6 encoder blocks of 3,152,384 + embedding 14,848; 6 decoder blocks of 4,204,032 + the tied
+  // embedding 14,848 (see the experiment file).
+  EXPECT_NE(r.out.find("Total params: 44,168,192"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("Output: [3, 11, 29] (probabilities)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("0 (TransformerEncoderBlock)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("3,152,384"), std::string::npos) << r.out;  // one encoder block
+  auto deep = run({"summary", "experiments/transformer_tf_lab.yaml", "--depth", "5"});
+  EXPECT_NE(deep.out.find("W_q (PerHeadLinear)"), std::string::npos) << deep.out;
+  EXPECT_NE(deep.out.find("conv1 (Conv1d)"), std::string::npos) << deep.out;
+}
+
+}  // namespace
