@@ -1,0 +1,385 @@
+"""bench/run's driver: attnlab's runner and the Python peers side by side, A/B alternating.
+
+For each workload and repetition it runs both sides as child processes with the same experiment
+file and the same overrides (epochs, seed = experiment seed + repetition, threads, validation and
+evaluation off), reads attnlab's per-epoch seconds and losses from its results file and the
+peer's from its JSON lines, and measures each child's peak RSS and CPU time with wait4(2).
+Then: a matmul micro-benchmark, achieved FLOP/s of the transformer steps, the cost of evaluation
+and attention recording, `runner plugins` wall time. Writes bench/results/<date>-<host>.{md,csv}."""
+import argparse
+import csv
+import datetime
+import json
+import os
+import platform
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import h5py
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import config  # noqa: E402
+import flops  # noqa: E402
+import fra_eng  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(HERE))
+PEER = os.path.join(HERE, "peer.py")
+
+
+class Workload:
+    def __init__(self, name, experiment, peer, epochs, overrides=()):
+        self.name, self.experiment, self.peer, self.epochs = name, experiment, peer, epochs
+        self.overrides = list(overrides)  # extra key=value for both sides
+
+
+# Validation and evaluation are switched off for the timed runs (only train steps are timed).
+WORKLOADS = [
+    Workload("seed000 transformer (H 256)", "experiments/transformer_fra_eng.yaml", "transformer_d2l103", 6,
+             ["trainer.validate=false"]),
+    Workload("d2l 0.17 transformer (H 32)", "experiments/transformer_fra_eng_d2l017.yaml", "transformer_d2l017", 20),
+    Workload("d2l 0.17 Bahdanau GRU (H 32)", "experiments/bahdanau_fra_eng.yaml", "bahdanau_d2l017", 20),
+    Workload("corners norm-first (d 6)", "experiments/corners_norm_first.yaml", "corners", 20,
+             ["trainer.validate=false", "trainer.attention_samples=0"]),
+]
+
+
+def run_child(cmd, log):
+    """Runs cmd (stdout+stderr to log); returns (exit code, wall s, peak RSS KiB, CPU s)."""
+    with open(log, "w") as out:
+        t0 = time.perf_counter()
+        p = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT)
+        _, status, ru = os.wait4(p.pid, 0)
+        wall = time.perf_counter() - t0
+        p.returncode = os.waitstatus_to_exitcode(status)
+    return p.returncode, wall, ru.ru_maxrss, ru.ru_utime + ru.ru_stime
+
+
+def tail(path, n=3):
+    with open(path, errors="replace") as f:
+        return " | ".join(line.strip() for line in f.readlines()[-n:])
+
+
+class Bench:
+    def __init__(self, args):
+        self.a = args
+        self.tmp = tempfile.mkdtemp(prefix="attnlab-bench-")
+        self.lines = []  # markdown output
+
+    def say(self, text=""):
+        print(text, flush=True)
+        self.lines.append(text)
+
+    # ------------------------------------------------------------------------------ one run each
+    def run_attnlab(self, w, overrides, tag):
+        h5 = os.path.join(self.tmp, f"{tag}.h5")
+        cmd = [self.a.runner, w.experiment, *overrides, f"threads={self.a.threads}", "-q", "--results", h5]
+        rc, wall, rss, cpu = run_child(cmd, h5 + ".log")
+        if rc != 0:
+            raise RuntimeError(f"runner exit {rc}: {tail(h5 + '.log')}")
+        with h5py.File(h5, "r") as f:
+            train = f["metrics/train"]
+            seconds = [float(x) for x in train["seconds"][()]]
+            loss = [float(x) for x in train["loss"][()]]
+            tps = [float(x) for x in train["tokens_per_s"][()]] if "tokens_per_s" in train else None
+        tokens = [t * s for t, s in zip(tps, seconds)] if tps else None
+        return {"seconds": seconds, "loss": loss, "tokens": tokens, "wall": wall, "rss": rss, "cpu": cpu}
+
+    def run_peer(self, w, overrides, tag):
+        log = os.path.join(self.tmp, f"{tag}.jsonl")
+        cmd = [self.a.python, PEER, "run", w.peer, w.experiment, *overrides, "--threads", str(self.a.threads)]
+        rc, wall, rss, cpu = run_child(cmd, log)
+        if rc != 0:
+            raise RuntimeError(f"python peer exit {rc}: {tail(log)}")
+        epochs = []
+        with open(log) as f:
+            for line in f:
+                if line.startswith("{") and '"epoch"' in line:
+                    epochs.append(json.loads(line))
+        return {"seconds": [e["train_seconds"] for e in epochs], "loss": [e["train_loss"] for e in epochs],
+                "tokens": [e["tokens"] for e in epochs], "wall": wall, "rss": rss, "cpu": cpu}
+
+    # ------------------------------------------------------------------------------- workloads
+    def workload(self, w):
+        row = {"workload": w.name, "experiment": w.experiment}
+        if not os.path.isfile(os.path.join(ROOT, w.experiment)):
+            row["status"] = "not yet (no experiment file)"
+            return row
+        cfg = config.load_experiment(os.path.join(ROOT, w.experiment))
+        epochs = max(2, round(w.epochs * self.a.epoch_scale))
+        runs = {"attnlab": [], "python": []}
+        for rep in range(self.a.reps):
+            ov = [f"trainer.max_epochs={epochs}", f"seed={cfg.get('seed', 0) + rep}", "evaluate={}", *w.overrides]
+            order = ["attnlab", "python"] if rep % 2 == 0 else ["python", "attnlab"]
+            for side in order:
+                tag = f"{w.peer}-{side}-{rep}"
+                run = self.run_attnlab if side == "attnlab" else self.run_peer
+                try:
+                    r = run(w, ov, tag)
+                    # CPU time per steady epoch, robust to load: (CPU of this run - CPU of a
+                    # 1-epoch run) / (epochs - 1); startup and the warm-up epoch cancel.
+                    short = run(w, [*ov, "trainer.max_epochs=1"], tag + "-short")
+                except RuntimeError as e:
+                    row["status"] = f"failed: {side}: {e}"
+                    return row
+                r["cpu_per_epoch"] = (r["cpu"] - short["cpu"]) / (epochs - 1)
+                runs[side].append(r)
+                print(f"  {w.name} rep {rep} {side}: epochs {[round(s, 3) for s in r['seconds']]} s, "
+                      f"final loss {r['loss'][-1]:.4f}, wall {r['wall']:.1f} s", flush=True)
+        for side, rs in runs.items():
+            steady = [s for r in rs for s in r["seconds"][1:]]  # skip each run's warm-up epoch
+            tokens = rs[0]["tokens"][1] if rs[0]["tokens"] else runs["python"][0]["tokens"][1]
+            finals = [r["loss"][-1] for r in rs]
+            row[f"{side}_epoch_s"] = statistics.median(steady)
+            row[f"{side}_epoch_s_min"] = min(steady)
+            row[f"{side}_tokens_per_s"] = tokens / row[f"{side}_epoch_s"]
+            row[f"{side}_final_loss"] = statistics.median(finals)
+            row[f"{side}_final_loss_sd"] = statistics.stdev(finals) if len(finals) > 1 else 0.0
+            row[f"{side}_peak_rss_mib"] = max(r["rss"] for r in rs) / 1024
+            row[f"{side}_cpu_s"] = statistics.median(r["cpu"] for r in rs)
+            row[f"{side}_cpu_epoch_s"] = statistics.median(r["cpu_per_epoch"] for r in rs)
+        row["ratio"] = row["python_epoch_s"] / row["attnlab_epoch_s"]
+        row["cpu_ratio"] = row["python_cpu_epoch_s"] / row["attnlab_cpu_epoch_s"]
+        la, lp = row["attnlab_final_loss"], row["python_final_loss"]
+        tol = max(0.05 * abs(la + lp) / 2, 3 * max(row["attnlab_final_loss_sd"], row["python_final_loss_sd"]))
+        row["loss_check"] = "ok" if abs(la - lp) <= tol else f"CHECK (|diff| {abs(la - lp):.3f} > {tol:.3f})"
+        row["epochs"], row["reps"], row["status"] = epochs, self.a.reps, "ok"
+        fl = self.flops_of(cfg)
+        if fl:
+            row["train_flops_per_epoch"], row["train_flops_per_step"] = fl
+            for side in ("attnlab", "python"):
+                row[f"{side}_gflops"] = fl[0] / row[f"{side}_epoch_s"] / 1e9
+        return row
+
+    @staticmethod
+    def flops_of(cfg):
+        if cfg.get("dataset", {}).get("plugin") != "fra_eng":
+            return None
+        data = fra_eng.FraEng(cfg["dataset"], os.path.join(ROOT, cfg.get("data_dir", "datasets")))
+        return flops.for_experiment(cfg, data)
+
+    # ---------------------------------------------------------------------------------- extras
+    def matmul(self):
+        out = subprocess.run([self.a.python, PEER, "matmul", "--threads", str(self.a.threads)],
+                             capture_output=True, text=True, check=True, cwd=ROOT)
+        return json.loads(out.stdout)["matmul"]
+
+    def overhead(self):
+        """Evaluation and attention recording: whole-run wall time of the seed-000 config with
+        evaluate as in the file, with evaluate.attention=[] and with evaluate={}."""
+        w = WORKLOADS[0]
+        variants = [("full evaluate (samples + attention)", []), ("evaluate.attention=[]", ["evaluate.attention=[]"]),
+                    ("evaluate={}", ["evaluate={}"])]
+        walls = {name: [] for name, _ in variants}
+        cpus = {name: [] for name, _ in variants}
+        outside = []
+        epoch_s = []
+        for rep in range(self.a.reps):
+            for i, (name, ov) in (list(enumerate(variants)) if rep % 2 == 0 else list(enumerate(variants))[::-1]):
+                tag = f"overhead-{rep}-{i}"
+                r = self.run_attnlab(w, [f"trainer.max_epochs={self.a.overhead_epochs}", *ov], tag)
+                walls[name].append(r["wall"])
+                cpus[name].append(r["cpu"])
+                if ov == ["evaluate={}"]:
+                    with h5py.File(os.path.join(self.tmp, f"{tag}.h5"), "r") as f:
+                        e = list(f["metrics/epoch/seconds"][()])
+                    outside.append(r["wall"] - sum(e))
+                    epoch_s.extend(e[1:])
+        med = {k: statistics.median(v) for k, v in walls.items()}
+        cpu = {k: statistics.median(v) for k, v in cpus.items()}
+        return med, cpu, statistics.median(outside), statistics.median(epoch_s)
+
+    def plugins_time(self):
+        times = []
+        for _ in range(5):
+            rc, wall, _, _ = run_child([self.a.runner, "plugins"], os.path.join(self.tmp, "plugins.log"))
+            if rc != 0:
+                raise RuntimeError(f"runner plugins exit {rc}: {tail(os.path.join(self.tmp, 'plugins.log'))}")
+            times.append(wall)
+        return statistics.median(times), min(times)
+
+    def profile(self, w):
+        """perf over a whole run of each side (same epochs, 1 epoch warm-up included), grouped by
+        perf_summary.py; plus the torch profiler's top ops for the Python peer (seed000 only)."""
+        cfg = config.load_experiment(os.path.join(ROOT, w.experiment))
+        epochs = max(2, round(w.epochs * self.a.epoch_scale))
+        ov = [f"trainer.max_epochs={epochs}", f"seed={cfg.get('seed', 0)}", "evaluate={}", *w.overrides]
+        out = []
+        for side in ("attnlab", "python"):
+            reports = []
+            for n in (epochs, 1):  # the 1-epoch run is subtracted: startup and warm-up cancel
+                data = os.path.join(self.tmp, f"perf-{w.peer}-{side}-{n}.data")
+                run_ov = [*ov, f"trainer.max_epochs={n}"]
+                if side == "attnlab":
+                    cmd = [self.a.runner, w.experiment, *run_ov, f"threads={self.a.threads}", "-q", "--results",
+                           data + ".h5"]
+                else:
+                    cmd = [self.a.python, PEER, "run", w.peer, w.experiment, *run_ov, "--threads", str(self.a.threads)]
+                rc, _, _, _ = run_child(["perf", "record", "-F", "999", "-o", data, "--", *cmd], data + ".log")
+                if rc != 0:
+                    return [f"perf failed ({tail(data + '.log')})"]
+                with open(data + ".txt", "w") as f:
+                    subprocess.run(["perf", "report", "-n", "-i", data, "--sort", "dso,sym", "--stdio"], stdout=f,
+                                   stderr=subprocess.DEVNULL)
+                reports.append(data + ".txt")
+            summary = subprocess.run([self.a.python, os.path.join(HERE, "perf_summary.py"), *reports, "--title",
+                                      f"{side}, {w.name}, epochs 2..{epochs}, {self.a.threads} threads"],
+                                     capture_output=True, text=True).stdout
+            out += [summary, ""]
+        if w.peer == "transformer_d2l103":
+            table = os.path.join(self.tmp, "torch-profile.txt")
+            subprocess.run([self.a.python, PEER, "profile", w.peer, w.experiment, "--threads", str(self.a.threads),
+                            "--steps", "8", "--out", table], capture_output=True, check=True, cwd=ROOT)
+            with open(table) as f:
+                out += ["```", *[line.rstrip()[:150] for line in f.readlines()[:24]], "```", ""]
+        return out
+
+    # ---------------------------------------------------------------------------------- report
+    def machine(self):
+        model = cores = "?"
+        try:
+            for line in subprocess.run(["lscpu"], capture_output=True, text=True).stdout.splitlines():
+                if line.startswith("Model name:"):
+                    model = line.split(":", 1)[1].strip()
+                if line.startswith("CPU(s):"):
+                    cores = line.split(":", 1)[1].strip()
+        except OSError:
+            pass
+        git = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True,
+                               text=True, cwd=ROOT).stdout.strip()
+        torch_v = subprocess.run([self.a.python, "-c", "import torch; print(torch.__version__)"], capture_output=True,
+                                 text=True).stdout.strip()
+        return {"host": socket.gethostname(), "cpu": model, "cpus": cores, "kernel": platform.release(),
+                "torch": torch_v, "attnlab_commit": git + ("+dirty" if dirty else ""), "python": platform.python_version()}
+
+    def main(self):
+        m = self.machine()
+        load0 = os.getloadavg()
+        started = datetime.datetime.now()
+        rows = []
+        for w in WORKLOADS:
+            if self.a.only and not any(o in w.peer or o in w.experiment for o in self.a.only):
+                continue
+            print(f"== {w.name}", flush=True)
+            rows.append(self.workload(w))
+        mm = self.matmul()
+        overhead = self.overhead() if not self.a.skip_overhead else None
+        plugins = self.plugins_time()
+        profiles = [(w, self.profile(w)) for w in WORKLOADS[:2]] if self.a.profile else []
+        load1 = os.getloadavg()
+
+        self.say(f"# attnlab vs eager PyTorch, {started:%Y-%m-%d %H:%M}")
+        self.say()
+        self.say(f"- machine: {m['host']}, {m['cpu']}, {m['cpus']} CPUs, Linux {m['kernel']}")
+        self.say(f"- versions: torch {m['torch']} (both sides), attnlab {m['attnlab_commit']}, Python {m['python']}")
+        self.say(f"- threads: {self.a.threads} both sides, OMP_WAIT_POLICY {os.environ.get('OMP_WAIT_POLICY', 'unset')} "
+                 f"({self.a.omp_wait_policy}); {self.a.reps} repetitions A/B alternating; median epoch time over all "
+                 f"epochs but each run's first (warm-up)")
+        self.say(f"- load average (1/5/15 min) at start {load0[0]:.2f}/{load0[1]:.2f}/{load0[2]:.2f}, "
+                 f"at end {load1[0]:.2f}/{load1[1]:.2f}/{load1[2]:.2f} (on {os.cpu_count()} CPUs)")
+        self.say(f"- command: bench/run {' '.join(self.a.argv)}")
+        self.say()
+        self.say("| workload | epochs x reps | attnlab epoch s | python epoch s | ratio py/attnlab | attnlab CPU "
+                 "s/epoch | python CPU s/epoch | CPU ratio | attnlab tok/s | python tok/s | final loss attnlab "
+                 "| final loss python | losses | peak RSS attnlab MiB | peak RSS python MiB |")
+        self.say("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+        for r in rows:
+            if r["status"] != "ok":
+                self.say(f"| {r['workload']} | {r['status']} |" + "  |" * 13)
+                continue
+            self.say(f"| {r['workload']} | {r['epochs']} x {r['reps']} | {r['attnlab_epoch_s']:.4f} | "
+                     f"{r['python_epoch_s']:.4f} | **{r['ratio']:.2f}** | {r['attnlab_cpu_epoch_s']:.4f} | "
+                     f"{r['python_cpu_epoch_s']:.4f} | {r['cpu_ratio']:.2f} | {r['attnlab_tokens_per_s']:.0f} | "
+                     f"{r['python_tokens_per_s']:.0f} | {r['attnlab_final_loss']:.4f} | {r['python_final_loss']:.4f} | "
+                     f"{r['loss_check']} | {r['attnlab_peak_rss_mib']:.0f} | {r['python_peak_rss_mib']:.0f} |")
+        self.say()
+        peak = mm[0]["gflops"]
+        self.say(f"## FLOP/s ({self.a.threads} threads, fp32)")
+        self.say()
+        peak_cpu = mm[0]["gflops_per_cpu_s"]
+        self.say("| GEMM (torch.mm / bmm) | GFLOP/s (wall) | GFLOP per CPU-second |")
+        self.say("|---|---|---|")
+        for x in mm:
+            self.say(f"| {x['name']} | {x['gflops']:.1f} | {x['gflops_per_cpu_s']:.1f} |")
+        self.say()
+        for r in rows:
+            if r.get("train_flops_per_epoch"):
+                fl = r["train_flops_per_epoch"]
+                self.say(f"- {r['workload']}: {r['train_flops_per_step'] / 1e9:.3f} GFLOP per full-batch training "
+                         f"step, {fl / 1e9:.2f} GFLOP per epoch (formula in bench/README.md)")
+                for side in ("attnlab", "python"):
+                    per_cpu = fl / r[f"{side}_cpu_epoch_s"] / 1e9
+                    self.say(f"  - {side}: {r[f'{side}_gflops']:.1f} GFLOP/s wall ({100 * r[f'{side}_gflops'] / peak:.0f}% "
+                             f"of the 2048^3 GEMM's wall rate); {per_cpu:.1f} GFLOP per CPU-second "
+                             f"({100 * per_cpu / peak_cpu:.0f}% of the GEMM's)")
+        self.say()
+        if overhead:
+            med, cpu, outside, epoch_s = overhead
+            full, no_att, no_eval = (med[k] for k in med)
+            c_full, c_no_att, c_no_eval = (cpu[k] for k in cpu)
+            est = 30 * epoch_s + outside
+            self.say(f"## Evaluation and recording (seed000, {self.a.overhead_epochs}-epoch runs, whole-run wall, "
+                     f"median of {self.a.reps})")
+            self.say()
+            self.say(f"- wall: full evaluate {full:.2f} s; evaluate.attention=[] {no_att:.2f} s; evaluate={{}} "
+                     f"{no_eval:.2f} s")
+            self.say(f"- CPU (user+sys): full evaluate {c_full:.2f} s; evaluate.attention=[] {c_no_att:.2f} s; "
+                     f"evaluate={{}} {c_no_eval:.2f} s; attention recording {c_full - c_no_att:+.2f} CPU-s, whole "
+                     f"evaluate phase {c_full - c_no_eval:+.2f} CPU-s")
+            self.say(f"- attention recording: {full - no_att:+.2f} s per run = {100 * (full - no_att) / est:+.1f}% of "
+                     f"a 30-epoch run (est. {est:.0f} s: 30 x {epoch_s:.2f} s epochs incl. validation + "
+                     f"{outside:.2f} s outside epochs)")
+            self.say(f"- the whole evaluate phase (4 translations + BLEU + attention): {full - no_eval:+.2f} s = "
+                     f"{100 * (full - no_eval) / est:+.1f}% of that run")
+            self.say(f"- outside the epochs with evaluate={{}} (startup, data, per-epoch metric writes, teardown): "
+                     f"{outside:.2f} s")
+            self.say()
+        self.say(f"`runner plugins`: median {plugins[0]:.3f} s, min {plugins[1]:.3f} s over 5 runs (target <= 0.5 s)")
+        for w, lines in profiles:
+            self.say()
+            self.say(f"## Profile: {w.name} (perf samples of the steady epochs: E-epoch run minus 1-epoch run)")
+            self.say()
+            for line in lines:
+                self.say(line)
+        self.write(rows, m, started)
+
+    def write(self, rows, m, started):
+        os.makedirs(self.a.out_dir, exist_ok=True)
+        stem = os.path.join(self.a.out_dir, f"{started:%Y-%m-%d}-{m['host']}")
+        with open(stem + ".md", "w") as f:
+            f.write("\n".join(self.lines) + "\n")
+        keys = sorted({k for r in rows for k in r})
+        with open(stem + ".csv", "w", newline="") as f:
+            wr = csv.DictWriter(f, fieldnames=["date", "host", "cpu", "torch", "attnlab_commit", "threads", *keys])
+            wr.writeheader()
+            for r in rows:
+                wr.writerow({"date": f"{started:%Y-%m-%d %H:%M}", "host": m["host"], "cpu": m["cpu"],
+                             "torch": m["torch"], "attnlab_commit": m["attnlab_commit"], "threads": self.a.threads, **r})
+        print(f"wrote {stem}.md and {stem}.csv (scratch: {self.tmp})")
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--runner", required=True)
+    p.add_argument("--python", default=sys.executable, help="the venv python that runs the peers")
+    p.add_argument("--threads", type=int, default=os.cpu_count())
+    p.add_argument("--reps", type=int, default=5)
+    p.add_argument("--epoch-scale", type=float, default=1.0, help="multiply every workload's epoch count")
+    p.add_argument("--overhead-epochs", type=int, default=2)
+    p.add_argument("--skip-overhead", action="store_true")
+    p.add_argument("--profile", action="store_true", help="perf both sides of the two transformer workloads")
+    p.add_argument("--omp-wait-policy", default="inherit", help="recorded in the report (bench/run sets it)")
+    p.add_argument("--only", nargs="*", help="substrings of workload peers/experiments to run")
+    p.add_argument("--out-dir", default=os.path.join(ROOT, "bench", "results"))
+    args = p.parse_args()
+    args.argv = sys.argv[1:]
+    Bench(args).main()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,157 @@
+"""The Python side of bench/run: train one workload in eager PyTorch, or time torch.mm, or profile.
+
+  peer.py run <workload> <experiment.yaml> [key=value ...] --epochs N --threads T [--seed S]
+  peer.py matmul --threads T
+  peer.py profile <workload> <experiment.yaml> --threads T --steps N --out FILE
+
+`run` prints one JSON object per epoch ({"epoch", "train_seconds", "train_loss", "tokens", ...})
+and a final {"summary": ...} line with the peak RSS (getrusage, KiB). Workloads are registered in
+WORKLOADS below: add a (data, build, fit) triple to benchmark another model."""
+import argparse
+import json
+import os
+import resource
+import sys
+import time
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import config  # noqa: E402
+import corners  # noqa: E402
+import d2l017  # noqa: E402
+import d2l103  # noqa: E402
+import fra_eng  # noqa: E402
+
+
+def fra_eng_data(cfg):
+    return fra_eng.FraEng(cfg["dataset"], cfg.get("data_dir", "datasets"))
+
+
+def corners_data(cfg):
+    return corners.Corners(cfg["dataset"])
+
+
+# name -> (make the data from the experiment, build the model, the training loop)
+WORKLOADS = {
+    "transformer_d2l103": (fra_eng_data, lambda cfg, data, a: d2l103.build(cfg, data, a.fused), d2l103.fit),
+    "transformer_d2l017": (fra_eng_data, lambda cfg, data, a: d2l017.build_transformer(cfg, data, a.fused),
+                           d2l017.fit),
+    "bahdanau_d2l017": (fra_eng_data, lambda cfg, data, a: d2l017.build_bahdanau(cfg, data), d2l017.fit),
+    "corners": (corners_data, lambda cfg, data, a: corners.build(cfg, data), corners.fit),
+}
+
+
+def peak_rss_kib():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+
+def setup(args):
+    torch.set_num_threads(args.threads)
+    cfg = config.load_experiment(args.experiment, args.overrides)
+    seed = args.seed if args.seed is not None else cfg.get("seed", 0)
+    torch.manual_seed(seed)
+    make_data, build, fit = WORKLOADS[args.workload]
+    data = make_data(cfg)
+    model = build(cfg, data, args)
+    return cfg, seed, data, model, fit
+
+
+def cmd_run(args):
+    start = time.perf_counter()
+    cfg, seed, data, model, fit = setup(args)
+    epochs = args.epochs or cfg["trainer"].get("max_epochs", 1)
+    n_params = sum(p.numel() for p in model.parameters())
+    fit(model, data, cfg, epochs, seed, lambda r: print(json.dumps(r), flush=True))
+    print(json.dumps({"summary": {"peak_rss_kib": peak_rss_kib(), "parameters": n_params,
+                                  "threads": torch.get_num_threads(), "torch": torch.__version__,
+                                  "wall_seconds": time.perf_counter() - start}}), flush=True)
+
+
+def cmd_matmul(args):
+    """GFLOP/s of fp32 torch.mm (and one bmm) at the seed-000 step's GEMM sizes and a large square."""
+    torch.set_num_threads(args.threads)
+    shapes = [("square 2048", 2048, 2048, 2048, 1),
+              ("proj 1152x256x256", 1152, 256, 256, 1),     # B*T tokens x H -> H
+              ("ffn 1152x256x64", 1152, 256, 64, 1),        # H -> ffn_num_hiddens
+              ("ffn 1152x64x256", 1152, 64, 256, 1),
+              ("vocab 1152x256x214", 1152, 256, 214, 1),    # the decoder's dense layer (tgt vocab 214)
+              ("attn bmm 512x(9x64x9)", 9, 64, 9, 512)]     # per head: queries x head dim x keys
+    # The same fp32 GEMMs through oneDNN (torch's bundled mkldnn), layout conversions included:
+    # on AMD CPUs MKL's sgemm takes its generic code path, oneDNN does not.
+    dnnl = [("oneDNN " + name, m, k, n, 1) for name, m, k, n, batch in shapes[:2]]
+    results = []
+    for name, m, k, n, batch in shapes + dnnl:
+        a = torch.randn(batch, m, k) if batch > 1 else torch.randn(m, k)
+        b = torch.randn(batch, k, n) if batch > 1 else torch.randn(k, n)
+        op = torch.bmm if batch > 1 else torch.mm
+        if name.startswith("oneDNN"):
+            w = b.t().contiguous().to_mkldnn()  # [n, k]: mkldnn_linear computes a @ w^T
+            op = lambda a, _: torch._C._nn.mkldnn_linear(a.to_mkldnn(), w).to_dense()  # noqa: E731
+        for _ in range(3):
+            op(a, b)
+        reps, t0, c0 = 0, time.perf_counter(), time.process_time()
+        while time.perf_counter() - t0 < args.seconds:
+            op(a, b)
+            reps += 1
+        dt, cpu = (time.perf_counter() - t0) / reps, (time.process_time() - c0) / reps
+        flop = 2.0 * m * k * n * batch
+        results.append({"name": name, "m": m, "k": k, "n": n, "batch": batch, "seconds": dt, "cpu_seconds": cpu,
+                        "gflops": flop / dt / 1e9, "gflops_per_cpu_s": flop / cpu / 1e9})
+    print(json.dumps({"threads": torch.get_num_threads(), "matmul": results}))
+
+
+def cmd_profile(args):
+    """torch.profiler over the first --steps training steps (after one warm-up step)."""
+    from torch.profiler import ProfilerActivity, profile
+    cfg, seed, data, model, fit = setup(args)
+    batches = data.batches("train", seed + 1)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    loss_fn = torch.nn.functional.cross_entropy
+
+    def step(batch):
+        src, src_len, tgt_in, tgt_out, _ = batch
+        y = model(src, tgt_in, src_len)
+        loss = loss_fn(y.reshape(-1, y.shape[-1]), tgt_out.reshape(-1), ignore_index=data.pad_id)
+        opt.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+
+    model.train()
+    step(batches[0])
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        t0 = time.perf_counter()
+        for i in range(args.steps):
+            step(batches[i % len(batches)])
+        wall = time.perf_counter() - t0
+    table = prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=30)
+    with open(args.out, "w") as f:
+        f.write(f"# {args.workload}: {args.steps} steps, {wall:.3f} s under the profiler, "
+                f"{torch.get_num_threads()} threads\n{table}\n")
+    print(json.dumps({"profile": args.out, "steps": args.steps, "wall_seconds": wall}))
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="cmd", required=True)
+    for name in ("run", "profile"):
+        s = sub.add_parser(name)
+        s.add_argument("workload", choices=sorted(WORKLOADS))
+        s.add_argument("experiment")
+        s.add_argument("overrides", nargs="*", help="key.path=value, as the runner takes them")
+        s.add_argument("--threads", type=int, default=torch.get_num_threads())
+        s.add_argument("--seed", type=int, default=None, help="default: the experiment's seed")
+        s.add_argument("--fused", action="store_true", help="F.scaled_dot_product_attention in dot-product attention")
+        s.add_argument("--epochs", type=int, default=0, help="(run) default: trainer.max_epochs")
+        s.add_argument("--steps", type=int, default=8, help="(profile) steps under the profiler")
+        s.add_argument("--out", default="profile.txt", help="(profile) output table")
+    m = sub.add_parser("matmul")
+    m.add_argument("--threads", type=int, default=torch.get_num_threads())
+    m.add_argument("--seconds", type=float, default=0.5, help="time per shape")
+    args = p.parse_args()
+    {"run": cmd_run, "matmul": cmd_matmul, "profile": cmd_profile}[args.cmd](args)
+
+
+if __name__ == "__main__":
+    main()
