@@ -17,8 +17,15 @@ const char* split_name(Split s) {
 }
 
 namespace {
+/// A non-blocking copy from pageable host memory is synchronous for the host; from pinned memory it
+/// is queued on the stream, so the host goes on launching kernels (torch's caching host allocator
+/// keeps the pinned block alive until the copy has run).
 torch::Tensor move(const torch::Tensor& t, torch::Device device, bool non_blocking) {
-  return t.defined() ? t.to(device, non_blocking) : t;
+  if (!t.defined() || t.device() == device) return t;
+  if (non_blocking && device.is_cuda() && t.device().is_cpu() && !t.is_pinned()) {
+    return t.pin_memory().to(device, /*non_blocking=*/true);
+  }
+  return t.to(device, non_blocking);
 }
 }  // namespace
 
