@@ -71,9 +71,12 @@ TEST_F(BeamSearch, BeamOneIsGreedyExactly) {
     auto model = small_model(seed, seed % 2 ? 2.0 : 0.0);
     auto s = sources(8, seed);
     auto greedy = greedy_decode(model, s.src, s.lens, kBos, kSteps, false);
+    auto stopped = greedy_decode(model, s.src, s.lens, kBos, kSteps, false, /*stop_at_eos=*/kEos);
     auto beam = beam_search(model, s.src, s.lens, kBos, kEos, {.beam_size = 1, .length_penalty = 0.6, .max_steps = kSteps});
+    EXPECT_LE(stopped.ids.size(1), kSteps);
     for (int64_t b = 0; b < 8; ++b) {
       auto want = until_eos(greedy.ids[b], kEos);
+      EXPECT_EQ(until_eos(stopped.ids[b], kEos), want) << "early stop changed row " << b << ", seed " << seed;
       EXPECT_EQ(row_tokens(beam, b), want) << "seed " << seed << " row " << b;
       EXPECT_EQ(beam.lengths[b].item<int64_t>(), static_cast<int64_t>(want.size()));
       if (static_cast<int64_t>(want.size()) < kSteps) ++ended_early;

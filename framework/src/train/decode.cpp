@@ -7,7 +7,7 @@
 namespace attnlab::train {
 
 GreedyOutput greedy_decode(nn::EncoderDecoder& model, const torch::Tensor& src, const torch::Tensor& src_valid_lens,
-                           int64_t bos_id, int64_t num_steps, bool record_attention) {
+                           int64_t bos_id, int64_t num_steps, bool record_attention, int64_t stop_at_eos) {
   EvalScope eval(*model);
   torch::InferenceMode guard;
   model->set_recording(record_attention);
@@ -21,10 +21,16 @@ GreedyOutput greedy_decode(nn::EncoderDecoder& model, const torch::Tensor& src, 
   auto step_in = torch::full({batch, 1}, bos_id, torch::dtype(torch::kLong).device(src.device()));  // [B, 1]
   std::vector<torch::Tensor> outputs;                      // each [B, 1]
   std::vector<torch::Tensor> self_steps, cross_steps;      // each [layers, B, heads, 1, keys]
+  const bool early_stop = stop_at_eos >= 0 && !record_attention;
+  auto ended = torch::zeros({batch, 1}, torch::dtype(torch::kBool).device(src.device()));  // [B, 1]
   for (int64_t t = 0; t < num_steps; ++t) {
     auto logits = model->decoder().forward(step_in, *state);  // [B, 1, V]
     step_in = logits.argmax(2);                               // [B, 1]
     outputs.push_back(step_in);
+    if (early_stop) {
+      ended.logical_or_(step_in == stop_at_eos);
+      if (ended.all().item<bool>()) break;
+    }
     if (record_attention) {
       auto att = model->decoder().attention();
       if (auto it = att.find("decoder_self"); it != att.end()) {
