@@ -5,7 +5,7 @@ file and the same overrides (epochs, seed = experiment seed + repetition, thread
 evaluation off), reads attnlab's per-epoch seconds and losses from its results file and the
 peer's from its JSON lines, and measures each child's peak RSS and CPU time with wait4(2).
 Then: a matmul micro-benchmark, achieved FLOP/s of the transformer steps, the cost of evaluation
-and attention recording, `runner plugins` wall time. Writes bench/results/<date>-<host>.{md,csv}."""
+and attention recording, `runner plugins` wall time. Writes bench/results/<date>-<HHMM>-<host>.{md,csv}."""
 import argparse
 import csv
 import datetime
@@ -350,7 +350,7 @@ class Bench:
 
     def write(self, rows, m, started):
         os.makedirs(self.a.out_dir, exist_ok=True)
-        stem = os.path.join(self.a.out_dir, f"{started:%Y-%m-%d}-{m['host']}")
+        stem = os.path.join(self.a.out_dir, f"{started:%Y-%m-%d-%H%M}-{m['host']}")
         with open(stem + ".md", "w") as f:
             f.write("\n".join(self.lines) + "\n")
         keys = sorted({k for r in rows for k in r})
