@@ -3,6 +3,7 @@
 #include <attnlab/results/reader.hpp>
 #include <attnlab/results/results.hpp>
 
+#include "testing/png.hpp"
 #include "testing/runner.hpp"
 #include "testing/testing.hpp"
 
@@ -84,15 +85,7 @@ size_t column(const std::vector<std::string>& header, const std::string& name) {
   return it == header.end() ? header.size() : static_cast<size_t>(it - header.begin());
 }
 
-std::pair<int, int> png_size(const std::string& path) {
-  cairo_surface_t* s = cairo_image_surface_create_from_png(path.c_str());
-  std::pair<int, int> size{0, 0};
-  if (cairo_surface_status(s) == CAIRO_STATUS_SUCCESS) {
-    size = {cairo_image_surface_get_width(s), cairo_image_surface_get_height(s)};
-  }
-  cairo_surface_destroy(s);
-  return size;
-}
+using testutil::png_size;
 
 class Compare : public ::testing::Test {
  protected:

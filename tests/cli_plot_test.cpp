@@ -2,6 +2,7 @@
 // files are produced, non-empty, PNGs have the expected pixel size, mistakes are clear errors.
 #include <attnlab/results/results.hpp>
 
+#include "testing/png.hpp"
 #include "testing/runner.hpp"
 #include "testing/testing.hpp"
 
@@ -15,15 +16,7 @@ namespace {
 using namespace attnlab;
 namespace fs = std::filesystem;
 
-std::pair<int, int> png_size(const std::string& path) {
-  cairo_surface_t* s = cairo_image_surface_create_from_png(path.c_str());
-  std::pair<int, int> size{0, 0};
-  if (cairo_surface_status(s) == CAIRO_STATUS_SUCCESS) {
-    size = {cairo_image_surface_get_width(s), cairo_image_surface_get_height(s)};
-  }
-  cairo_surface_destroy(s);
-  return size;
-}
+using testutil::png_size;
 
 std::vector<std::string> lines(const std::string& text) {
   std::vector<std::string> out;

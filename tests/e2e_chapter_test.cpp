@@ -11,23 +11,12 @@
 #include <fstream>
 #include <sstream>
 
+#include "testing/runner.hpp"
 #include "testing/testing.hpp"
 
 namespace {
 using namespace attnlab;
 namespace fs = std::filesystem;
-
-struct RunResult {
-  int exit_code = -1;
-  std::string out, err;
-};
-
-std::string read_all(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 /// Mean over rows of -sum p log p; weights [..., K].
 double mean_entropy(const torch::Tensor& w) {
@@ -52,27 +41,8 @@ class ChapterRunner : public ::testing::Test {
   }
 
   /// Runs the runner with args from the source dir; stdout/stderr captured.
-  RunResult run(const std::vector<std::string>& args) {
-    auto out = tmp_ + "/stdout", err = tmp_ + "/stderr";
-    pid_t pid = fork();
-    if (pid == 0) {
-      if (chdir(source_.c_str()) != 0) _exit(127);
-      FILE* o = freopen(out.c_str(), "w", stdout);
-      FILE* e = freopen(err.c_str(), "w", stderr);
-      if (!o || !e) _exit(127);
-      std::vector<char*> argv{const_cast<char*>(runner_.c_str())};
-      for (auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-      argv.push_back(nullptr);
-      execv(runner_.c_str(), argv.data());
-      _exit(127);
-    }
-    int status = 0;
-    waitpid(pid, &status, 0);
-    RunResult r;
-    r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    r.out = read_all(out);
-    r.err = read_all(err);
-    return r;
+  testutil::ProcessResult run(const std::vector<std::string>& args) {
+    return testutil::run_process(runner_, args, source_, tmp_);
   }
 
   /// Runs an experiment into tmp/<name>.h5 and returns the path (asserting a clean exit).
@@ -100,7 +70,7 @@ class ChapterRunner : public ::testing::Test {
   }
 
   std::string runner_, source_, data_dir_, tmp_;
-  RunResult last_;
+  testutil::ProcessResult last_;
 };
 
 TEST_F(ChapterRunner, NadarayaWatsonParametricLossFallsAndItsAttentionIsSharper) {

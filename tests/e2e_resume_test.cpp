@@ -37,25 +37,7 @@ class ResumeTest : public ::testing::Test {
 
   /// Starts the runner, calls `watch(pid)` while it runs, then reaps it.
   testutil::ProcessResult run_watched(const std::vector<std::string>& args, const std::function<void(pid_t)>& watch) {
-    const auto out = tmp_ + "/stdout", err = tmp_ + "/stderr";
-    pid_t pid = fork();
-    if (pid == 0) {
-      if (chdir(source_.c_str()) != 0) _exit(127);
-      if (!freopen(out.c_str(), "w", stdout) || !freopen(err.c_str(), "w", stderr)) _exit(127);
-      std::vector<char*> argv{const_cast<char*>(runner_.c_str())};
-      for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-      argv.push_back(nullptr);
-      execv(runner_.c_str(), argv.data());
-      _exit(127);
-    }
-    watch(pid);
-    int status = 0;
-    waitpid(pid, &status, 0);
-    testutil::ProcessResult r;
-    r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    r.out = testutil::read_file(out);
-    r.err = testutil::read_file(err);
-    return r;
+    return testutil::run_process(runner_, args, source_, tmp_, [&](pid_t pid, const std::string&) { watch(pid); });
   }
 
   std::vector<std::string> tiny(const std::string& results, std::vector<std::string> extra = {}) {

@@ -12,23 +12,12 @@
 #include <sstream>
 #include <thread>
 
+#include "testing/runner.hpp"
 #include "testing/testing.hpp"
 
 namespace {
 using namespace attnlab;
 namespace fs = std::filesystem;
-
-struct RunResult {
-  int exit_code = -1;
-  std::string out, err;
-};
-
-std::string read_all(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 class RunnerTest : public ::testing::Test {
  protected:
@@ -45,28 +34,9 @@ class RunnerTest : public ::testing::Test {
 
   /// Runs runner with args (from the source dir), capturing stdout/stderr to files.
   /// If `on_start` is given it is called with the child's pid while it runs.
-  RunResult run(const std::vector<std::string>& args, const std::function<void(pid_t, const std::string&)>& on_start = {}) {
-    auto out = tmp_ + "/stdout", err = tmp_ + "/stderr";
-    pid_t pid = fork();
-    if (pid == 0) {
-      if (chdir(source_.c_str()) != 0) _exit(127);
-      FILE* o = freopen(out.c_str(), "w", stdout);
-      FILE* e = freopen(err.c_str(), "w", stderr);
-      if (!o || !e) _exit(127);
-      std::vector<char*> argv{const_cast<char*>(runner_.c_str())};
-      for (auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-      argv.push_back(nullptr);
-      execv(runner_.c_str(), argv.data());
-      _exit(127);
-    }
-    if (on_start) on_start(pid, out);
-    int status = 0;
-    waitpid(pid, &status, 0);
-    RunResult r;
-    r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    r.out = read_all(out);
-    r.err = read_all(err);
-    return r;
+  testutil::ProcessResult run(const std::vector<std::string>& args,
+                              const std::function<void(pid_t, const std::string&)>& on_start = {}) {
+    return testutil::run_process(runner_, args, source_, tmp_, on_start);
   }
 
   std::vector<std::string> tiny(const std::string& results, std::vector<std::string> extra = {}) {
@@ -136,7 +106,7 @@ TEST_F(RunnerTest, SigintLeavesAnInterruptedReadableFile) {
   auto r = run(tiny(path, {"trainer.max_epochs=500"}), [&](pid_t pid, const std::string& out) {
     // Wait for the first epoch line, then interrupt.
     auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(5);
-    while (std::chrono::steady_clock::now() < deadline && read_all(out).find("epoch   1/500") == std::string::npos) {
+    while (std::chrono::steady_clock::now() < deadline && testutil::read_file(out).find("epoch   1/500") == std::string::npos) {
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
     kill(pid, SIGINT);

@@ -5,6 +5,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -24,9 +25,12 @@ inline std::string read_file(const std::string& path) {
   return ss.str();
 }
 
-/// Runs `program args...` in `cwd`, capturing stdout/stderr through files in `scratch`.
+/// Runs `program args...` in `cwd`, capturing stdout/stderr through files in `scratch`. If
+/// `on_start` is given it is called with the child's pid and its stdout file while the child runs
+/// (to signal or kill it), before the child is reaped.
 inline ProcessResult run_process(const std::string& program, const std::vector<std::string>& args,
-                                 const std::string& cwd, const std::string& scratch) {
+                                 const std::string& cwd, const std::string& scratch,
+                                 const std::function<void(pid_t, const std::string&)>& on_start = {}) {
   const auto out = scratch + "/stdout", err = scratch + "/stderr";
   pid_t pid = fork();
   if (pid == 0) {
@@ -38,6 +42,7 @@ inline ProcessResult run_process(const std::string& program, const std::vector<s
     execv(program.c_str(), argv.data());
     _exit(127);
   }
+  if (on_start) on_start(pid, out);
   int status = 0;
   waitpid(pid, &status, 0);
   ProcessResult r;
