@@ -12,19 +12,13 @@ using namespace attnlab;
 namespace fs = std::filesystem;
 using Sizes = std::vector<int64_t>;
 
-class CornersRunner : public ::testing::Test {
+class CornersRunner : public testutil::RunnerFixture {
  protected:
-  void SetUp() override {
-    runner_ = testutil::env_or("ATTNLAB_RUNNER", "");
-    source_ = testutil::env_or("ATTNLAB_SOURCE_DIR", "");
-    if (runner_.empty() || source_.empty()) GTEST_SKIP() << "run through ctest (ATTNLAB_RUNNER unset)";
-    tmp_ = testutil::temp_dir("attnlab-corners");
-  }
+  std::string scratch_prefix() const override { return "attnlab-corners"; }
   testutil::ProcessResult run(std::vector<std::string> args) {
     args.push_back("-q");
-    return testutil::run_process(runner_, args, source_, tmp_);
+    return RunnerFixture::run(args);
   }
-  std::string runner_, source_, tmp_;
 };
 
 TEST_F(CornersRunner, NormFirstRunRecordsLossesPredictionsAndAttention) {

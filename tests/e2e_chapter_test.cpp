@@ -24,26 +24,9 @@ double mean_entropy(const torch::Tensor& w) {
   return -(p * torch::log(p.clamp_min(1e-30))).sum(-1).mean().item<double>();
 }
 
-class ChapterRunner : public ::testing::Test {
+class ChapterRunner : public testutil::RunnerFixture {
  protected:
-  void SetUp() override {
-    runner_ = testutil::env_or("ATTNLAB_RUNNER", "");
-    source_ = testutil::env_or("ATTNLAB_SOURCE_DIR", "");
-    data_dir_ = testutil::env_or("ATTNLAB_TEST_DATA_DIR", "");
-    if (runner_.empty() || source_.empty()) GTEST_SKIP() << "run through ctest (ATTNLAB_RUNNER unset)";
-    tmp_ = testutil::temp_dir("attnlab-e2e-chapter");
-  }
-
-  void require_fra_eng() {
-    if (testutil::env_or("ATTNLAB_DATA_MIRROR", "").empty() && !fs::exists(data_dir_ + "/fra-eng/fra-eng.zip")) {
-      GTEST_SKIP() << "ATTNLAB_DATA_MIRROR is not set and no fra-eng data is present";
-    }
-  }
-
-  /// Runs the runner with args from the source dir; stdout/stderr captured.
-  testutil::ProcessResult run(const std::vector<std::string>& args) {
-    return testutil::run_process(runner_, args, source_, tmp_);
-  }
+  std::string scratch_prefix() const override { return "attnlab-e2e-chapter"; }
 
   /// Runs an experiment into tmp/<name>.h5 and returns the path (asserting a clean exit).
   std::string experiment(const std::string& file, std::vector<std::string> overrides = {}) {
@@ -69,7 +52,6 @@ class ChapterRunner : public ::testing::Test {
     EXPECT_NE(last_.out.find("mean BLEU"), std::string::npos) << last_.out;
   }
 
-  std::string runner_, source_, data_dir_, tmp_;
   testutil::ProcessResult last_;
 };
 
@@ -112,7 +94,7 @@ TEST_F(ChapterRunner, NadarayaWatsonParametricLossFallsAndItsAttentionIsSharper)
 }
 
 TEST_F(ChapterRunner, BahdanauTwoEpochsRecordsCrossAttentionPerStep) {
-  require_fra_eng();
+  REQUIRE_FRA_ENG();
   results::ResultsReader rd(experiment("bahdanau_fra_eng.yaml", {"trainer.max_epochs=2"}));
   expect_translation_run(rd);
   EXPECT_EQ(rd.attention_modules("i'm home ."), (std::vector<std::string>{"decoder_cross"}));
@@ -130,14 +112,14 @@ TEST_F(ChapterRunner, BahdanauTwoEpochsRecordsCrossAttentionPerStep) {
 }
 
 TEST_F(ChapterRunner, GruBaselineTwoEpochs) {
-  require_fra_eng();
+  REQUIRE_FRA_ENG();
   results::ResultsReader rd(experiment("seq2seq_gru_fra_eng.yaml", {"trainer.max_epochs=2"}));
   expect_translation_run(rd);
   EXPECT_TRUE(rd.attention_samples().empty());
 }
 
 TEST_F(ChapterRunner, TransformerD2l017TwoEpochs) {
-  require_fra_eng();
+  REQUIRE_FRA_ENG();
   results::ResultsReader rd(experiment("transformer_fra_eng_d2l017.yaml", {"trainer.max_epochs=2"}));
   expect_translation_run(rd);
   auto enc = rd.attention("i'm home .", "encoder_self");
@@ -147,7 +129,7 @@ TEST_F(ChapterRunner, TransformerD2l017TwoEpochs) {
 }
 
 TEST_F(ChapterRunner, TransformerWithAdditiveEncoderScorerRecordsItsWeights) {
-  require_fra_eng();
+  REQUIRE_FRA_ENG();
   // Wiring only: one block, 2 epochs.
   results::ResultsReader rd(
       experiment("transformer_fra_eng_d2l017_additive.yaml",

@@ -22,22 +22,13 @@ namespace {
 using namespace attnlab;
 namespace fs = std::filesystem;
 
-class ResumeTest : public ::testing::Test {
+class ResumeTest : public testutil::RunnerFixture {
  protected:
-  void SetUp() override {
-    runner_ = testutil::env_or("ATTNLAB_RUNNER", "");
-    source_ = testutil::env_or("ATTNLAB_SOURCE_DIR", "");
-    if (runner_.empty() || source_.empty()) GTEST_SKIP() << "run through ctest (ATTNLAB_RUNNER unset)";
-    tmp_ = testutil::temp_dir("attnlab-resume");
-  }
-
-  testutil::ProcessResult run(const std::vector<std::string>& args) {
-    return testutil::run_process(runner_, args, source_, tmp_);
-  }
+  std::string scratch_prefix() const override { return "attnlab-resume"; }
 
   /// Starts the runner, calls `watch(pid)` while it runs, then reaps it.
   testutil::ProcessResult run_watched(const std::vector<std::string>& args, const std::function<void(pid_t)>& watch) {
-    return testutil::run_process(runner_, args, source_, tmp_, [&](pid_t pid, const std::string&) { watch(pid); });
+    return run(args, [&](pid_t pid, const std::string&) { watch(pid); });
   }
 
   std::vector<std::string> tiny(const std::string& results, std::vector<std::string> extra = {}) {
@@ -74,8 +65,6 @@ class ResumeTest : public ::testing::Test {
     EXPECT_EQ(sb.best_epoch, sa.best_epoch);
     EXPECT_EQ(sb.metric_rows, sa.metric_rows);
   }
-
-  std::string runner_, source_, tmp_;
 };
 
 TEST_F(ResumeTest, KillNineDuringEpochThreeThenResumeIsBitIdentical) {

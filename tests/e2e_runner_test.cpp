@@ -19,33 +19,21 @@ namespace {
 using namespace attnlab;
 namespace fs = std::filesystem;
 
-class RunnerTest : public ::testing::Test {
+class RunnerTest : public testutil::RunnerFixture {
  protected:
   void SetUp() override {
-    runner_ = testutil::env_or("ATTNLAB_RUNNER", "");
-    source_ = testutil::env_or("ATTNLAB_SOURCE_DIR", "");
-    data_dir_ = testutil::env_or("ATTNLAB_TEST_DATA_DIR", "");
-    if (runner_.empty() || source_.empty()) GTEST_SKIP() << "run through ctest (ATTNLAB_RUNNER unset)";
-    if (testutil::env_or("ATTNLAB_DATA_MIRROR", "").empty() && !fs::exists(data_dir_ + "/fra-eng/fra-eng.zip")) {
-      GTEST_SKIP() << "ATTNLAB_DATA_MIRROR is not set and no fra-eng data is present";
+    RunnerFixture::SetUp();
+    if (!IsSkipped()) {
+      REQUIRE_FRA_ENG();
     }
-    tmp_ = testutil::temp_dir("attnlab-e2e");
   }
-
-  /// Runs runner with args (from the source dir), capturing stdout/stderr to files.
-  /// If `on_start` is given it is called with the child's pid while it runs.
-  testutil::ProcessResult run(const std::vector<std::string>& args,
-                              const std::function<void(pid_t, const std::string&)>& on_start = {}) {
-    return testutil::run_process(runner_, args, source_, tmp_, on_start);
-  }
+  std::string scratch_prefix() const override { return "attnlab-e2e"; }
 
   std::vector<std::string> tiny(const std::string& results, std::vector<std::string> extra = {}) {
     std::vector<std::string> a{"experiments/tests/tiny_fra_eng.yaml", "--results", results, "data_dir=" + data_dir_};
     a.insert(a.end(), extra.begin(), extra.end());
     return a;
   }
-
-  std::string runner_, source_, data_dir_, tmp_;
 };
 
 TEST_F(RunnerTest, TwoEpochRunWritesACompleteResultsFile) {

@@ -167,6 +167,34 @@ TEST_F(FraEngTest, SplitsAndBatchSizes) {
   EXPECT_THROW(d2l10_->batches(Split::Test, false, 0), DataError);
 }
 
+TEST_F(FraEngTest, RawSentencesAreTheRowsOfTheUnshuffledBatches) {
+  REQUIRE_MIRROR();
+  for (auto split : {Split::Train, Split::Val}) {
+    const auto src = d2l10_->raw_sources(split), tgt = d2l10_->raw_targets(split);
+    ASSERT_EQ(static_cast<int64_t>(src.size()), d2l10_->split_size(split));
+    ASSERT_EQ(tgt.size(), src.size());
+    // Row i of the unshuffled batches is raw sentence i, trimmed to num_steps (9 with <eos>).
+    const auto rows = concat(d2l10_->batches(split, false, 0));
+    for (size_t i = 0; i < src.size(); i += 37) {
+      auto again = d2l10_->encode_sources({src[i]});
+      EXPECT_TRUE(torch::equal(again.src[0], rows.src[static_cast<int64_t>(i)])) << src[i];
+      // The target row decodes to the same words (rare ones as <unk>; min_freq is 2).
+      auto words = data::split_spaces(tgt[i]);
+      auto decoded = data::split_spaces(d2l10_->decode_target(ids(rows.tgt_out[static_cast<int64_t>(i)])));
+      if (words.size() > 8) words.resize(8);  // 9 steps, one of them <eos> or the last word
+      ASSERT_EQ(decoded.size(), words.size()) << tgt[i];
+      for (size_t w = 0; w < words.size(); ++w) {
+        if (decoded[w] != "<unk>") {
+          EXPECT_EQ(decoded[w], words[w]) << tgt[i];
+        }
+      }
+    }
+  }
+  EXPECT_EQ(d2l10_->raw_sources(Split::Train)[0], "go .");
+  EXPECT_EQ(d2l10_->raw_targets(Split::Train)[0], "va !");
+  EXPECT_TRUE(d2l017_->raw_sources(Split::Val).empty());
+}
+
 TEST_F(FraEngTest, ShuffleIsSeededAndAPermutation) {
   REQUIRE_MIRROR();
   const auto a = concat(d2l10_->batches(Split::Train, true, 1));

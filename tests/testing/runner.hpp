@@ -3,12 +3,17 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <gtest/gtest.h>
+
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <sstream>
 #include <string>
 #include <vector>
+
+#include "testing/testing.hpp"
 
 namespace attnlab::testutil {
 
@@ -51,5 +56,37 @@ inline ProcessResult run_process(const std::string& program, const std::vector<s
   r.err = read_file(err);
   return r;
 }
+
+/// Base fixture for tests of the real runner binary. Skips unless run through ctest (which sets
+/// ATTNLAB_RUNNER, ATTNLAB_SOURCE_DIR and ATTNLAB_TEST_DATA_DIR); each test gets a fresh scratch
+/// folder named by scratch_prefix(). Tests that train on fra-eng start with REQUIRE_FRA_ENG().
+class RunnerFixture : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    runner_ = env_or("ATTNLAB_RUNNER", "");
+    source_ = env_or("ATTNLAB_SOURCE_DIR", "");
+    data_dir_ = env_or("ATTNLAB_TEST_DATA_DIR", "");
+    if (runner_.empty() || source_.empty()) GTEST_SKIP() << "run through ctest (ATTNLAB_RUNNER unset)";
+    tmp_ = temp_dir(scratch_prefix());
+  }
+  virtual std::string scratch_prefix() const { return "attnlab-runner"; }
+
+  /// fra-eng can be had: a mirror is set or the zip is already in the test data folder.
+  bool have_fra_eng() const {
+    return !env_or("ATTNLAB_DATA_MIRROR", "").empty() ||
+           std::filesystem::exists(data_dir_ + "/fra-eng/fra-eng.zip");
+  }
+
+  /// Runs runner with args from the source dir, stdout/stderr captured; `on_start` as run_process.
+  ProcessResult run(const std::vector<std::string>& args,
+                    const std::function<void(pid_t, const std::string&)>& on_start = {}) {
+    return run_process(runner_, args, source_, tmp_, on_start);
+  }
+
+  std::string runner_, source_, data_dir_, tmp_;
+};
+
+#define REQUIRE_FRA_ENG() \
+  if (!have_fra_eng()) GTEST_SKIP() << "ATTNLAB_DATA_MIRROR is not set and no fra-eng data is present"
 
 }  // namespace attnlab::testutil

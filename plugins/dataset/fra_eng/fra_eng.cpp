@@ -69,7 +69,7 @@ Encoded encode(const std::vector<Tokens>& sentences, const data::Vocab& vocab) {
 }  // namespace
 
 void tokenize_pairs(const std::string& text, int64_t max_examples, std::vector<Tokens>& src,
-                    std::vector<Tokens>& tgt) {
+                    std::vector<Tokens>& tgt, std::vector<std::pair<std::string, std::string>>* raw) {
   // for i, line in enumerate(text.split('\n')):
   //     if max_examples and i > max_examples: break
   //     parts = line.split('\t')
@@ -84,6 +84,7 @@ void tokenize_pairs(const std::string& text, int64_t max_examples, std::vector<T
     if (tab != std::string_view::npos && line.find('\t', tab + 1) == std::string_view::npos) {
       src.push_back(data::split_spaces(std::string(line.substr(0, tab)) + " " + kEos));
       tgt.push_back(data::split_spaces(std::string(line.substr(tab + 1)) + " " + kEos));
+      if (raw) raw->emplace_back(line.substr(0, tab), line.substr(tab + 1));
     }
     start = end + 1;
   }
@@ -113,7 +114,8 @@ void FraEng::prepare_from_text(const std::string& raw_text) {
   const bool d2l_017 = opt_.num_examples > 0;
   const int64_t max_examples = d2l_017 ? opt_.num_examples : opt_.num_train + opt_.num_val;
   std::vector<Tokens> src, tgt;
-  tokenize_pairs(data::d2l_preprocess(universal_newlines(raw_text)), max_examples, src, tgt);
+  raw_.clear();
+  tokenize_pairs(data::d2l_preprocess(universal_newlines(raw_text)), max_examples, src, tgt, &raw_);
   ATTNLAB_CHECK(!src.empty(), DataError, "fra_eng: the corpus has no tab-separated sentence pairs");
   for (auto& s : src) s = pad_or_trim(std::move(s), opt_.num_steps);
   for (auto& t : tgt) {
@@ -186,6 +188,16 @@ std::vector<data::Batch> FraEng::batches(data::Split split, bool shuffle, uint64
     batch.tgt_out = tgt_out_.index_select(0, idx);
     batch.tgt_valid_lens = tgt_valid_lens_.index_select(0, idx);
     out.push_back(std::move(batch));
+  }
+  return out;
+}
+
+std::vector<std::string> FraEng::raw_side(data::Split split, bool target) const {
+  require_prepared(target ? "raw_targets()" : "raw_sources()");
+  std::vector<std::string> out;
+  const auto lo = static_cast<size_t>(split == data::Split::Train ? 0 : train_rows_);
+  for (size_t i = lo; i < lo + static_cast<size_t>(split_size(split)); ++i) {
+    out.push_back(target ? raw_[i].second : raw_[i].first);
   }
   return out;
 }

@@ -45,9 +45,10 @@ struct FraEngOptions {
 using Tokens = std::vector<std::string>;
 
 /// d2l's MTFraEng._tokenize on preprocessed text: up to max_examples + 1 lines (0 = all), pairs
-/// with exactly one tab, each side split on spaces with '<eos>' appended.
+/// with exactly one tab, each side split on spaces with '<eos>' appended. With `raw` given, each
+/// pair's two sides as text (preprocessed, no '<eos>') are appended there too.
 void tokenize_pairs(const std::string& text, int64_t max_examples, std::vector<Tokens>& src,
-                    std::vector<Tokens>& tgt);
+                    std::vector<Tokens>& tgt, std::vector<std::pair<std::string, std::string>>* raw = nullptr);
 
 /// d2l's pad_or_trim: first num_steps tokens, or padded with '<pad>' to num_steps.
 Tokens pad_or_trim(Tokens tokens, int64_t num_steps);
@@ -70,6 +71,10 @@ class FraEng final : public data::Dataset {
   data::Batch encode_sources(const std::vector<std::string>& sentences) const override;
   /// The padded source tokens (num_steps of them) before the vocabulary lookup.
   std::vector<std::string> source_tokens(const std::string& sentence) const override;
+  /// A split's pairs as d2l-preprocessed text ("i'm home ." / "je suis chez moi ."), whole (not
+  /// trimmed to num_steps): what `runner eval` translates and scores against.
+  std::vector<std::string> raw_sources(data::Split split) const override { return raw_side(split, false); }
+  std::vector<std::string> raw_targets(data::Split split) const override { return raw_side(split, true); }
 
   /// Number of pairs in a split (0 for an absent split).
   int64_t split_size(data::Split split) const;
@@ -77,6 +82,7 @@ class FraEng final : public data::Dataset {
 
  private:
   void require_prepared(const char* what) const;
+  std::vector<std::string> raw_side(data::Split split, bool target) const;
 
   FraEngOptions opt_;
   bool prepared_ = false;
@@ -87,6 +93,7 @@ class FraEng final : public data::Dataset {
   torch::Tensor tgt_out_;         // [N, num_steps] target
   torch::Tensor tgt_valid_lens_;  // [N] non-pad tokens of tgt_out
   int64_t train_rows_ = 0;        // rows [0, train_rows_) train, [train_rows_, N) val
+  std::vector<std::pair<std::string, std::string>> raw_;  // [N] (source, target) text
 };
 
 }  // namespace attnlab::datasets::fra_eng

@@ -1,0 +1,297 @@
+// CUDA: the same models give the same numbers on the GPU as on the CPU (same weights -> same
+// logits, gradients and decoded tokens), checkpoints move between devices, batches reach the GPU
+// through pinned memory, and the runner trains with `device: cuda` / `auto`.
+// Tests that need a GPU skip without one (CI has none; they run on a lent GPU machine, see
+// docs/ARCHITECTURE.md "Devices"); the device-resolution tests run everywhere.
+#include <attnlab/data/dataset.hpp>
+#include <attnlab/nn/dot_product.hpp>
+#include <attnlab/nn/rnn.hpp>
+#include <attnlab/nn/scorers.hpp>
+#include <attnlab/nn/transformer.hpp>
+#include <attnlab/results/reader.hpp>
+#include <attnlab/train/beam.hpp>
+#include <attnlab/train/checkpoint.hpp>
+#include <attnlab/train/decode.hpp>
+
+#include <torch/cuda.h>
+#include <torch/optim/adam.h>
+
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "testing/runner.hpp"
+#include "testing/testing.hpp"
+
+namespace attnlab {
+namespace {
+
+namespace fs = std::filesystem;
+using testutil::SeededTest;
+
+bool have_cuda() { return torch::cuda::is_available(); }
+
+#define SKIP_WITHOUT_CUDA() \
+  if (!have_cuda()) GTEST_SKIP() << "no CUDA device (these run on a GPU machine)"
+
+const torch::Device kGpu(torch::kCUDA);
+
+std::shared_ptr<nn::Scorer> dot(int64_t, int64_t) { return std::make_shared<nn::DotProductScorerImpl>(); }
+
+/// Two copies of one model: built from the same seed, one left on the CPU, one moved to the GPU.
+template <typename Make>
+std::pair<nn::EncoderDecoder, nn::EncoderDecoder> twins(const Make& make) {
+  torch::manual_seed(7);
+  nn::EncoderDecoder cpu = make();
+  torch::manual_seed(7);
+  nn::EncoderDecoder gpu = make();
+  gpu->to(kGpu);
+  return {cpu, gpu};
+}
+
+nn::EncoderDecoder transformer(nn::NormPlacement norm) {
+  auto options = nn::TransformerOptions(13, 16, 32, 4, 2).dropout(0.0).norm(norm);
+  return nn::EncoderDecoder(nn::TransformerEncoder(options, dot).ptr(), nn::TransformerDecoder(options, dot).ptr());
+}
+
+nn::EncoderDecoder bahdanau() {
+  return nn::EncoderDecoder(
+      nn::GruEncoder(nn::GruOptions(11, 8, 16, 2)).ptr(),
+      nn::GruBahdanauDecoder(nn::GruOptions(13, 8, 16, 2), nn::AdditiveScorer(16, 16, 16).ptr()).ptr());
+}
+
+/// Teacher-forced logits and every parameter's gradient of sum(logits^2) agree across devices.
+void expect_same_forward_and_gradients(nn::EncoderDecoder& cpu, nn::EncoderDecoder& gpu, int64_t src_vocab,
+                                       int64_t tgt_vocab) {
+  auto src = torch::randint(0, src_vocab, {3, 6});
+  auto valid = torch::tensor({6, 2, 4});
+  auto tgt = torch::randint(0, tgt_vocab, {3, 5});
+  auto a = cpu->forward(src, valid, tgt);
+  auto b = gpu->forward(src.to(kGpu), valid.to(kGpu), tgt.to(kGpu));
+  ASSERT_TRUE(b.is_cuda());
+  EXPECT_ALLCLOSE(b.cpu(), a, 1e-4, 1e-5);
+  (a * a).sum().backward();
+  (b * b).sum().backward();
+  auto gpu_params = gpu->named_parameters();
+  for (const auto& p : cpu->named_parameters()) {
+    SCOPED_TRACE(p.key());
+    const auto* q = gpu_params.find(p.key());
+    ASSERT_NE(q, nullptr);
+    ASSERT_TRUE(p.value().grad().defined());
+    EXPECT_ALLCLOSE(q->grad().cpu(), p.value().grad(), 1e-3, 1e-4);
+  }
+}
+
+class Cuda : public SeededTest {
+ protected:
+  void SetUp() override {
+    SKIP_WITHOUT_CUDA();
+    SeededTest::SetUp();
+    // Full fp32 on both sides, so the comparison is about our code and not TF32 rounding.
+    at::globalContext().setAllowTF32CuDNN(false);
+    at::globalContext().setAllowTF32CuBLAS(false);
+  }
+};
+
+TEST_F(Cuda, TransformerLogitsAndGradientsEqualTheCpu) {
+  for (auto norm : {nn::NormPlacement::Last, nn::NormPlacement::First}) {
+    SCOPED_TRACE(norm == nn::NormPlacement::Last ? "norm last" : "norm first");
+    auto [cpu, gpu] = twins([&] { return transformer(norm); });
+    expect_same_forward_and_gradients(cpu, gpu, 13, 13);
+  }
+}
+
+TEST_F(Cuda, BahdanauGruLogitsAndGradientsEqualTheCpu) {
+  auto [cpu, gpu] = twins(bahdanau);  // cuDNN's GRU against ATen's CPU GRU
+  expect_same_forward_and_gradients(cpu, gpu, 11, 13);
+}
+
+TEST_F(Cuda, SdpaFastPathEqualsExplicitPathOnTheGpu) {
+  for (bool training : {true, false}) {
+    for (const auto& valid : {torch::Tensor(), torch::tensor({2, 6, 4}), torch::tensor({0, 3, 6})}) {
+      nn::Attention attention(dot(0, 0), 0.0);
+      attention->train(training);
+      attention->to(kGpu);
+      auto opts = torch::TensorOptions().device(kGpu).requires_grad(true);
+      auto q = torch::randn({3, 4, 8}, opts), k = torch::randn({3, 6, 8}, opts), v = torch::randn({3, 6, 5}, opts);
+      auto lens = valid.defined() ? valid.to(kGpu) : valid;
+      auto fused = attention->forward(q, k, v, lens);
+      auto g = torch::autograd::grad({(fused * fused).sum()}, {q, k, v});
+      attention->set_recording(true);
+      auto explicit_out = attention->forward(q, k, v, lens);
+      ASSERT_TRUE(attention->weights().defined());
+      auto h = torch::autograd::grad({(explicit_out * explicit_out).sum()}, {q, k, v});
+      EXPECT_ALLCLOSE(fused.cpu(), explicit_out.cpu(), 1e-5, 1e-5);
+      for (size_t i = 0; i < g.size(); ++i) EXPECT_ALLCLOSE(g[i].cpu(), h[i].cpu(), 1e-4, 1e-5);
+    }
+  }
+}
+
+TEST_F(Cuda, GreedyAndBeamDecodingGiveTheCpuTokens) {
+  for (bool gru : {false, true}) {
+    SCOPED_TRACE(gru ? "bahdanau" : "transformer");
+    auto [cpu, gpu] = gru ? twins(bahdanau) : twins([] { return transformer(nn::NormPlacement::Last); });
+    auto src = torch::randint(3, 11, {4, 6});
+    auto valid = torch::tensor({6, 3, 5, 1});
+    auto a = train::greedy_decode(cpu, src, valid, 1, 7, /*record_attention=*/true);
+    auto b = train::greedy_decode(gpu, src.to(kGpu), valid.to(kGpu), 1, 7, /*record_attention=*/true);
+    ASSERT_TRUE(b.ids.is_cuda());
+    EXPECT_TRUE(torch::equal(b.ids.cpu(), a.ids)) << a.ids << b.ids.cpu();
+    ASSERT_EQ(a.attention.size(), b.attention.size());
+    for (const auto& [name, w] : a.attention) EXPECT_ALLCLOSE(b.attention.at(name).cpu(), w, 1e-4, 1e-5) << name;
+    if (gru) continue;  // the GRU decoders' state cannot reorder (no beam search)
+
+    train::BeamOptions beam;
+    beam.beam_size = 3;
+    beam.length_penalty = 0.6;
+    beam.max_steps = 7;
+    auto c = train::beam_search(cpu, src, valid, 1, 2, beam);
+    auto d = train::beam_search(gpu, src.to(kGpu), valid.to(kGpu), 1, 2, beam);
+    EXPECT_TRUE(torch::equal(d.ids.cpu(), c.ids)) << c.ids << d.ids.cpu();
+    EXPECT_ALLCLOSE(d.score.cpu(), c.score, 1e-4, 1e-5);
+  }
+}
+
+TEST_F(Cuda, CheckpointWrittenOnTheGpuLoadsOnTheCpuAndBack) {
+  auto dir = testutil::temp_dir("attnlab-cuda-ckpt");
+  auto [cpu, gpu] = twins([] { return transformer(nn::NormPlacement::First); });
+  torch::optim::Adam gpu_opt(gpu->parameters(), torch::optim::AdamOptions(1e-2));
+  auto src = torch::randint(0, 13, {2, 5}, torch::TensorOptions(torch::kLong).device(kGpu));
+  auto valid = torch::tensor({5, 3}, torch::TensorOptions().device(kGpu));
+  gpu->forward(src, valid, src).pow(2).sum().backward();
+  gpu_opt.step();  // now the weights differ from the CPU twin's, and Adam has moments on the GPU
+  train::TrainingState state;
+  state.epoch = 3;
+  state.step = 1;
+  train::save_checkpoint(dir + "/gpu.pt", *gpu, &gpu_opt, state);
+
+  torch::optim::Adam cpu_opt(cpu->parameters(), torch::optim::AdamOptions(1e-2));
+  auto loaded = train::load_checkpoint(dir + "/gpu.pt", *cpu, &cpu_opt);
+  EXPECT_EQ(loaded.epoch, 3);
+  auto gpu_params = gpu->named_parameters();
+  for (const auto& p : cpu->named_parameters()) {
+    ASSERT_TRUE(p.value().device().is_cpu()) << p.key();
+    EXPECT_TRUE(torch::equal(p.value(), gpu_params[p.key()].cpu())) << p.key();
+  }
+  // One more identical step on each side: the optimizer state came across too.
+  cpu->forward(src.cpu(), valid.cpu(), src.cpu()).pow(2).sum().backward();
+  cpu_opt.step();
+  gpu_opt.zero_grad();
+  gpu->forward(src, valid, src).pow(2).sum().backward();
+  gpu_opt.step();
+  for (const auto& p : cpu->named_parameters()) {
+    EXPECT_ALLCLOSE(gpu_params[p.key()].cpu(), p.value(), 1e-4, 1e-5) << p.key();
+  }
+
+  // And back: the CPU checkpoint into a fresh GPU model.
+  train::save_checkpoint(dir + "/cpu.pt", *cpu, nullptr, state);
+  auto [unused, again] = twins([] { return transformer(nn::NormPlacement::First); });
+  train::load_model_weights(dir + "/cpu.pt", *again);
+  auto again_params = again->named_parameters();
+  for (const auto& p : cpu->named_parameters()) {
+    ASSERT_TRUE(again_params[p.key()].is_cuda()) << p.key();
+    EXPECT_TRUE(torch::equal(again_params[p.key()].cpu(), p.value())) << p.key();
+  }
+  fs::remove_all(dir);
+}
+
+TEST_F(Cuda, BatchesReachTheGpuThroughPinnedMemory) {
+  data::Batch b;
+  b.src = torch::arange(12).view({3, 4});
+  b.src_valid_lens = torch::tensor({4, 2, 1});
+  b.tgt_in = torch::arange(15).view({3, 5});
+  b.tgt_out = b.tgt_in + 1;
+  b.tgt_valid_lens = torch::tensor({5, 5, 3});
+  for (bool non_blocking : {false, true}) {
+    auto g = b.to(kGpu, non_blocking);
+    for (auto [from, to] : {std::pair{b.src, g.src}, {b.src_valid_lens, g.src_valid_lens}, {b.tgt_in, g.tgt_in},
+                            {b.tgt_out, g.tgt_out}, {b.tgt_valid_lens, g.tgt_valid_lens}}) {
+      ASSERT_TRUE(to.is_cuda());
+      EXPECT_TRUE(torch::equal(to.cpu(), from));  // .cpu() waits on the stream
+    }
+  }
+}
+
+// ------------------------------------------------------------- the runner
+
+class RunnerDevice : public testutil::RunnerFixture {
+ protected:
+  void SetUp() override {
+    RunnerFixture::SetUp();
+    if (!IsSkipped()) {
+      REQUIRE_FRA_ENG();
+    }
+  }
+  void TearDown() override {
+    if (!tmp_.empty()) fs::remove_all(tmp_);
+  }
+  std::string scratch_prefix() const override { return "attnlab-device"; }
+
+  /// The tiny fra-eng Transformer (2 epochs) with these overrides.
+  testutil::ProcessResult tiny(const std::string& results, std::vector<std::string> overrides) {
+    std::vector<std::string> a{"experiments/tests/tiny_fra_eng.yaml", "--results", results, "data_dir=" + data_dir_};
+    a.insert(a.end(), overrides.begin(), overrides.end());
+    return run(a);
+  }
+};
+
+TEST_F(RunnerDevice, AutoTrainsOnTheGpuWhenThereIsOne) {
+  auto path = tmp_ + "/auto.h5";
+  auto r = tiny(path, {"device=auto", "trainer.max_epochs=1"});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  results::ResultsReader rd(path);
+  EXPECT_EQ(rd.attr_string("status"), "completed");
+  EXPECT_EQ(rd.attr_string("device"), have_cuda() ? "cuda" : "cpu");
+}
+
+TEST_F(RunnerDevice, CudaWithoutAGpuIsOneClearError) {
+  if (have_cuda()) GTEST_SKIP() << "this machine has a GPU";
+  auto path = tmp_ + "/cuda.h5";
+  auto r = tiny(path, {"device=cuda"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("device"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("no CUDA device is available"), std::string::npos) << r.err;
+  if (fs::exists(path)) {
+    EXPECT_NE(results::ResultsReader(path).attr_string("status"), "completed");
+  }
+}
+
+TEST_F(RunnerDevice, CudaRunMatchesTheCpuRunAndEvaluatesOnTheCpu) {
+  SKIP_WITHOUT_CUDA();
+  // No dropout, so both runs draw nothing from the device's generator: same init (made on the
+  // CPU, then moved), same batches, and the losses agree up to float reassociation.
+  const std::vector<std::string> no_dropout{"model.encoder.dropout=0", "model.decoder.dropout=0"};
+  auto cpu_path = tmp_ + "/cpu.h5", gpu_path = tmp_ + "/gpu.h5";
+  auto with = [&](std::string device) {
+    auto o = no_dropout;
+    o.push_back("device=" + device);
+    return o;
+  };
+  auto a = tiny(cpu_path, with("cpu"));
+  ASSERT_EQ(a.exit_code, 0) << a.out << a.err;
+  auto b = tiny(gpu_path, with("cuda"));
+  ASSERT_EQ(b.exit_code, 0) << b.out << b.err;
+
+  results::ResultsReader cpu(cpu_path), gpu(gpu_path);
+  EXPECT_EQ(gpu.attr_string("status"), "completed");
+  EXPECT_EQ(gpu.attr_string("device"), "cuda");
+  for (const char* split : {"train", "val"}) {
+    auto x = cpu.metric(split, "loss"), y = gpu.metric(split, "loss");
+    ASSERT_EQ(x.size(), 2u);
+    ASSERT_EQ(y.size(), 2u);
+    for (size_t i = 0; i < x.size(); ++i) EXPECT_NEAR(y[i], x[i], 2e-3 * x[i]) << split << " epoch " << i + 1;
+  }
+  auto enc = gpu.attention("i'm home .", "encoder_self");
+  ASSERT_EQ(enc.weights.dim(), 4);
+  EXPECT_TRUE(enc.weights.device().is_cpu());
+  EXPECT_ALLCLOSE(enc.weights.sum(-1), torch::ones_like(enc.weights.sum(-1)), 1e-5, 1e-5);
+
+  // The GPU run's checkpoint, evaluated on the CPU.
+  auto e = run({"eval", gpu_path, "device=cpu", "data_dir=" + data_dir_, "--split", "val"});
+  ASSERT_EQ(e.exit_code, 0) << e.out << e.err;
+  EXPECT_NE(e.out.find("BLEU"), std::string::npos) << e.out;
+}
+
+}  // namespace
+}  // namespace attnlab
