@@ -7,6 +7,7 @@
 #include <attnlab/data/labels.hpp>
 #include <attnlab/error.hpp>
 #include <attnlab/nn/regression.hpp>
+#include <attnlab/train/optim.hpp>
 #include <attnlab/train/trainer.hpp>
 
 #include <fmt/format.h>
@@ -62,12 +63,12 @@ class RegressionTrainer final : public train::Trainer {
 
   train::FitResult fit(train::TrainContext& ctx) override {
     auto model = regressor(ctx);
-    torch::optim::Adam opt(model->parameters(), torch::optim::AdamOptions(lr_));
+    train::FusedAdam opt(model->parameters(), torch::optim::AdamOptions(lr_));
     const bool has_val = validate_ && ctx.dataset->has_split(data::Split::Val);
     for (int64_t epoch = 1; epoch <= max_epochs_; ++epoch) {
       const auto start = std::chrono::steady_clock::now();
       model->train();
-      double loss_sum = 0.0;
+      auto loss_sum = torch::zeros({}, torch::dtype(torch::kDouble).device(ctx.device));  // on device, read once
       int64_t batches = 0;
       for (const auto& cpu_batch : ctx.dataset->batches(data::Split::Train, true, ctx.seed + epoch)) {
         if (ctx.stopped()) return train::FitResult::Interrupted;
@@ -77,12 +78,12 @@ class RegressionTrainer final : public train::Trainer {
         opt.zero_grad();
         loss.backward();
         opt.step();
-        loss_sum += loss.item<double>();
+        loss_sum += loss.detach().to(torch::kDouble);
         ++batches;
       }
       train::EpochReport r;
       r.epoch = epoch;
-      const double train_loss = loss_sum / static_cast<double>(std::max<int64_t>(batches, 1));  // the book's mean of batch losses
+      const double train_loss = loss_sum.item<double>() / static_cast<double>(std::max<int64_t>(batches, 1));  // the book's mean of batch losses
       r.train["loss"] = train_loss;
       r.train["seconds"] = seconds_since(start);
       if (has_val) validation(ctx, *model, r.val);

@@ -5,6 +5,7 @@
 // data order depends only on (seed, epoch), and model, Adam, schedule position and RNG states are
 // restored.
 #include <attnlab/train/checkpoint.hpp>
+#include <attnlab/train/optim.hpp>
 #include <attnlab/train/schedule.hpp>
 #include <attnlab/train/trainer.hpp>
 
@@ -48,7 +49,7 @@ class Seq2SeqTrainer final : public train::Trainer {
     auto& model = ctx.model;
     const auto pad = ctx.dataset->info().pad_id;
     const bool probabilities = model->decoder().outputs_probabilities();
-    torch::optim::Adam opt(model->parameters(), torch::optim::AdamOptions(schedule_.at(1)));
+    train::FusedAdam opt(model->parameters(), torch::optim::AdamOptions(schedule_.at(1)));
     auto params = model->parameters();
     const bool checkpointing = checkpoints_ && !ctx.checkpoint_dir.empty();
     const auto last_path = (std::filesystem::path(ctx.checkpoint_dir) / "last.pt").string();
@@ -71,7 +72,7 @@ class Seq2SeqTrainer final : public train::Trainer {
         auto loss = token_loss(out, b.tgt_out, pad, probabilities, torch::kMean);  // mean over non-pad tokens
         opt.zero_grad();
         loss.backward();
-        if (clip_ > 0) torch::nn::utils::clip_grad_norm_(params, clip_);
+        if (clip_ > 0) train::clip_grad_norm(params, clip_);
         const double lr = schedule_.at(++st.step);
         for (auto& group : opt.param_groups()) static_cast<torch::optim::AdamOptions&>(group.options()).lr(lr);
         opt.step();
@@ -80,10 +81,11 @@ class Seq2SeqTrainer final : public train::Trainer {
         loss_sum += loss.detach().to(torch::kDouble) * static_cast<double>(n);
         tokens += n;
       }
+      // The one read of the epoch; it waits for the device, so the time below includes its work.
+      const double train_loss = loss_sum.item<double>() / static_cast<double>(std::max<int64_t>(tokens, 1));
       const double train_seconds = seconds_since(start);
       train::EpochReport r;
       r.epoch = epoch;
-      const double train_loss = loss_sum.item<double>() / static_cast<double>(std::max<int64_t>(tokens, 1));
       r.train["loss"] = train_loss;
       r.train["tokens_per_s"] = static_cast<double>(tokens) / std::max(train_seconds, 1e-9);
       r.train["seconds"] = train_seconds;

@@ -9,6 +9,7 @@
 // Gradients are clipped to global norm 1 (d2l's grad_clipping), Adam, shuffled batches; no
 // validation (d2l 0.17's load_data_nmt has none).
 #include <attnlab/error.hpp>
+#include <attnlab/train/optim.hpp>
 #include <attnlab/train/trainer.hpp>
 
 #include <torch/torch.h>
@@ -50,7 +51,7 @@ class Seq2SeqD2l017Trainer final : public train::Trainer {
     auto& model = ctx.model;
     if (xavier_) xavier_init(*model);
     auto params = model->parameters();
-    torch::optim::Adam opt(params, torch::optim::AdamOptions(lr_));
+    train::FusedAdam opt(params, torch::optim::AdamOptions(lr_));
     model->train();
     for (int64_t epoch = 1; epoch <= max_epochs_; ++epoch) {
       const auto start = std::chrono::steady_clock::now();
@@ -72,18 +73,20 @@ class Seq2SeqD2l017Trainer final : public train::Trainer {
         auto l = masked.mean(1);                // [B] MaskedSoftmaxCELoss
         opt.zero_grad();
         l.sum().backward();
-        if (clip_ > 0) torch::nn::utils::clip_grad_norm_(params, clip_);
+        if (clip_ > 0) train::clip_grad_norm(params, clip_);
         opt.step();
         loss_sum += l.detach().sum().to(torch::kDouble);
         token_sum += masked.detach().sum().to(torch::kDouble);
         tokens += cpu_batch.tgt_valid_lens.sum().item<int64_t>();  // CPU tensor: no device sync
       }
-      const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      // Read the sums first: that waits for the device, so the time below includes its work.
       const double n = static_cast<double>(std::max<int64_t>(tokens, 1));
+      const double loss = loss_sum.item<double>() / n, token_loss = token_sum.item<double>() / n;
+      const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       train::EpochReport r;
       r.epoch = epoch;
-      r.train["loss"] = loss_sum.item<double>() / n;
-      r.train["token_loss"] = token_sum.item<double>() / n;
+      r.train["loss"] = loss;
+      r.train["token_loss"] = token_loss;
       r.train["tokens_per_s"] = static_cast<double>(tokens) / std::max(seconds, 1e-9);
       r.train["seconds"] = seconds;
       r.seconds = seconds;

@@ -1,0 +1,144 @@
+// FusedAdam against torch::optim::Adam (same updates, same state, checkpoints interchangeable) and
+// clip_grad_norm against torch::nn::utils::clip_grad_norm_.
+#include <attnlab/train/optim.hpp>
+
+#include <torch/torch.h>
+
+#include <sstream>
+#include <vector>
+
+#include "testing/testing.hpp"
+
+namespace attnlab::train {
+namespace {
+
+using testutil::SeededTest;
+
+/// A few parameters of different shapes (a bias-free one among them) and a loss over them.
+struct Params {
+  std::vector<torch::Tensor> p;
+  explicit Params(torch::ScalarType second = torch::kFloat32) {
+    torch::manual_seed(3);
+    p = {torch::randn({5, 4}), torch::randn({4}), torch::randn({3, 2, 2}).to(second), torch::randn({1})};
+    for (auto& t : p) t.requires_grad_(true);
+  }
+  void backward(int64_t step) {
+    torch::Tensor loss = torch::zeros({}, torch::kFloat64);
+    for (size_t i = 0; i < p.size(); ++i) {
+      loss = loss + (p[i].to(torch::kFloat64) * std::cos(0.3 * static_cast<double>(step + i))).pow(2).sum();
+    }
+    loss.backward();
+  }
+};
+
+void expect_same(const Params& a, const Params& b, double rtol = 1e-5, double atol = 1e-6) {
+  for (size_t i = 0; i < a.p.size(); ++i) EXPECT_ALLCLOSE(a.p[i], b.p[i], rtol, atol) << "parameter " << i;
+}
+
+class Optim : public SeededTest {};
+
+TEST_F(Optim, FusedAdamTakesTorchAdamsSteps) {
+  for (double wd : {0.0, 0.01}) {
+    for (bool amsgrad : {false, true}) {
+      SCOPED_TRACE(::testing::Message() << "weight_decay " << wd << " amsgrad " << amsgrad);
+      Params a, b;
+      auto options = torch::optim::AdamOptions(0.05).weight_decay(wd).amsgrad(amsgrad).betas({0.8, 0.95});
+      torch::optim::Adam reference(a.p, options);
+      FusedAdam fused(b.p, options);
+      for (int64_t step = 0; step < 6; ++step) {
+        reference.zero_grad();
+        fused.zero_grad();
+        a.backward(step);
+        b.backward(step);
+        reference.step();
+        fused.step();
+      }
+      expect_same(a, b);
+      EXPECT_FALSE(torch::allclose(a.p[0], Params().p[0]));  // the parameters did move
+    }
+  }
+}
+
+TEST_F(Optim, FusedAdamStateIsTorchAdamsState) {
+  // Three fused steps, saved; loaded into torch's Adam and both take two more steps.
+  Params a;
+  FusedAdam fused(a.p, torch::optim::AdamOptions(0.05));
+  for (int64_t step = 0; step < 3; ++step) {
+    fused.zero_grad();
+    a.backward(step);
+    fused.step();
+  }
+  std::stringstream buffer;
+  {
+    torch::serialize::OutputArchive out;
+    fused.save(out);
+    out.save_to(buffer);
+  }
+  Params b;
+  {
+    torch::NoGradGuard g;
+    for (size_t i = 0; i < a.p.size(); ++i) b.p[i].copy_(a.p[i]);
+  }
+  torch::optim::Adam reference(b.p, torch::optim::AdamOptions(0.05));
+  torch::serialize::InputArchive in;
+  in.load_from(buffer);
+  reference.load(in);
+  for (int64_t step = 3; step < 5; ++step) {
+    fused.zero_grad();
+    reference.zero_grad();
+    a.backward(step);
+    b.backward(step);
+    fused.step();
+    reference.step();
+  }
+  expect_same(a, b);
+  for (auto* p : {&a.p[0], &a.p[3]}) {
+    auto& s = static_cast<torch::optim::AdamParamState&>(*fused.state().at(p->unsafeGetTensorImpl()));
+    EXPECT_EQ(s.step(), 5);
+  }
+}
+
+TEST_F(Optim, ParametersWithoutAGradientAreLeftAlone) {
+  Params a;
+  FusedAdam fused(a.p, torch::optim::AdamOptions(0.05));
+  auto before = a.p[1].detach().clone();
+  a.p[0].pow(2).sum().backward();  // only p[0] gets a gradient
+  fused.step();
+  EXPECT_TRUE(torch::equal(a.p[1], before));
+  EXPECT_EQ(fused.state().count(a.p[1].unsafeGetTensorImpl()), 0u);
+  EXPECT_EQ(static_cast<torch::optim::AdamParamState&>(*fused.state().at(a.p[0].unsafeGetTensorImpl())).step(), 1);
+}
+
+TEST_F(Optim, GroupsMixingDtypesFallBackToTorchAdam) {
+  Params a(torch::kFloat64), b(torch::kFloat64);
+  torch::optim::Adam reference(a.p, torch::optim::AdamOptions(0.05));
+  FusedAdam fused(b.p, torch::optim::AdamOptions(0.05));
+  for (int64_t step = 0; step < 3; ++step) {
+    reference.zero_grad();
+    fused.zero_grad();
+    a.backward(step);
+    b.backward(step);
+    reference.step();
+    fused.step();
+  }
+  expect_same(a, b, 0.0, 0.0);  // the same implementation: bit-equal
+}
+
+TEST_F(Optim, ClipGradNormEqualsTorchs) {
+  for (double max_norm : {0.5, 1e3}) {  // clipping, and not
+    SCOPED_TRACE(max_norm);
+    Params a, b;
+    a.backward(1);
+    b.backward(1);
+    const double expected = torch::nn::utils::clip_grad_norm_(a.p, max_norm);
+    auto norm = clip_grad_norm(b.p, max_norm);
+    EXPECT_EQ(norm.dim(), 0);
+    EXPECT_NEAR(norm.item<double>(), expected, 1e-5 * expected);
+    for (size_t i = 0; i < a.p.size(); ++i) EXPECT_ALLCLOSE(b.p[i].grad(), a.p[i].grad()) << i;
+  }
+  std::vector<torch::Tensor> no_grads{torch::zeros({2}, torch::requires_grad())};
+  EXPECT_EQ(clip_grad_norm(no_grads, 1.0).item<double>(), 0.0);
+}
+
+}  // namespace
+}  // namespace attnlab::train
