@@ -14,12 +14,14 @@ namespace {
 
 using testutil::SeededTest;
 
-/// A few parameters of different shapes (a bias-free one among them) and a loss over them.
+/// Parameters of different shapes, one above the CPU's parallel grain (updated apart from the
+/// small ones), and a loss over them.
 struct Params {
   std::vector<torch::Tensor> p;
   explicit Params(torch::ScalarType second = torch::kFloat32) {
     torch::manual_seed(3);
-    p = {torch::randn({5, 4}), torch::randn({4}), torch::randn({3, 2, 2}).to(second), torch::randn({1})};
+    p = {torch::randn({5, 4}), torch::randn({4}), torch::randn({3, 2, 2}).to(second), torch::randn({1}),
+         torch::randn({200, 180})};
     for (auto& t : p) t.requires_grad_(true);
   }
   void backward(int64_t step) {
@@ -30,6 +32,19 @@ struct Params {
     loss.backward();
   }
 };
+
+/// Steps [from, to) of the same loss on two copies, each with its optimizer.
+void take_steps(Params& a, torch::optim::Optimizer& opt_a, Params& b, torch::optim::Optimizer& opt_b, int64_t from,
+                int64_t to) {
+  for (int64_t step = from; step < to; ++step) {
+    opt_a.zero_grad();
+    opt_b.zero_grad();
+    a.backward(step);
+    b.backward(step);
+    opt_a.step();
+    opt_b.step();
+  }
+}
 
 void expect_same(const Params& a, const Params& b, double rtol = 1e-5, double atol = 1e-6) {
   for (size_t i = 0; i < a.p.size(); ++i) EXPECT_ALLCLOSE(a.p[i], b.p[i], rtol, atol) << "parameter " << i;
@@ -45,14 +60,7 @@ TEST_F(Optim, FusedAdamTakesTorchAdamsSteps) {
       auto options = torch::optim::AdamOptions(0.05).weight_decay(wd).amsgrad(amsgrad).betas({0.8, 0.95});
       torch::optim::Adam reference(a.p, options);
       FusedAdam fused(b.p, options);
-      for (int64_t step = 0; step < 6; ++step) {
-        reference.zero_grad();
-        fused.zero_grad();
-        a.backward(step);
-        b.backward(step);
-        reference.step();
-        fused.step();
-      }
+      take_steps(a, reference, b, fused, 0, 6);
       expect_same(a, b);
       EXPECT_FALSE(torch::allclose(a.p[0], Params().p[0]));  // the parameters did move
     }
@@ -83,14 +91,7 @@ TEST_F(Optim, FusedAdamStateIsTorchAdamsState) {
   torch::serialize::InputArchive in;
   in.load_from(buffer);
   reference.load(in);
-  for (int64_t step = 3; step < 5; ++step) {
-    fused.zero_grad();
-    reference.zero_grad();
-    a.backward(step);
-    b.backward(step);
-    fused.step();
-    reference.step();
-  }
+  take_steps(a, fused, b, reference, 3, 5);
   expect_same(a, b);
   for (auto* p : {&a.p[0], &a.p[3]}) {
     auto& s = static_cast<torch::optim::AdamParamState&>(*fused.state().at(p->unsafeGetTensorImpl()));
@@ -113,14 +114,7 @@ TEST_F(Optim, GroupsMixingDtypesFallBackToTorchAdam) {
   Params a(torch::kFloat64), b(torch::kFloat64);
   torch::optim::Adam reference(a.p, torch::optim::AdamOptions(0.05));
   FusedAdam fused(b.p, torch::optim::AdamOptions(0.05));
-  for (int64_t step = 0; step < 3; ++step) {
-    reference.zero_grad();
-    fused.zero_grad();
-    a.backward(step);
-    b.backward(step);
-    reference.step();
-    fused.step();
-  }
+  take_steps(a, reference, b, fused, 0, 3);
   expect_same(a, b, 0.0, 0.0);  // the same implementation: bit-equal
 }
 

@@ -4,6 +4,7 @@
 #include <ATen/ops/_foreach_mul.h>
 #include <ATen/ops/_foreach_norm.h>
 #include <ATen/ops/_fused_adam.h>
+#include <c10/util/ParallelGuard.h>
 #include <torch/torch.h>
 
 #include <map>
@@ -76,8 +77,34 @@ torch::Tensor FusedAdam::step(LossClosure closure) {
       if (o.amsgrad()) max_exp_avg_sqs.push_back(s.max_exp_avg_sq());
       steps.push_back(it->second);
     }
-    at::_fused_adam_(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps, o.lr(), std::get<0>(o.betas()),
-                     std::get<1>(o.betas()), o.weight_decay(), o.eps(), o.amsgrad(), /*maximize=*/false);
+    auto fused = [&](const std::vector<size_t>& which) {
+      if (which.empty()) return;
+      auto pick = [&](const std::vector<torch::Tensor>& all) {
+        std::vector<torch::Tensor> out;
+        out.reserve(which.size());
+        for (auto i : which) out.push_back(all[i]);
+        return out;
+      };
+      at::_fused_adam_(pick(params), pick(grads), pick(exp_avgs), pick(exp_avg_sqs),
+                       o.amsgrad() ? pick(max_exp_avg_sqs) : std::vector<torch::Tensor>{}, pick(steps), o.lr(),
+                       std::get<0>(o.betas()), std::get<1>(o.betas()), o.weight_decay(), o.eps(), o.amsgrad(),
+                       /*maximize=*/false);
+    };
+    std::vector<size_t> all(params.size()), small, large;
+    for (size_t i = 0; i < params.size(); ++i) {
+      all[i] = i;
+      (params[i].numel() < at::internal::GRAIN_SIZE ? small : large).push_back(i);
+    }
+    if (!params.front().device().is_cpu()) {
+      fused(all);
+      continue;
+    }
+    // The CPU kernel splits every tensor over the intra-op threads whatever its size (grain 0):
+    // a thread hand-off per small tensor. Small tensors are updated on this thread, as torch's
+    // elementwise ops do below GRAIN_SIZE elements; large ones in parallel.
+    fused(large);
+    c10::ParallelGuard serial(true);
+    fused(small);
   }
   return loss;
 }
