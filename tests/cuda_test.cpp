@@ -12,6 +12,7 @@
 #include <attnlab/train/beam.hpp>
 #include <attnlab/train/checkpoint.hpp>
 #include <attnlab/train/decode.hpp>
+#include <attnlab/train/optim.hpp>
 
 #include <torch/cuda.h>
 #include <torch/optim/adam.h>
@@ -194,6 +195,30 @@ TEST_F(Cuda, CheckpointWrittenOnTheGpuLoadsOnTheCpuAndBack) {
     EXPECT_TRUE(torch::equal(again_params[p.key()].cpu(), p.value())) << p.key();
   }
   fs::remove_all(dir);
+}
+
+TEST_F(Cuda, FusedAdamAndClippingOnTheGpuTakeTorchAdamsCpuSteps) {
+  auto [cpu, gpu] = twins([] { return transformer(nn::NormPlacement::Last); });
+  torch::optim::Adam reference(cpu->parameters(), torch::optim::AdamOptions(1e-2));
+  train::FusedAdam fused(gpu->parameters(), torch::optim::AdamOptions(1e-2));
+  auto src = torch::randint(0, 13, {3, 6});
+  auto valid = torch::tensor({6, 2, 4});
+  for (int step = 0; step < 4; ++step) {
+    reference.zero_grad();
+    fused.zero_grad();
+    cpu->forward(src, valid, src).pow(2).mean().backward();
+    gpu->forward(src.to(kGpu), valid.to(kGpu), src.to(kGpu)).pow(2).mean().backward();
+    const double cpu_norm = torch::nn::utils::clip_grad_norm_(cpu->parameters(), 0.5);
+    auto gpu_norm = train::clip_grad_norm(gpu->parameters(), 0.5);
+    ASSERT_TRUE(gpu_norm.is_cuda());
+    EXPECT_NEAR(gpu_norm.item<double>(), cpu_norm, 1e-4 * cpu_norm);
+    reference.step();
+    fused.step();
+  }
+  auto gpu_params = gpu->named_parameters();
+  for (const auto& p : cpu->named_parameters()) {
+    EXPECT_ALLCLOSE(gpu_params[p.key()].cpu(), p.value(), 1e-4, 1e-5) << p.key();
+  }
 }
 
 TEST_F(Cuda, BatchesReachTheGpuThroughPinnedMemory) {

@@ -77,7 +77,8 @@ class Bench:
     # ------------------------------------------------------------------------------ one run each
     def run_attnlab(self, w, overrides, tag):
         h5 = os.path.join(self.tmp, f"{tag}.h5")
-        cmd = [self.a.runner, w.experiment, *overrides, f"threads={self.a.threads}", "-q", "--results", h5]
+        cmd = [self.a.runner, w.experiment, *overrides, f"threads={self.a.threads}", f"device={self.a.device}", "-q",
+               "--results", h5]
         rc, wall, rss, cpu = run_child(cmd, h5 + ".log")
         if rc != 0:
             raise RuntimeError(f"runner exit {rc}: {tail(h5 + '.log')}")
@@ -91,7 +92,8 @@ class Bench:
 
     def run_peer(self, w, overrides, tag):
         log = os.path.join(self.tmp, f"{tag}.jsonl")
-        cmd = [self.a.python, PEER, "run", w.peer, w.experiment, *overrides, "--threads", str(self.a.threads)]
+        cmd = [self.a.python, PEER, "run", w.peer, w.experiment, *overrides, "--threads", str(self.a.threads),
+               "--device", self.a.device]
         rc, wall, rss, cpu = run_child(cmd, log)
         if rc != 0:
             raise RuntimeError(f"python peer exit {rc}: {tail(log)}")
@@ -164,7 +166,7 @@ class Bench:
 
     # ---------------------------------------------------------------------------------- extras
     def matmul(self):
-        out = subprocess.run([self.a.python, PEER, "matmul", "--threads", str(self.a.threads)],
+        out = subprocess.run([self.a.python, PEER, "matmul", "--threads", str(self.a.threads), "--device", self.a.device],
                              capture_output=True, text=True, check=True, cwd=ROOT)
         return json.loads(out.stdout)["matmul"]
 
@@ -254,7 +256,11 @@ class Bench:
                                text=True, cwd=ROOT).stdout.strip()
         torch_v = subprocess.run([self.a.python, "-c", "import torch; print(torch.__version__)"], capture_output=True,
                                  text=True).stdout.strip()
-        return {"host": socket.gethostname(), "cpu": model, "cpus": cores, "kernel": platform.release(),
+        gpu = ""
+        if self.a.device != "cpu":
+            gpu = subprocess.run([self.a.python, "-c", "import torch; print(torch.cuda.get_device_name())"],
+                                 capture_output=True, text=True).stdout.strip()
+        return {"gpu": gpu, "host": socket.gethostname(), "cpu": model, "cpus": cores, "kernel": platform.release(),
                 "torch": torch_v, "attnlab_commit": git + ("+dirty" if dirty else ""), "python": platform.python_version()}
 
     def main(self):
@@ -270,12 +276,13 @@ class Bench:
         mm = self.matmul()
         overhead = self.overhead() if not self.a.skip_overhead else None
         plugins = self.plugins_time()
-        profiles = [(w, self.profile(w)) for w in WORKLOADS[:2]] if self.a.profile else []
+        profiles = [(w, self.profile(w)) for w in WORKLOADS[:2]] if self.a.profile and self.a.device == "cpu" else []
         load1 = os.getloadavg()
 
         self.say(f"# attnlab vs eager PyTorch, {started:%Y-%m-%d %H:%M}")
         self.say()
-        self.say(f"- machine: {m['host']}, {m['cpu']}, {m['cpus']} CPUs, Linux {m['kernel']}")
+        self.say(f"- machine: {m['host']}, {m['cpu']}, {m['cpus']} CPUs, Linux {m['kernel']}"
+                 + (f"; device {self.a.device}: {m['gpu']}" if self.a.device != "cpu" else "; device cpu"))
         self.say(f"- versions: torch {m['torch']} (both sides), attnlab {m['attnlab_commit']}, Python {m['python']}")
         self.say(f"- threads: {self.a.threads} both sides, OMP_WAIT_POLICY {os.environ.get('OMP_WAIT_POLICY', 'unset')} "
                  f"({self.a.omp_wait_policy}); {self.a.reps} repetitions A/B alternating; median epoch time over all "
@@ -299,7 +306,7 @@ class Bench:
                      f"{r['loss_check']} | {r['attnlab_peak_rss_mib']:.0f} | {r['python_peak_rss_mib']:.0f} |")
         self.say()
         peak = mm[0]["gflops"]
-        self.say(f"## FLOP/s ({self.a.threads} threads, fp32)")
+        self.say(f"## FLOP/s ({self.a.device}, {self.a.threads} threads, fp32)")
         self.say()
         peak_cpu = mm[0]["gflops_per_cpu_s"]
         self.say("| GEMM (torch.mm / bmm) | GFLOP/s (wall) | GFLOP per CPU-second |")
@@ -315,7 +322,7 @@ class Bench:
                 for side in ("attnlab", "python"):
                     per_cpu = fl / r[f"{side}_cpu_epoch_s"] / 1e9
                     self.say(f"  - {side}: {r[f'{side}_gflops']:.1f} GFLOP/s wall ({100 * r[f'{side}_gflops'] / peak:.0f}% "
-                             f"of the 2048^3 GEMM's wall rate); {per_cpu:.1f} GFLOP per CPU-second "
+                             f"of the {mm[0]['name']} GEMM's wall rate); {per_cpu:.1f} GFLOP per CPU-second "
                              f"({100 * per_cpu / peak_cpu:.0f}% of the GEMM's)")
         self.say()
         if overhead:
@@ -350,7 +357,8 @@ class Bench:
 
     def write(self, rows, m, started):
         os.makedirs(self.a.out_dir, exist_ok=True)
-        stem = os.path.join(self.a.out_dir, f"{started:%Y-%m-%d-%H%M}-{m['host']}")
+        suffix = "" if self.a.device == "cpu" else f"-{self.a.device}"
+        stem = os.path.join(self.a.out_dir, f"{started:%Y-%m-%d-%H%M}-{m['host']}{suffix}")
         with open(stem + ".md", "w") as f:
             f.write("\n".join(self.lines) + "\n")
         keys = sorted({k for r in rows for k in r})
@@ -368,6 +376,7 @@ def main():
     p.add_argument("--runner", required=True)
     p.add_argument("--python", default=sys.executable, help="the venv python that runs the peers")
     p.add_argument("--threads", type=int, default=os.cpu_count())
+    p.add_argument("--device", default="cpu", choices=["cpu", "cuda"], help="where both sides train")
     p.add_argument("--reps", type=int, default=5)
     p.add_argument("--epoch-scale", type=float, default=1.0, help="multiply every workload's epoch count")
     p.add_argument("--overhead-epochs", type=int, default=2)

@@ -153,24 +153,28 @@ def build(cfg, data):
 
 
 def fit(model, data, cfg, epochs, seed, on_epoch):
-    """attnlab's 'regression' trainer: MSE, Adam, loss.item() per step (the book's mean of batch
-    losses); autoregressive validation on the test set after every epoch (not timed)."""
+    """attnlab's 'regression' trainer: MSE, Adam, the book's mean of batch losses (summed on the
+    device, read once per epoch); autoregressive validation on the test set after every epoch
+    (not timed)."""
     opt = torch.optim.Adam(model.parameters(), lr=cfg["trainer"].get("lr", 0.01))
     mse = nn.MSELoss()
+    device = next(model.parameters()).device
     for epoch in range(1, epochs + 1):
         start, cpu_start = time.perf_counter(), time.process_time()
         model.train()
-        losses, points = [], 0
+        loss_sum, batches, points = torch.zeros((), dtype=torch.float64, device=device), 0, 0
         for src, tgt_in, tgt_out in data.batches("train", seed + epoch):
             loss = mse(model(src, tgt_in), tgt_out)
             opt.zero_grad()
             loss.backward()
             opt.step()
-            losses.append(loss.item())
+            loss_sum += loss.detach().double()
+            batches += 1
             points += tgt_out.shape[0] * tgt_out.shape[1]
+        train_loss = loss_sum.item() / max(batches, 1)  # waits for the device
         seconds, cpu = time.perf_counter() - start, time.process_time() - cpu_start
         report = {"epoch": epoch, "train_seconds": seconds, "train_cpu_seconds": cpu,
-                  "train_loss": sum(losses) / len(losses), "tokens": points}
+                  "train_loss": train_loss, "tokens": points}
         if cfg["trainer"].get("validate", True):
             model.eval()
             with torch.no_grad():

@@ -113,9 +113,12 @@ def fit(model, data, cfg, epochs, seed, on_epoch):
     optimizer = torch.optim.Adam(model.parameters(), lr=t.get("lr", 0.005))
     loss = MaskedSoftmaxCELoss()
     model.train()
+    device = next(model.parameters()).device
     for epoch in range(1, epochs + 1):
         start, cpu_start = time.perf_counter(), time.process_time()
-        loss_sum, tokens = torch.zeros((), dtype=torch.float64), 0
+        # sums stay on the device and are read once per epoch (no host sync per step)
+        loss_sum = torch.zeros((), dtype=torch.float64, device=device)
+        tokens = torch.zeros((), dtype=torch.long, device=device)
         for X, X_valid_len, dec_input, Y, Y_valid_len in data.batches("train", seed + epoch):
             optimizer.zero_grad()
             Y_hat = model(X, dec_input, X_valid_len)  # dec_input = [<bos>] + Y[:, :-1]
@@ -125,7 +128,8 @@ def fit(model, data, cfg, epochs, seed, on_epoch):
                 nn.utils.clip_grad_norm_(model.parameters(), clip)
             optimizer.step()
             loss_sum += l.detach().sum().double()
-            tokens += int(Y_valid_len.sum())
+            tokens += Y_valid_len.sum()
+        train_loss, tokens = loss_sum.item(), int(tokens)  # waits for the device
         seconds, cpu = time.perf_counter() - start, time.process_time() - cpu_start
         on_epoch({"epoch": epoch, "train_seconds": seconds, "train_cpu_seconds": cpu,
-                  "train_loss": loss_sum.item() / max(tokens, 1), "tokens": tokens})
+                  "train_loss": train_loss / max(tokens, 1), "tokens": tokens})

@@ -234,10 +234,13 @@ def fit(model, data, cfg, epochs, seed, on_epoch):
     clip = t.get("gradient_clip", 1.0)
     opt = torch.optim.Adam(model.parameters(), lr=t.get("lr", 0.001))
     pad = data.pad_id
+    device = next(model.parameters()).device
     for epoch in range(1, epochs + 1):
         start, cpu_start = time.perf_counter(), time.process_time()
         model.train()
-        loss_sum, tokens = torch.zeros((), dtype=torch.float64), 0
+        # sums stay on the device and are read once per epoch (no host sync per step)
+        loss_sum = torch.zeros((), dtype=torch.float64, device=device)
+        tokens = torch.zeros((), dtype=torch.long, device=device)
         for src, src_len, tgt_in, tgt_out, tgt_len in data.batches("train", seed + epoch):
             Y_hat = model(src, tgt_in, src_len)  # [B, T, V]
             l = F.cross_entropy(Y_hat.reshape(-1, Y_hat.shape[-1]), tgt_out.reshape(-1), reduction="none")
@@ -248,12 +251,13 @@ def fit(model, data, cfg, epochs, seed, on_epoch):
             if clip > 0:
                 nn.utils.clip_grad_norm_(model.parameters(), clip)
             opt.step()
-            n = int(tgt_len.sum())
+            n = tgt_len.sum()
             loss_sum += loss.detach().double() * n
             tokens += n
+        train_loss, tokens = loss_sum.item(), int(tokens)  # waits for the device
         seconds, cpu = time.perf_counter() - start, time.process_time() - cpu_start
         report = {"epoch": epoch, "train_seconds": seconds, "train_cpu_seconds": cpu,
-                  "train_loss": loss_sum.item() / max(tokens, 1), "tokens": tokens}
+                  "train_loss": train_loss / max(tokens, 1), "tokens": tokens}
         if data.has_val and t.get("validate", True):
             report["val_loss"] = validation_loss(model, data)
         on_epoch(report)

@@ -42,6 +42,21 @@ WORKLOADS = {
 }
 
 
+class OnDevice:
+    """The data with its batches moved to a GPU the way a careful PyTorch user does it: pinned
+    host memory, non-blocking copies (what attnlab's trainers do)."""
+
+    def __init__(self, data, device):
+        self.data, self.device = data, device
+
+    def __getattr__(self, name):
+        return getattr(self.data, name)
+
+    def batches(self, *args, **kwargs):
+        return [tuple(t.pin_memory().to(self.device, non_blocking=True) for t in b)
+                for b in self.data.batches(*args, **kwargs)]
+
+
 def peak_rss_kib():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 
@@ -54,6 +69,9 @@ def setup(args):
     make_data, build, fit = WORKLOADS[args.workload]
     data = make_data(cfg)
     model = build(cfg, data, args)
+    if args.device != "cpu":
+        model.to(args.device)
+        data = OnDevice(data, torch.device(args.device))
     return cfg, seed, data, model, fit
 
 
@@ -80,20 +98,28 @@ def cmd_matmul(args):
     # The same fp32 GEMMs through oneDNN (torch's bundled mkldnn), layout conversions included:
     # on AMD CPUs MKL's sgemm takes its generic code path, oneDNN does not.
     dnnl = [("oneDNN " + name, m, k, n, 1) for name, m, k, n, batch in shapes[:2]]
+    cuda = args.device != "cpu"
+    if cuda:  # fp32 on the GPU (TF32 off, as both sides train), synchronised around each timing
+        shapes, dnnl = [("square 8192", 8192, 8192, 8192, 1)] + shapes, []
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
     results = []
     for name, m, k, n, batch in shapes + dnnl:
-        a = torch.randn(batch, m, k) if batch > 1 else torch.randn(m, k)
-        b = torch.randn(batch, k, n) if batch > 1 else torch.randn(k, n)
+        a = torch.randn(batch, m, k, device=args.device) if batch > 1 else torch.randn(m, k, device=args.device)
+        b = torch.randn(batch, k, n, device=args.device) if batch > 1 else torch.randn(k, n, device=args.device)
         op = torch.bmm if batch > 1 else torch.mm
         if name.startswith("oneDNN"):
             w = b.t().contiguous().to_mkldnn()  # [n, k]: mkldnn_linear computes a @ w^T
             op = lambda a, _: torch._C._nn.mkldnn_linear(a.to_mkldnn(), w).to_dense()  # noqa: E731
         for _ in range(3):
             op(a, b)
+        sync()
         reps, t0, c0 = 0, time.perf_counter(), time.process_time()
         while time.perf_counter() - t0 < args.seconds:
             op(a, b)
             reps += 1
+            if reps % 16 == 0:
+                sync()
+        sync()
         dt, cpu = (time.perf_counter() - t0) / reps, (time.process_time() - c0) / reps
         flop = 2.0 * m * k * n * batch
         results.append({"name": name, "m": m, "k": k, "n": n, "batch": batch, "seconds": dt, "cpu_seconds": cpu,
@@ -142,6 +168,7 @@ def main():
         s.add_argument("overrides", nargs="*", help="key.path=value, as the runner takes them")
         s.add_argument("--threads", type=int, default=torch.get_num_threads())
         s.add_argument("--seed", type=int, default=None, help="default: the experiment's seed")
+        s.add_argument("--device", default="cpu", help="cpu or cuda (the model and batches go there)")
         s.add_argument("--fused", action="store_true", help="F.scaled_dot_product_attention in dot-product attention")
         s.add_argument("--epochs", type=int, default=0, help="(run) default: trainer.max_epochs")
         s.add_argument("--steps", type=int, default=8, help="(profile) steps under the profiler")
@@ -149,6 +176,7 @@ def main():
     m = sub.add_parser("matmul")
     m.add_argument("--threads", type=int, default=torch.get_num_threads())
     m.add_argument("--seconds", type=float, default=0.5, help="time per shape")
+    m.add_argument("--device", default="cpu", help="cpu or cuda")
     args = p.parse_args()
     {"run": cmd_run, "matmul": cmd_matmul, "profile": cmd_profile}[args.cmd](args)
 
