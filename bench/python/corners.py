@@ -130,7 +130,7 @@ class EncoderDecoderTransf(nn.Module):
 
     def decode(self, states, tgt_in):
         b, t = tgt_in.shape[:2]
-        causal = torch.arange(1, t + 1).repeat(b, 1)  # [B, T]: query i sees keys 0..i
+        causal = torch.arange(1, t + 1, device=tgt_in.device).repeat(b, 1)  # [B, T]: query i sees keys 0..i
         h = self.embed(tgt_in)
         for layer in self.decoder:
             h = layer(h, states, causal)

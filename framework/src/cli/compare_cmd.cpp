@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include <iostream>
+#include <set>
 
 namespace attnlab::cli {
 namespace {
@@ -63,6 +64,44 @@ Table metrics_table(const std::vector<Run>& runs, const std::vector<std::string>
   return t;
 }
 
+/// Every /eval/<name> any run has, sorted.
+std::vector<std::string> eval_names(const std::vector<Run>& runs) {
+  std::set<std::string> names;
+  for (const auto& r : runs) {
+    for (const auto& [name, unused] : r.evals) names.insert(name);
+  }
+  return {names.begin(), names.end()};
+}
+
+/// evaluation | decoding | A | B ...: sacreBLEU (and d2l's mean sentence BLEU) per run.
+Table evals_table(const std::vector<Run>& runs) {
+  Table t{{"evaluation", "decoding"}, {}, {false, false}};
+  for (size_t i = 0; i < runs.size(); ++i) {
+    t.header.push_back(run_id(i) + " sacreBLEU (d2l)");
+    t.numeric.push_back(true);
+  }
+  for (const auto& name : eval_names(runs)) {
+    std::string decoding;
+    std::vector<std::string> row{name, ""};
+    for (const auto& r : runs) {
+      auto it = r.evals.find(name);
+      if (it == r.evals.end()) {
+        row.push_back("-");
+        continue;
+      }
+      const auto& e = it->second;
+      if (decoding.empty()) {
+        decoding = e.beam_size > 1 ? fmt::format("beam {}, {} checkpoint", e.beam_size, e.checkpoint)
+                                   : fmt::format("greedy, {} checkpoint", e.checkpoint);
+      }
+      row.push_back(fmt::format("{:.2f} ({:.3f})", e.bleu, e.d2l_mean_bleu));
+    }
+    row[1] = decoding;
+    t.rows.push_back(std::move(row));
+  }
+  return t;
+}
+
 /// module | layer | head | A | B ...: "mean entropy / max weight" per head.
 Table attention_table(const std::vector<Run>& runs) {
   Table t{{"module", "layer", "head"}, {}, {false, true, true}};
@@ -97,6 +136,11 @@ Table csv_table(const std::vector<Run>& runs, const std::vector<std::string>& ke
   for (const auto& m : metrics) {
     for (const char* suffix : {"final", "final_epoch", "best", "best_epoch"}) t.header.push_back(m + " " + suffix);
   }
+  const auto evals = eval_names(runs);
+  for (const auto& e : evals) {
+    t.header.push_back("eval " + e + " bleu");
+    t.header.push_back("eval " + e + " d2l_mean_bleu");
+  }
   const AttentionStats all = union_of_heads(runs);
   for (const auto& [m, layers] : all) {
     for (const auto& [l, heads] : layers) {
@@ -117,6 +161,11 @@ Table csv_table(const std::vector<Run>& runs, const std::vector<std::string>& ke
                      std::to_string(s.best_epoch)}) {
         row.push_back(s.valid ? v : "");
       }
+    }
+    for (const auto& e : evals) {
+      auto it = r.evals.find(e);
+      row.push_back(it == r.evals.end() ? "" : fmt::format("{:.9g}", it->second.bleu));
+      row.push_back(it == r.evals.end() ? "" : fmt::format("{:.9g}", it->second.d2l_mean_bleu));
     }
     for (const auto& [m, layers] : all) {
       for (const auto& [l, heads] : layers) {
@@ -183,6 +232,10 @@ int cmd_compare(int argc, char** argv) {
     if (!metrics.empty()) {
       heading("Metrics (value @epoch)");
       std::cout << render(metrics_table(runs, metrics), fmt_kind) << "\n";
+    }
+    if (auto ev = evals_table(runs); !ev.rows.empty()) {
+      heading("Evaluations (runner eval: sacreBLEU on the split, d2l's mean sentence BLEU in parentheses)");
+      std::cout << render(ev, fmt_kind) << "\n";
     }
     auto att = attention_table(runs);
     if (!no_attention && !att.rows.empty()) {

@@ -101,11 +101,26 @@ Run load_run(const std::string& path) {
     r.wall_partial = true;
   }
   add_attention(in, r.attention);
+  for (const auto& name : in.children("eval")) {
+    const std::string at = "eval/" + name;
+    if (!in.has(at + "/hypotheses")) continue;  // not a finished evaluation
+    EvalScore e;
+    e.bleu = in.attr_double_at(at, "bleu");
+    e.d2l_mean_bleu = in.attr_double_at(at, "d2l_mean_bleu");
+    e.split = in.attr_string_at(at, "split");
+    e.decoding = in.attr_string_at(at, "decoding");
+    e.checkpoint = in.attr_string_at(at, "checkpoint");
+    e.beam_size = static_cast<int64_t>(in.attr_double_at(at, "beam_size"));
+    e.sentences = static_cast<int64_t>(in.attr_double_at(at, "sentences"));
+    r.evals[name] = e;
+  }
   return r;
 }
 
 std::vector<std::string> differing_keys(const std::vector<Run>& runs) {
-  static const std::set<std::string> ignored = {"experiment", "description", "results.path"};
+  // Where files live is not part of the experiment: data_dir and results.path differ between
+  // machines and runs of the same experiment.
+  static const std::set<std::string> ignored = {"experiment", "description", "results.path", "data_dir"};
   std::set<std::string> keys;
   for (const auto& r : runs) {
     for (const auto& [k, v] : r.config) keys.insert(k);

@@ -20,6 +20,14 @@ struct HeadStats {
 /// "encoder_self" -> layer -> head -> stats
 using AttentionStats = std::map<std::string, std::map<int64_t, std::map<int64_t, HeadStats>>>;
 
+/// One `runner eval` result (/eval/<name>).
+struct EvalScore {
+  double bleu = 0;           // sacreBLEU corpus score
+  double d2l_mean_bleu = 0;  // mean of d2l's sentence BLEU
+  std::string split, decoding, checkpoint;
+  int64_t beam_size = 1, sentences = 0;
+};
+
 struct Run {
   std::string path, experiment, status, started, finished;
   std::optional<double> wall_seconds;  // finished - started, or the epochs' sum while unfinished
@@ -29,6 +37,7 @@ struct Run {
   std::map<std::string, std::vector<double>> metrics;  // "train/loss" -> one value per row
   std::vector<double> epochs;                          // /metrics/epoch/index when present
   AttentionStats attention;
+  std::map<std::string, EvalScore> evals;  // "test", "test_beam5", ...
 };
 
 /// Reads everything compare needs. ResultsError (from ResultsReader) for files that are not
@@ -39,7 +48,7 @@ Run load_run(const std::string& path);
 std::map<std::string, std::string> flatten(const config::Node& node);
 
 /// Keys whose value differs between runs (absent counts as a value), sorted, leaving out what
-/// always differs between experiments: experiment, description, results.path.
+/// always differs between experiments or machines: experiment, description, results.path, data_dir.
 std::vector<std::string> differing_keys(const std::vector<Run>& runs);
 
 /// "model.norm=first, model.num_blks=2" for the differing keys ("" when none).

@@ -235,6 +235,10 @@ Attention ResultsReader::attention(const std::string& sample, const std::string&
 
 bool ResultsReader::has(const std::string& path) const { return h5::exists(impl_->root.get(), absolute(path)); }
 
+std::vector<std::string> ResultsReader::children(const std::string& path) const {
+  return h5::list_group(impl_->root.get(), absolute(path), path_);
+}
+
 torch::Tensor ResultsReader::tensor(const std::string& path) const {
   return h5::read_float_tensor(impl_->root.get(), absolute(path), path_);
 }

@@ -60,6 +60,8 @@ class ResultsReader {
 
   /// Whether an object exists at `path` ("predictions/test", "/config", ...).
   bool has(const std::string& path) const;
+  /// Names of the links in the group at `path` ("eval"), sorted; empty when there is no group.
+  std::vector<std::string> children(const std::string& path) const;
   /// Any numeric dataset as a float32 tensor with its shape.
   torch::Tensor tensor(const std::string& path) const;
   /// A string dataset ("eval/test/hypotheses") as a list.
