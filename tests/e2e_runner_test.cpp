@@ -79,6 +79,30 @@ TEST_F(RunnerTest, TwoEpochRunWritesACompleteResultsFile) {
   EXPECT_EQ(self.weights.size(2), self.weights.size(3));
 }
 
+TEST_F(RunnerTest, EvalTranslatesAFraEngSplitAndStoresItsScores) {
+  auto path = tmp_ + "/eval.h5";
+  auto r = run(tiny(path));
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  auto e = run({"eval", path, "data_dir=" + data_dir_, "--split", "val", "-q"});
+  ASSERT_EQ(e.exit_code, 0) << e.out << e.err;
+  EXPECT_NE(e.out.find("val greedy: BLEU = "), std::string::npos) << e.out;
+  EXPECT_NE(e.out.find("129 sentences"), std::string::npos) << e.out;  // d2l's 128 + 1 validation pairs
+  results::ResultsReader rd(path);
+  EXPECT_EQ(rd.attr_string("status"), "completed");  // an evaluation leaves the run's status alone
+  const auto refs = rd.strings("eval/val/references"), hyps = rd.strings("eval/val/hypotheses");
+  ASSERT_EQ(refs.size(), 129u);
+  ASSERT_EQ(hyps.size(), 129u);
+  EXPECT_EQ(rd.strings("eval/val/sources").front().find('\t'), std::string::npos);
+  EXPECT_FALSE(refs.front().empty());
+  const double bleu = rd.attr_double_at("eval/val", "bleu");
+  EXPECT_GE(bleu, 0.0);
+  EXPECT_LE(bleu, 100.0);
+  // fra-eng has no test split: refused, naming it.
+  auto bad = run({"eval", path, "data_dir=" + data_dir_, "--split", "test"});
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.err.find("no 'test' split"), std::string::npos) << bad.err;
+}
+
 TEST_F(RunnerTest, ResultsFileReadsWithH5py) {
   auto python = testutil::env_or("ATTNLAB_PYTHON", "");
   if (python.empty() || !fs::exists(python)) GTEST_SKIP() << "no venv python";
