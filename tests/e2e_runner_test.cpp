@@ -1,4 +1,7 @@
 // End to end: the real runner binary on small configs, read back from its results files.
+#include <attnlab/config/node.hpp>
+#include <attnlab/data/dataset.hpp>
+#include <attnlab/plugin/registry.hpp>
 #include <attnlab/results/reader.hpp>
 
 #include <gtest/gtest.h>
@@ -101,6 +104,38 @@ TEST_F(RunnerTest, EvalTranslatesAFraEngSplitAndStoresItsScores) {
   auto bad = run({"eval", path, "data_dir=" + data_dir_, "--split", "test"});
   EXPECT_NE(bad.exit_code, 0);
   EXPECT_NE(bad.err.find("no 'test' split"), std::string::npos) << bad.err;
+}
+
+TEST_F(RunnerTest, BatchesExportsWhatTheTrainerDraws) {
+  auto path = tmp_ + "/batches.h5";
+  auto r = run({"batches", "experiments/tests/tiny_fra_eng.yaml", "data_dir=" + data_dir_, "--epochs", "2", "-o", path});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("512 training rows, 4 batches per epoch"), std::string::npos) << r.out;
+  results::ResultsReader rd(path);
+  EXPECT_EQ(rd.attr_int("seed"), 1);
+  EXPECT_EQ(rd.attr_int("batches_per_epoch"), 4);
+  EXPECT_EQ(rd.attr_int("pad_id"), 5);
+  // The fra_eng plugin itself, as the seq2seq trainer calls it: batches(train, shuffle, seed + epoch).
+  plugin::Registry registry;
+  registry.discover();
+  plugin::BuildContext ctx;
+  ctx.registry = &registry;
+  auto ds = registry.create<data::Dataset>(
+      config::parse_yaml("{plugin: fra_eng, batch_size: 128, num_steps: 9, num_train: 512, num_val: 128}", "t.yaml"),
+      ctx);
+  ds->prepare(data_dir_);
+  for (int64_t e = 1; e <= 2; ++e) {
+    const auto expected = ds->batches(data::Split::Train, true, 1 + static_cast<uint64_t>(e));
+    ASSERT_EQ(expected.size(), 4u);
+    for (size_t i = 0; i < expected.size(); ++i) {
+      const auto at = "epoch_" + std::to_string(e) + "/" + std::to_string(i) + "/";
+      EXPECT_TRUE(torch::equal(rd.tensor(at + "src").to(torch::kLong), expected[i].src)) << at;
+      EXPECT_TRUE(torch::equal(rd.tensor(at + "tgt_in").to(torch::kLong), expected[i].tgt_in)) << at;
+      EXPECT_TRUE(torch::equal(rd.tensor(at + "tgt_out").to(torch::kLong), expected[i].tgt_out)) << at;
+      EXPECT_TRUE(torch::equal(rd.tensor(at + "tgt_valid_lens").to(torch::kLong), expected[i].tgt_valid_lens)) << at;
+    }
+  }
+  EXPECT_FALSE(torch::equal(rd.tensor("epoch_1/0/src"), rd.tensor("epoch_2/0/src")));  // reshuffled
 }
 
 TEST_F(RunnerTest, ResultsFileReadsWithH5py) {

@@ -253,6 +253,27 @@ TEST_F(Multi30kTest, MaxLenFiltersTrainingPairsOnly) {
   EXPECT_THROW(none->prepare(*data_dir_), DataError);
 }
 
+TEST_F(Multi30kTest, NumTrainKeepsTheFirstTrainingPairs) {
+  REQUIRE_DATA();
+  Multi30kOptions o;
+  o.num_train = 300;
+  auto slice = make(o, "d2l_words");
+  slice->prepare(*data_dir_);
+  EXPECT_EQ(slice->split_size(Split::Train), 300);
+  const auto first = slice->raw_sources(Split::Train), all = words_->raw_sources(Split::Train);
+  ASSERT_EQ(first.size(), 300u);
+  EXPECT_TRUE(std::equal(first.begin(), first.end(), all.begin()));
+  int64_t rows = 0;
+  for (const auto& b : slice->batches(Split::Train, true, 3)) rows += b.src.size(0);
+  EXPECT_EQ(rows, 300);
+  EXPECT_EQ(slice->split_size(Split::Val), 1014);  // val and test stay whole
+  EXPECT_EQ(slice->split_size(Split::Test), 1000);
+  o.num_train = 1000000;  // more than there are: everything
+  auto whole = make(o, "d2l_words");
+  whole->prepare(*data_dir_);
+  EXPECT_EQ(whole->split_size(Split::Train), words_->split_size(Split::Train));
+}
+
 TEST_F(Multi30kTest, CreatedThroughTheRegistry) {
   REQUIRE_DATA();
   plugin::BuildContext ctx;

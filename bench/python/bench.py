@@ -45,6 +45,8 @@ WORKLOADS = [
     Workload("d2l 0.17 Bahdanau GRU (H 32)", "experiments/bahdanau_fra_eng.yaml", "bahdanau_d2l017", 20),
     Workload("corners norm-first (d 6)", "experiments/corners_norm_first.yaml", "corners", 20,
              ["trainer.validate=false", "trainer.attention_samples=0"]),
+    Workload("Multi30K Transformer (3+3, H 256), 2000 pairs", "experiments/transformer_multi30k_de_en.yaml",
+             "transformer_multi30k", 3, ["trainer.validate=false", "dataset.num_train=2000"]),
 ]
 
 
@@ -93,7 +95,7 @@ class Bench:
     def run_peer(self, w, overrides, tag):
         log = os.path.join(self.tmp, f"{tag}.jsonl")
         cmd = [self.a.python, PEER, "run", w.peer, w.experiment, *overrides, "--threads", str(self.a.threads),
-               "--device", self.a.device]
+               "--device", self.a.device, "--runner", self.a.runner]
         rc, wall, rss, cpu = run_child(cmd, log)
         if rc != 0:
             raise RuntimeError(f"python peer exit {rc}: {tail(log)}")

@@ -11,7 +11,9 @@ import argparse
 import json
 import os
 import resource
+import subprocess
 import sys
+import tempfile
 import time
 
 import torch
@@ -24,12 +26,38 @@ import d2l103  # noqa: E402
 import fra_eng  # noqa: E402
 
 
-def fra_eng_data(cfg):
+def fra_eng_data(cfg, args):
     return fra_eng.FraEng(cfg["dataset"], cfg.get("data_dir", "datasets"))
 
 
-def corners_data(cfg):
+def corners_data(cfg, args):
     return corners.Corners(cfg["dataset"])
+
+
+class ExportedBatches:
+    """The runner's own training batches (`runner batches`), for datasets whose pipeline
+    (SentencePiece, length bucketing) the peer does not re-implement: the same rows in the same
+    order by construction. Exporting happens before training and is not timed."""
+
+    def __init__(self, cfg, args):
+        import h5py
+        epochs = args.epochs or cfg["trainer"].get("max_epochs", 1)
+        path = os.path.join(tempfile.mkdtemp(prefix="attnlab-peer-"), "batches.h5")
+        overrides = list(args.overrides) + ([f"seed={args.seed}"] if args.seed is not None else [])
+        subprocess.run([args.runner, "batches", args.experiment, *overrides, "--epochs", str(epochs), "-o", path],
+                       check=True, stdout=subprocess.DEVNULL)
+        names = ("src", "src_valid_lens", "tgt_in", "tgt_out", "tgt_valid_lens")
+        with h5py.File(path, "r") as f:
+            a = f.attrs
+            self.seed, self.pad_id = int(a["seed"]), int(a["pad_id"])
+            self.src_vocab, self.tgt_vocab = range(int(a["src_vocab_size"])), range(int(a["tgt_vocab_size"]))
+            self.epochs = {e: [tuple(torch.from_numpy(f[f"epoch_{e}/{i}/{n}"][()]) for n in names)
+                               for i in range(int(a["batches_per_epoch"]))] for e in range(1, epochs + 1)}
+        self.has_val = False
+
+    def batches(self, split, seed):
+        assert split == "train", "exported batches are the training split's"
+        return self.epochs[seed - self.seed]
 
 
 # name -> (make the data from the experiment, build the model, the training loop)
@@ -39,6 +67,8 @@ WORKLOADS = {
                            d2l017.fit),
     "bahdanau_d2l017": (fra_eng_data, lambda cfg, data, a: d2l017.build_bahdanau(cfg, data), d2l017.fit),
     "corners": (corners_data, lambda cfg, data, a: corners.build(cfg, data), corners.fit),
+    # the seed-000 architecture at Multi30K's sizes (3 + 3 blocks, 8 heads, biases) on the runner's batches
+    "transformer_multi30k": (ExportedBatches, lambda cfg, data, a: d2l103.build(cfg, data, a.fused), d2l103.fit),
 }
 
 
@@ -67,7 +97,7 @@ def setup(args):
     seed = args.seed if args.seed is not None else cfg.get("seed", 0)
     torch.manual_seed(seed)
     make_data, build, fit = WORKLOADS[args.workload]
-    data = make_data(cfg)
+    data = make_data(cfg, args)
     model = build(cfg, data, args)
     if args.device != "cpu":
         model.to(args.device)
@@ -169,6 +199,8 @@ def main():
         s.add_argument("--threads", type=int, default=torch.get_num_threads())
         s.add_argument("--seed", type=int, default=None, help="default: the experiment's seed")
         s.add_argument("--device", default="cpu", help="cpu or cuda (the model and batches go there)")
+        s.add_argument("--runner", default=os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+            os.path.abspath(__file__)))), "build", "bin", "runner"), help="runner binary (for `runner batches`)")
         s.add_argument("--fused", action="store_true", help="F.scaled_dot_product_attention in dot-product attention")
         s.add_argument("--epochs", type=int, default=0, help="(run) default: trainer.max_epochs")
         s.add_argument("--steps", type=int, default=8, help="(profile) steps under the profiler")

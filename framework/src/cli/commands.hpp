@@ -31,4 +31,8 @@ int cmd_eval(int argc, char** argv);
 /// (Keras-summary style) and its output shape for one batch, without training.
 int cmd_summary(int argc, char** argv);
 
+/// `runner batches EXPERIMENT.yaml [key=value ...] --epochs N -o FILE`: the training batches a run
+/// draws (epoch e shuffled with seed + e), written to HDF5 as int64 ids and lengths.
+int cmd_batches(int argc, char** argv);
+
 }  // namespace attnlab::cli

@@ -23,6 +23,7 @@ const Command kCommands[] = {
     {"plot", "draw a run's attention heatmaps, loss curves and predictions", attnlab::cli::cmd_plot},
     {"eval", "translate a split with a run's best checkpoint and score it (sacreBLEU)", attnlab::cli::cmd_eval},
     {"summary", "print an experiment's model: layers, parameter counts, output shape", attnlab::cli::cmd_summary},
+    {"batches", "write the training batches a run draws to HDF5 (for other programs)", attnlab::cli::cmd_batches},
 };
 
 std::string join_args(int argc, char** argv) {

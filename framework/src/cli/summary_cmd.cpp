@@ -62,20 +62,19 @@ int cmd_summary(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
-  config::Node root = config::load_experiment(positional[0], {positional.begin() + 1, positional.end()});
-  config::Options top(root, train::experiment_schema(), "the experiment", {});
-  train::Setup setup = train::build_setup(top, plugin_dirs);
+  std::string experiment;
+  train::Setup setup = train::setup_experiment(positional, plugin_dirs, experiment);
   std::shared_ptr<torch::nn::Module> model;
   if (setup.model) model = setup.model.ptr();
   if (setup.custom) model = setup.custom;
   if (!model) {
-    std::cout << fmt::format("{}: no model section (the trainer builds its own model)\n", top.get_string("experiment"));
+    std::cout << fmt::format("{}: no model section (the trainer builds its own model)\n", experiment);
     return 0;
   }
 
   constexpr int kWidth = 88;
   const std::string rule(kWidth, '_'), double_rule(kWidth, '=');
-  std::cout << fmt::format("Model: \"{}\" (dataset {})\n{}\n", top.get_string("experiment"), setup.dataset_name, rule);
+  std::cout << fmt::format("Model: \"{}\" (dataset {})\n{}\n", experiment, setup.dataset_name, rule);
   std::cout << fmt::format(" {:<66}{:>20}\n{}\n", "Layer (type)", "Param #", double_rule);
   for (const auto& item : model->named_modules("", /*include_self=*/false)) {
     const auto& name = item.key();

@@ -232,22 +232,25 @@ void write_double_dataset(hid_t loc, const std::string& path, const std::vector<
         file, fmt::format("cannot write dataset {}", path));
 }
 
-void write_float_tensor(hid_t loc, const std::string& path, const torch::Tensor& values, const std::string& file) {
+void write_tensor(hid_t loc, const std::string& path, const torch::Tensor& values, const std::string& file) {
   ATTNLAB_CHECK(values.defined(), ResultsError, "cannot write {} in results file {}: the tensor is undefined", path,
                 file);
   ATTNLAB_CHECK(!values.is_complex(), ResultsError,
                 "cannot write {} in results file {}: expected a real tensor, found dtype {}", path, file,
                 c10::toString(values.scalar_type()));
-  torch::Tensor t = values.detach().to(torch::kCPU, torch::kFloat).contiguous();  // same shape, float32
+  // Integer tensors (token ids, lengths) as int64, everything else as float32; same shape.
+  const bool integral = c10::isIntegralType(values.scalar_type(), /*includeBool=*/true);
+  torch::Tensor t = values.detach().to(torch::kCPU, integral ? torch::kLong : torch::kFloat).contiguous();
   std::vector<hsize_t> dims(t.sizes().begin(), t.sizes().end());
   remove_if_present(loc, path, file);
   Handle space = dataspace(file, dims, t.dim() == 0);
   Handle lcpl = link_props(file);
-  Handle ds = check(H5Dcreate2(loc, path.c_str(), H5T_IEEE_F32LE, space.get(), lcpl.get(), H5P_DEFAULT, H5P_DEFAULT),
+  Handle ds = check(H5Dcreate2(loc, path.c_str(), integral ? H5T_STD_I64LE : H5T_IEEE_F32LE, space.get(), lcpl.get(),
+                               H5P_DEFAULT, H5P_DEFAULT),
                     file, fmt::format("cannot create dataset {}", path));
-  float dummy = 0.0f;
-  const float* data = t.numel() > 0 ? t.data_ptr<float>() : &dummy;
-  check(H5Dwrite(ds.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, data), file,
+  int64_t dummy = 0;
+  const void* data = t.numel() > 0 ? t.data_ptr() : &dummy;
+  check(H5Dwrite(ds.get(), integral ? H5T_NATIVE_INT64 : H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, data), file,
         fmt::format("cannot write dataset {}", path));
 }
 

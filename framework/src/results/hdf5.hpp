@@ -83,8 +83,9 @@ void write_string_dataset(hid_t loc, const std::string& path, const std::vector<
                           const std::string& file);
 void write_double_dataset(hid_t loc, const std::string& path, const std::vector<double>& values,
                           const std::string& file);
-/// Float32 dataset with the tensor's shape (converted to float32, contiguous, on the CPU).
-void write_float_tensor(hid_t loc, const std::string& path, const torch::Tensor& values, const std::string& file);
+/// Dataset with the tensor's shape (contiguous, on the CPU): int64 for integer and bool tensors,
+/// float32 for everything else.
+void write_tensor(hid_t loc, const std::string& path, const torch::Tensor& values, const std::string& file);
 
 std::vector<std::string> read_string_dataset(hid_t loc, const std::string& path, const std::string& file);
 std::vector<double> read_double_dataset(hid_t loc, const std::string& path, const std::string& file);

@@ -266,7 +266,7 @@ void Results::write_attention(const std::string& sample, const std::string& modu
                 "results file {}: attention {} has {} keys but {} key labels", path_, ds_path, weights.size(3),
                 key_labels.size());
   hid_t root = impl_->root.get();
-  h5::write_float_tensor(root, ds_path, weights, path_);  // [layers, heads, queries, keys]
+  h5::write_tensor(root, ds_path, weights, path_);  // [layers, heads, queries, keys]
   Handle ds = check(H5Dopen2(root, ds_path.c_str(), H5P_DEFAULT), path_, fmt::format("cannot open dataset {}", ds_path));
   h5::write_strings_attr(ds.get(), "query_tokens", query_labels, path_);
   h5::write_strings_attr(ds.get(), "key_tokens", key_labels, path_);
@@ -280,7 +280,7 @@ void Results::write_tensor(const std::string& path, const torch::Tensor& values)
   while (!clean.empty() && clean.front() == '/') clean.erase(0, 1);
   ATTNLAB_CHECK(!clean.empty() && clean.back() != '/' && clean.find("//") == std::string::npos, ResultsError,
                 "results file {}: tensor path must be like \"predictions/test\", found '{}'", path_, path);
-  h5::write_float_tensor(impl_->root.get(), "/" + clean, values, path_);
+  h5::write_tensor(impl_->root.get(), "/" + clean, values, path_);
 }
 
 void Results::write_strings(const std::string& path, const std::vector<std::string>& values) {

@@ -1,7 +1,9 @@
 // Registry, device, dataset and model from a validated experiment.
 #include "train/setup.hpp"
 
+#include <attnlab/config/load.hpp>
 #include <attnlab/error.hpp>
+#include <attnlab/train/experiment.hpp>
 
 #include <fmt/format.h>
 #include <torch/torch.h>
@@ -62,6 +64,15 @@ Setup build_setup(const config::Options& top, const std::vector<std::string>& pl
     s.model->to(s.ctx.device);
   }
   return s;
+}
+
+Setup setup_experiment(const std::vector<std::string>& args, const std::vector<std::string>& plugin_dirs,
+                       std::string& experiment) {
+  ATTNLAB_CHECK(!args.empty(), ConfigError, "an experiment file is required");
+  config::Node root = config::load_experiment(args[0], {args.begin() + 1, args.end()});
+  config::Options top(root, experiment_schema(), "the experiment", {});
+  experiment = top.get_string("experiment");
+  return build_setup(top, plugin_dirs);
 }
 
 }  // namespace attnlab::train

@@ -27,4 +27,10 @@ struct Setup {
 /// ConfigError/PluginError/DataError as run_experiment documents.
 Setup build_setup(const config::Options& top, const std::vector<std::string>& plugin_dirs);
 
+/// For tools that take an experiment like the runner (`summary`, `batches`): loads the file with
+/// its key=value overrides (`args` = file, overrides...), validates it against the experiment
+/// schema and builds the setup. `experiment` gets the experiment's name.
+Setup setup_experiment(const std::vector<std::string>& args, const std::vector<std::string>& plugin_dirs,
+                       std::string& experiment);
+
 }  // namespace attnlab::train

@@ -144,6 +144,11 @@ void Multi30k::prepare(const std::string& data_dir) {
     src_tokens[train].resize(kept), tgt_tokens[train].resize(kept);
     raw_src[train].resize(kept), raw_tgt[train].resize(kept);
   }
+  if (opt_.num_train > 0 && static_cast<size_t>(opt_.num_train) < src_tokens[train].size()) {
+    const auto n = static_cast<size_t>(opt_.num_train);
+    src_tokens[train].resize(n), tgt_tokens[train].resize(n);
+    raw_src[train].resize(n), raw_tgt[train].resize(n);
+  }
   // A learned tokenizer's own inventory (every piece it can emit), else the training split's
   // tokens with min_freq.
   const auto vocab = [&](const data::Tokenizer& tok, const std::vector<Tokens>& tokens) {

@@ -14,6 +14,8 @@
 //   info().num_steps is the longest sequence (with <eos>) of any split, a bound for decoding.
 // - max_len > 0 drops training pairs with more than max_len tokens on either side (before the
 //   specials); val and test are never filtered, so scores are on the standard sets.
+// - num_train > 0 keeps the first num_train training pairs (after max_len): quick runs and
+//   benchmarks on a slice; the tokenizers are still trained on the whole training split.
 // - Training batches (shuffle) are length-bucketed (data::bucket_batches) or, with bucketing off,
 //   a seeded random permutation; unshuffled batches keep the corpus order, row i = raw_*()[i].
 #include <attnlab/data/dataset.hpp>
@@ -43,6 +45,7 @@ struct Multi30kOptions {
   std::string tgt = "en";
   int64_t min_freq = 2;
   int64_t max_len = 0;        // 0 = keep every training pair
+  int64_t num_train = 0;      // 0 = every (kept) training pair, else the first num_train
   int64_t batch_size = 128;
   bool bucketing = true;
   int64_t bucket_chunk = 100;  // batches per sorted chunk

@@ -26,6 +26,8 @@ config::Schema schema() {
                       "e.g. sentencepiece)", 0),
       config::opt_int("max_len", 0, "drop training pairs with more tokens than this on either side (0 = keep all)",
                       0),
+      config::opt_int("num_train", 0, "train on the first N training pairs only (0 = all; the tokenizers still "
+                      "learn from every pair)", 0),
       config::opt_int("batch_size", 128, "pairs per batch (padded to the batch's longest)", 1),
       config::opt_bool("bucketing", true, "training batches of similar lengths (else a random permutation)"),
       config::opt_int("bucket_chunk", 100, "bucketing: batches per length-sorted chunk", 1),
@@ -42,6 +44,7 @@ std::shared_ptr<data::Dataset> make(const config::Options& o, const plugin::Buil
   if (opt.src == opt.tgt) o.fail("tgt", "source and target language must differ");
   opt.min_freq = o.get_int("min_freq");
   opt.max_len = o.get_int("max_len");
+  opt.num_train = o.get_int("num_train");
   opt.batch_size = o.get_int("batch_size");
   opt.bucketing = o.get_bool("bucketing");
   opt.bucket_chunk = o.get_int("bucket_chunk");

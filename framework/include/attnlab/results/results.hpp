@@ -58,7 +58,8 @@ class Results {
   /// attrs "query_tokens", "key_tokens" (labels may be empty when not text).
   void write_attention(const std::string& sample, const std::string& module, const torch::Tensor& weights,
                        const std::vector<std::string>& query_labels, const std::vector<std::string>& key_labels);
-  /// Any float tensor as /<path> (e.g. "predictions/test"), float32, with its shape; replaces.
+  /// A tensor as /<path> (e.g. "predictions/test") with its shape: float32, or int64 for integer
+  /// and bool tensors (token ids, lengths); replaces.
   void write_tensor(const std::string& path, const torch::Tensor& values);
   /// A 1-D string dataset at /<path> (e.g. "eval/test/hypotheses"); replaces.
   void write_strings(const std::string& path, const std::vector<std::string>& values);
