@@ -110,6 +110,17 @@ TEST_F(Optim, ParametersWithoutAGradientAreLeftAlone) {
   EXPECT_EQ(static_cast<torch::optim::AdamParamState&>(*fused.state().at(a.p[0].unsafeGetTensorImpl())).step(), 1);
 }
 
+TEST_F(Optim, ATiedWeightListedTwiceIsUpdatedOnce) {
+  Params a, b;
+  torch::optim::Adam reference(a.p, torch::optim::AdamOptions(0.05));
+  auto twice = b.p;
+  twice.push_back(b.p[0]);  // as Module::parameters() lists a weight shared by two modules
+  FusedAdam fused(twice, torch::optim::AdamOptions(0.05));
+  take_steps(a, reference, b, fused, 0, 3);
+  expect_same(a, b);
+  EXPECT_EQ(static_cast<torch::optim::AdamParamState&>(*fused.state().at(b.p[0].unsafeGetTensorImpl())).step(), 3);
+}
+
 TEST_F(Optim, GroupsMixingDtypesFallBackToTorchAdam) {
   Params a(torch::kFloat64), b(torch::kFloat64);
   torch::optim::Adam reference(a.p, torch::optim::AdamOptions(0.05));
@@ -130,6 +141,14 @@ TEST_F(Optim, ClipGradNormEqualsTorchs) {
     EXPECT_NEAR(norm.item<double>(), expected, 1e-5 * expected);
     for (size_t i = 0; i < a.p.size(); ++i) EXPECT_ALLCLOSE(b.p[i].grad(), a.p[i].grad()) << i;
   }
+  Params a, b;  // a tensor listed twice counts (and is scaled) once
+  a.backward(1);
+  b.backward(1);
+  const double expected = torch::nn::utils::clip_grad_norm_(a.p, 0.5);
+  auto twice = b.p;
+  twice.push_back(b.p[2]);
+  EXPECT_NEAR(clip_grad_norm(twice, 0.5).item<double>(), expected, 1e-5 * expected);
+  for (size_t i = 0; i < a.p.size(); ++i) EXPECT_ALLCLOSE(b.p[i].grad(), a.p[i].grad()) << i;
   std::vector<torch::Tensor> no_grads{torch::zeros({2}, torch::requires_grad())};
   EXPECT_EQ(clip_grad_norm(no_grads, 1.0).item<double>(), 0.0);
 }

@@ -8,6 +8,7 @@
 #include <torch/torch.h>
 
 #include <map>
+#include <unordered_set>
 
 namespace attnlab::train {
 
@@ -35,10 +36,11 @@ torch::Tensor FusedAdam::step(LossClosure closure) {
   }
   torch::NoGradGuard no_grad;
   std::vector<std::vector<torch::Tensor>> with_grad;  // per group
+  std::unordered_set<const void*> seen;  // a tied weight listed twice is updated once
   for (auto& group : param_groups()) {
     auto& params = with_grad.emplace_back();
     for (const auto& p : group.params()) {
-      if (p.grad().defined()) params.push_back(p);
+      if (p.grad().defined() && seen.insert(p.unsafeGetTensorImpl()).second) params.push_back(p);
     }
     if (!params.empty() && !fusable(params)) {
       // Rare: leave the whole step to the per-parameter implementation (same state layout).
@@ -112,8 +114,9 @@ torch::Tensor FusedAdam::step(LossClosure closure) {
 torch::Tensor clip_grad_norm(const std::vector<torch::Tensor>& params, double max_norm) {
   std::vector<torch::Tensor> grads;
   grads.reserve(params.size());
+  std::unordered_set<const void*> seen;  // a tied weight listed twice counts and is scaled once
   for (const auto& p : params) {
-    if (p.grad().defined()) grads.push_back(p.grad());
+    if (p.grad().defined() && seen.insert(p.unsafeGetTensorImpl()).second) grads.push_back(p.grad());
   }
   if (grads.empty()) return torch::zeros({});
   torch::NoGradGuard no_grad;

@@ -20,14 +20,16 @@ namespace attnlab::train {
 class FusedAdam : public torch::optim::Adam {
  public:
   using torch::optim::Adam::Adam;
-  /// One fused update over each parameter group's parameters with a gradient. Falls back to
+  /// One fused update over each parameter group's parameters with a gradient (a tensor listed
+  /// more than once, as a tied weight in Module::parameters(), is updated once). Falls back to
   /// torch::optim::Adam::step for what the fused kernel does not take (sparse gradients, groups
   /// mixing devices or dtypes).
   torch::Tensor step(LossClosure closure = nullptr) override;
 };
 
 /// Scales the gradients of `params` in place so that their joint 2-norm is at most max_norm
-/// (coefficient max_norm / (norm + 1e-6), clamped to 1, as torch.nn.utils.clip_grad_norm_).
+/// (coefficient max_norm / (norm + 1e-6), clamped to 1, as torch.nn.utils.clip_grad_norm_); a
+/// tensor listed more than once counts once.
 /// Returns the norm before clipping as a 0-dim tensor on the gradients' device (not synchronised).
 torch::Tensor clip_grad_norm(const std::vector<torch::Tensor>& params, double max_norm);
 
