@@ -17,6 +17,7 @@
 namespace {
 
 using namespace attnlab;
+using testutil::message_of;
 using Sizes = std::vector<int64_t>;
 
 class ChapterPlugins : public testutil::SeededTest {
@@ -34,16 +35,6 @@ class ChapterPlugins : public testutil::SeededTest {
     c.query_size = q;
     c.key_size = k;
     return c;
-  }
-  template <class E>
-  std::string message_of(const std::function<void()>& f) {
-    try {
-      f();
-    } catch (const E& e) {
-      return e.what();
-    }
-    ADD_FAILURE() << "expected an exception";
-    return "";
   }
 
   plugin::Registry registry;

@@ -6,7 +6,10 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <string>
+
+#include "testing/testing.hpp"
 
 using attnlab::ConfigError;
 using namespace attnlab::config;
@@ -14,16 +17,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const ConfigError& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected a ConfigError";
-  return "";
-}
+/// The ConfigError message that f throws.
+std::string error_of(const std::function<void()>& f) { return attnlab::testutil::message_of<ConfigError>(f); }
 
 bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 

@@ -2,23 +2,18 @@
 #include <gtest/gtest.h>
 
 #include <attnlab/config/schema.hpp>
+#include <functional>
 #include <string>
+
+#include "testing/testing.hpp"
 
 using attnlab::ConfigError;
 using namespace attnlab::config;
 
 namespace {
 
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const ConfigError& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected a ConfigError";
-  return "";
-}
+/// The ConfigError message that f throws.
+std::string error_of(const std::function<void()>& f) { return attnlab::testutil::message_of<ConfigError>(f); }
 
 Schema encoder_schema() {
   return {

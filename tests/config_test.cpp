@@ -2,7 +2,10 @@
 #include <gtest/gtest.h>
 
 #include <attnlab/config/node.hpp>
+#include <functional>
 #include <string>
+
+#include "testing/testing.hpp"
 
 using attnlab::ConfigError;
 using namespace attnlab::config;
@@ -10,16 +13,8 @@ using namespace attnlab::config;
 namespace {
 
 /// The message of the ConfigError `f` throws ("" and a test failure if it throws none).
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const ConfigError& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected a ConfigError";
-  return "";
-}
+/// The ConfigError message that f throws.
+std::string error_of(const std::function<void()>& f) { return attnlab::testutil::message_of<ConfigError>(f); }
 
 const char* kModel = R"(name: demo
 model:

@@ -26,16 +26,7 @@ std::string test_plugin(const std::string& name) {
   if (testutil::env_or("ATTNLAB_TEST_PLUGIN_DIR", "").empty())                     \
   GTEST_SKIP() << "ATTNLAB_TEST_PLUGIN_DIR not set (run through ctest)"
 
-template <class E>
-std::string message_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const E& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected an exception";
-  return "";
-}
+using testutil::message_of;
 
 TEST(PluginLoader, MissingFileIsNamed) {
   plugin::Registry r;

@@ -4,6 +4,7 @@
 #include <attnlab/nn/dot_product.hpp>
 #include <attnlab/nn/layers.hpp>
 
+#include "testing/golden.hpp"
 #include "testing/testing.hpp"
 
 #include <algorithm>
@@ -61,24 +62,9 @@ const std::vector<float> kPosEncodingRow60 = {
 // (end of generated values)
 
 /// The closed formulas nn_golden.py uses for inputs and weights.
-torch::Tensor data(double phase, at::IntArrayRef shape) {
-  const int64_t n = c10::multiply_integers(shape);
-  return torch::cos(torch::arange(n, torch::kFloat32) * 0.3 + phase).reshape(shape);
-}
-torch::Tensor weight(int64_t k, at::IntArrayRef shape) {
-  const int64_t n = c10::multiply_integers(shape);
-  return (torch::sin(torch::arange(n, torch::kFloat32) * 0.7 + static_cast<double>(k + 1)) * 0.5).reshape(shape);
-}
-/// Parameter k in sorted-name order gets weight(k): the same on both sides as the names match.
-void fill(torch::nn::Module& module) {
-  std::vector<std::pair<std::string, torch::Tensor>> params;
-  for (const auto& item : module.named_parameters()) params.emplace_back(item.key(), item.value());
-  std::sort(params.begin(), params.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
-  torch::NoGradGuard no_grad;
-  for (size_t k = 0; k < params.size(); ++k) {
-    params[k].second.copy_(weight(static_cast<int64_t>(k), params[k].second.sizes()));
-  }
-}
+using testutil::golden::data;
+using testutil::golden::weight;
+using testutil::golden::fill;
 torch::Tensor golden(const std::vector<float>& values) { return torch::tensor(values); }
 
 std::shared_ptr<Scorer> dot() { return std::make_shared<DotProductScorerImpl>(); }

@@ -4,6 +4,7 @@
 #include <attnlab/nn/rnn.hpp>
 #include <attnlab/nn/scorers.hpp>
 
+#include "testing/golden.hpp"
 #include "testing/testing.hpp"
 
 #include <algorithm>
@@ -50,29 +51,10 @@ const std::vector<float> kGruDecoderLogits = {
     -1.92318666f, 1.45065832f,   1.03475583f,   -0.745347977f, 0.487768799f,  -0.693396568f, 1.38458848f,
     -1.32745636f, -0.402051806f, 0.997548401f,  -1.93234158f,  1.518996f};
 
-torch::Tensor ids(at::IntArrayRef shape, int64_t vocab, int64_t mult = 7, int64_t add = 3) {
-  const int64_t n = c10::multiply_integers(shape);
-  return torch::remainder(torch::arange(n, torch::kLong) * mult + add, vocab).reshape(shape);
-}
-torch::Tensor weight(int64_t k, at::IntArrayRef shape) {
-  const int64_t n = c10::multiply_integers(shape);
-  return (torch::sin(torch::arange(n, torch::kFloat32) * 0.7 + static_cast<double>(k + 1)) * 0.5).reshape(shape);
-}
-/// Parameter k in sorted-name order gets weight(k): the same on both sides as the names sort alike.
-void fill(torch::nn::Module& module) {
-  std::vector<std::pair<std::string, torch::Tensor>> params;
-  for (const auto& item : module.named_parameters()) params.emplace_back(item.key(), item.value());
-  std::sort(params.begin(), params.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
-  torch::NoGradGuard no_grad;
-  for (size_t k = 0; k < params.size(); ++k) {
-    params[k].second.copy_(weight(static_cast<int64_t>(k), params[k].second.sizes()));
-  }
-}
-/// Every step-th value of t against the generated ones.
-::testing::AssertionResult matches(const torch::Tensor& t, const std::vector<float>& expected, int64_t step) {
-  auto flat = t.detach().flatten();
-  return attnlab::testutil::AllClose(flat.slice(0, 0, flat.numel(), step), torch::tensor(expected), 1e-4, 1e-5);
-}
+using testutil::golden::ids;
+using testutil::golden::weight;
+using testutil::golden::fill;
+using testutil::golden::matches;
 
 // The book's example: vocab 10, embed 8, hidden 16, 2 layers, batch 4, 7 steps.
 const GruOptions kBook = GruOptions(10, 8, 16, 2);

@@ -5,6 +5,7 @@
 #include <attnlab/nn/dot_product.hpp>
 #include <attnlab/nn/scorers.hpp>
 
+#include "testing/golden.hpp"
 #include "testing/testing.hpp"
 
 #include <algorithm>
@@ -32,24 +33,9 @@ const std::vector<float> kAdditiveWeights2d = {
     1.0f,         0.0f,         0.0f, 0.0f, 0.317665428f, 0.366534382f, 0.31580013f,  0.0f,
     0.487176239f, 0.512823761f, 0.0f, 0.0f, 0.237627581f, 0.243153363f, 0.271481842f, 0.247737169f};
 
-torch::Tensor weight(int64_t k, at::IntArrayRef shape) {
-  const int64_t n = c10::multiply_integers(shape);
-  return (torch::sin(torch::arange(n, torch::kFloat32) * 0.7 + static_cast<double>(k + 1)) * 0.5).reshape(shape);
-}
-torch::Tensor data(double phase, at::IntArrayRef shape) {
-  const int64_t n = c10::multiply_integers(shape);
-  return torch::cos(torch::arange(n, torch::kFloat32) * 0.3 + phase).reshape(shape);
-}
-/// Parameter k in sorted-name order gets weight(k): the same on both sides as the names sort alike.
-void fill(torch::nn::Module& module) {
-  std::vector<std::pair<std::string, torch::Tensor>> params;
-  for (const auto& item : module.named_parameters()) params.emplace_back(item.key(), item.value());
-  std::sort(params.begin(), params.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
-  torch::NoGradGuard no_grad;
-  for (size_t k = 0; k < params.size(); ++k) {
-    params[k].second.copy_(weight(static_cast<int64_t>(k), params[k].second.sizes()));
-  }
-}
+using testutil::golden::data;
+using testutil::golden::weight;
+using testutil::golden::fill;
 
 class Scorers : public SeededTest {
  protected:

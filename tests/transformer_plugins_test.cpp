@@ -13,6 +13,7 @@
 namespace {
 
 using namespace attnlab;
+using testutil::message_of;
 using Sizes = std::vector<int64_t>;
 
 class TransformerPlugins : public testutil::SeededTest {
@@ -25,16 +26,6 @@ class TransformerPlugins : public testutil::SeededTest {
     ctx.data.tgt_vocab_size = 21;
   }
   config::Node yaml(const std::string& text) { return config::parse_yaml(text, "test.yaml").at("model"); }
-  template <class E>
-  std::string message_of(const std::function<void()>& f) {
-    try {
-      f();
-    } catch (const E& e) {
-      return e.what();
-    }
-    ADD_FAILURE() << "expected an exception";
-    return "";
-  }
 
   plugin::Registry registry;
   plugin::BuildContext ctx;

@@ -10,31 +10,10 @@ the same tensors on both sides:
   ids(shape, vocab, mult, add) = (arange(n) * mult + add) % vocab
 Run:  ~/.cache/attnlab/venv-torch-2.11.0/bin/python tests/python/chapter_golden.py
 """
-import math
-
 import torch
 from torch import nn
 
-
-def weight(k, shape):
-    n = math.prod(shape)
-    return (0.5 * torch.sin(0.7 * torch.arange(n, dtype=torch.float32) + (k + 1))).reshape(shape)
-
-
-def data(phase, shape):
-    n = math.prod(shape)
-    return torch.cos(0.3 * torch.arange(n, dtype=torch.float32) + phase).reshape(shape)
-
-
-def ids(shape, vocab, mult=7, add=3):
-    n = math.prod(shape)
-    return ((torch.arange(n) * mult + add) % vocab).reshape(shape)
-
-
-def fill(module):
-    with torch.no_grad():
-        for k, (_, p) in enumerate(sorted(module.named_parameters(), key=lambda kv: kv[0])):
-            p.copy_(weight(k, p.shape))
+from golden_common import cpp, data, fill, ids, weight  # noqa: F401  (shared with the C++ tests)
 
 
 # ----------------------------------------------------------------------------------- d2l 0.17
@@ -126,22 +105,6 @@ class Seq2SeqAttentionDecoder(nn.Module):
             self.attention_weights.append(self.attention.attention_weights)
         outputs = self.dense(torch.cat(outputs, dim=0))
         return outputs.permute(1, 0, 2), [enc_outputs, hidden_state, enc_valid_lens]
-
-
-# ----------------------------------------------------------------------------------- printing
-def literal(v):
-    text = f"{v:.9g}"
-    if "." not in text and "e" not in text:
-        text += ".0"
-    return text + "f"
-
-
-def cpp(name, t, step=1):
-    vals = t.detach().flatten()[::step].tolist()
-    lines = [", ".join(literal(v) for v in vals[i:i + 6]) for i in range(0, len(vals), 6)]
-    body = ",\n    ".join(lines)
-    print(f"// {name}: shape {list(t.shape)}, every {step}th value, sum {t.sum().item():.8g}")
-    print(f"const std::vector<float> {name} = {{\n    {body}}};")
 
 
 torch.set_printoptions(precision=8)

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <functional>
 #include <string>
 
 namespace attnlab::testutil {
@@ -22,6 +23,18 @@ class SeededTest : public ::testing::Test {
 std::string env_or(const char* name, const std::string& fallback);
 /// A fresh empty temporary directory (removed by the OS / left for inspection).
 std::string temp_dir(const std::string& prefix);
+
+/// The message of the E that f throws; a test failure (and "") when it throws none.
+template <class E>
+std::string message_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const E& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "expected an exception";
+  return "";
+}
 
 }  // namespace attnlab::testutil
 
