@@ -7,7 +7,9 @@
 #include <c10/util/ParallelGuard.h>
 #include <torch/torch.h>
 
+#include <array>
 #include <map>
+#include <optional>
 #include <unordered_set>
 
 namespace attnlab::train {
@@ -53,11 +55,11 @@ torch::Tensor FusedAdam::step(LossClosure closure) {
     const auto& params = with_grad[g];
     if (params.empty()) continue;
     const auto& o = static_cast<const torch::optim::AdamOptions&>(group.options());
-    std::vector<torch::Tensor> grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps;
-    grads.reserve(params.size());
-    exp_avgs.reserve(params.size());
-    exp_avg_sqs.reserve(params.size());
-    steps.reserve(params.size());
+    // The CPU kernel splits every tensor over the intra-op threads whatever its size (grain 0):
+    // a thread hand-off per small tensor. On the CPU, tensors below GRAIN_SIZE elements go into a
+    // second call run on this thread, as torch's own elementwise ops do at that size.
+    const bool cpu = params.front().device().is_cpu();
+    std::array<std::array<std::vector<torch::Tensor>, 6>, 2> parts;  // [parallel, serial][p, g, m, v, vmax, t]
     std::map<int64_t, torch::Tensor> step_tensors;  // one 0-dim tensor per step count (normally one)
     const auto float_opts = torch::TensorOptions(torch::kFloat32).device(params.front().device());
     for (const auto& p : params) {
@@ -73,40 +75,22 @@ torch::Tensor FusedAdam::step(LossClosure closure) {
       s.step(s.step() + 1);
       auto [it, fresh] = step_tensors.try_emplace(s.step());
       if (fresh) it->second = torch::full({}, static_cast<double>(s.step()), float_opts);
-      grads.push_back(p.grad());
-      exp_avgs.push_back(s.exp_avg());
-      exp_avg_sqs.push_back(s.exp_avg_sq());
-      if (o.amsgrad()) max_exp_avg_sqs.push_back(s.max_exp_avg_sq());
-      steps.push_back(it->second);
+      auto& part = parts[cpu && p.numel() < at::internal::GRAIN_SIZE ? 1 : 0];
+      part[0].push_back(p);
+      part[1].push_back(p.grad());
+      part[2].push_back(s.exp_avg());
+      part[3].push_back(s.exp_avg_sq());
+      if (o.amsgrad()) part[4].push_back(s.max_exp_avg_sq());
+      part[5].push_back(it->second);
     }
-    auto fused = [&](const std::vector<size_t>& which) {
-      if (which.empty()) return;
-      auto pick = [&](const std::vector<torch::Tensor>& all) {
-        std::vector<torch::Tensor> out;
-        out.reserve(which.size());
-        for (auto i : which) out.push_back(all[i]);
-        return out;
-      };
-      at::_fused_adam_(pick(params), pick(grads), pick(exp_avgs), pick(exp_avg_sqs),
-                       o.amsgrad() ? pick(max_exp_avg_sqs) : std::vector<torch::Tensor>{}, pick(steps), o.lr(),
-                       std::get<0>(o.betas()), std::get<1>(o.betas()), o.weight_decay(), o.eps(), o.amsgrad(),
-                       /*maximize=*/false);
-    };
-    std::vector<size_t> all(params.size()), small, large;
-    for (size_t i = 0; i < params.size(); ++i) {
-      all[i] = i;
-      (params[i].numel() < at::internal::GRAIN_SIZE ? small : large).push_back(i);
+    for (size_t serial = 0; serial < parts.size(); ++serial) {
+      const auto& [ps, gs, ms, vs, vmaxs, ts] = parts[serial];
+      if (ps.empty()) continue;
+      std::optional<c10::ParallelGuard> on_this_thread;
+      if (serial == 1) on_this_thread.emplace(true);
+      at::_fused_adam_(ps, gs, ms, vs, vmaxs, ts, o.lr(), std::get<0>(o.betas()), std::get<1>(o.betas()),
+                       o.weight_decay(), o.eps(), o.amsgrad(), /*maximize=*/false);
     }
-    if (!params.front().device().is_cpu()) {
-      fused(all);
-      continue;
-    }
-    // The CPU kernel splits every tensor over the intra-op threads whatever its size (grain 0):
-    // a thread hand-off per small tensor. Small tensors are updated on this thread, as torch's
-    // elementwise ops do below GRAIN_SIZE elements; large ones in parallel.
-    fused(large);
-    c10::ParallelGuard serial(true);
-    fused(small);
   }
   return loss;
 }
