@@ -1,35 +1,50 @@
 #pragma once
 // Typed errors (LibTorch style): every message says where and expected vs found.
+//
+// The classes have an out-of-line key function (the destructor, in libattnlab), so their vtables
+// and type_info exist once, in libattnlab, with default visibility. A plugin that throws one
+// therefore builds an object whose code lives in libattnlab, not in the plugin: the runner can
+// still read it after the plugin's library is gone, and `catch (const ConfigError&)` matches the
+// same type on both sides of the boundary.
 #include <fmt/format.h>
 
 #include <stdexcept>
 #include <string>
 
+/// Marks SDK types whose identity (vtable, type_info) must be the single copy in libattnlab,
+/// also when a plugin is compiled with -fvisibility=hidden.
+#define ATTNLAB_API __attribute__((visibility("default")))
+
 namespace attnlab {
 
-class Error : public std::runtime_error {
+class ATTNLAB_API Error : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
+  ~Error() override;
 };
 /// Bad experiment file, override or plugin option (message carries file:line:col and YAML path).
-class ConfigError : public Error {
+class ATTNLAB_API ConfigError : public Error {
  public:
   using Error::Error;
+  ~ConfigError() override;
 };
 /// Plugin could not be found, loaded, matched or created; or plugin code threw.
-class PluginError : public Error {
+class ATTNLAB_API PluginError : public Error {
  public:
   using Error::Error;
+  ~PluginError() override;
 };
 /// Missing, corrupt or unreadable data (names the file).
-class DataError : public Error {
+class ATTNLAB_API DataError : public Error {
  public:
   using Error::Error;
+  ~DataError() override;
 };
 /// Results file could not be written or is not an attnlab results file.
-class ResultsError : public Error {
+class ATTNLAB_API ResultsError : public Error {
  public:
   using Error::Error;
+  ~ResultsError() override;
 };
 
 }  // namespace attnlab
