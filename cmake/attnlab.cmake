@@ -1,4 +1,4 @@
-# Shared target settings and the plugin function (also used by out-of-tree plugins).
+# Settings for attnlab's own targets (warnings, the shared PCH), and the plugin function.
 
 # Where built plugins land; the runner searches it by default.
 set(ATTNLAB_PLUGIN_DIR ${CMAKE_BINARY_DIR}/plugins CACHE INTERNAL "")
@@ -34,16 +34,27 @@ function(attnlab_defaults target)
   set_target_properties(${target} PROPERTIES DEFINE_SYMBOL "")
 endfunction()
 
-# attnlab_add_plugin(NAME <name> KIND <kind> SOURCES <files...> [LIBS <libs...>])
-# Builds target plugin_<kind>_<name>, a MODULE library libattnlab_<kind>_<name>.so in the plugin folder.
-function(attnlab_add_plugin)
-  cmake_parse_arguments(P "" "NAME;KIND" "SOURCES;LIBS" ${ARGN})
-  set(target plugin_${P_KIND}_${P_NAME})
-  add_library(${target} MODULE ${P_SOURCES})
-  target_link_libraries(${target} PRIVATE attnlab::framework ${P_LIBS})
-  attnlab_defaults(${target})
-  set_target_properties(${target} PROPERTIES
-    OUTPUT_NAME attnlab_${P_KIND}_${P_NAME}
-    LIBRARY_OUTPUT_DIRECTORY ${ATTNLAB_PLUGIN_DIR}
-    CXX_VISIBILITY_PRESET hidden VISIBILITY_INLINES_HIDDEN ON)
+# attnlab_add_plugin(): the same function out-of-tree plugins get from find_package(attnlab).
+include(${CMAKE_CURRENT_LIST_DIR}/attnlabPlugin.cmake)
+
+# attnlab_sdk_hash(<var> <include dir> [NO_DEPENDS]): the SDK's identity, the SHA-256 (first 16 hex digits) of
+# every header under <include dir>/attnlab, names and contents, in sorted order. Every plugin is
+# compiled with it (ATTNLAB_SDK_HASH) and the registry refuses one whose hash differs, so any
+# change to an interface refuses plugins built against the old headers. Editing a header re-runs
+# CMake, which recomputes it.
+function(attnlab_sdk_hash var dir)
+  cmake_parse_arguments(H "NO_DEPENDS" "" "" ${ARGN})
+  file(GLOB_RECURSE headers RELATIVE ${dir} CONFIGURE_DEPENDS ${dir}/attnlab/*.hpp)
+  list(SORT headers)
+  set(all "")
+  foreach(h ${headers})
+    file(SHA256 ${dir}/${h} sum)
+    string(APPEND all "${h} ${sum}\n")
+    if(NOT H_NO_DEPENDS)
+      set_property(DIRECTORY ${PROJECT_SOURCE_DIR} APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${dir}/${h})
+    endif()
+  endforeach()
+  string(SHA256 hash "${all}")
+  string(SUBSTRING ${hash} 0 16 hash)
+  set(${var} ${hash} PARENT_SCOPE)
 endfunction()

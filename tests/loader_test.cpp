@@ -9,6 +9,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <vector>
 
 #include "testing/testing.hpp"
 
@@ -114,6 +115,131 @@ TEST(PluginLoader, CreatedObjectWorksAndKeepsLibraryAlive) {
   auto s = scorer->score(q, k);  // [1, 2, 4], every entry 2 * 3
   EXPECT_ALLCLOSE(s, torch::full({1, 2, 4}, 6.0));
   scorer.reset();  // destroys the object, then unloads the library
+}
+
+/// A folder holding copies of libraries under the given file names (discover() reads libattnlab_*.so).
+std::string folder_of(const std::vector<std::pair<std::string, std::string>>& copies) {
+  auto dir = testutil::temp_dir("attnlab-plugins");
+  for (const auto& [from, name] : copies) fs::copy_file(from, fs::path(dir) / name);
+  return dir;
+}
+
+/// A copy of a good plugin cut to `bytes` bytes.
+std::string truncated_copy(const std::string& dir, const std::string& name, std::uintmax_t bytes) {
+  auto to = fs::path(dir) / name;
+  fs::copy_file(test_plugin("attnlab_scorer_test_good"), to);
+  fs::resize_file(to, bytes);
+  return to.string();
+}
+
+TEST(PluginLoader, ConfigErrorFromAFactoryOutlivesTheRegistry) {
+  // The runner printed "config error: " and crashed: the error object's code lived in the plugin
+  // and was unloaded with the registry before the message was read.
+  REQUIRE_TEST_PLUGINS();
+  std::exception_ptr caught;
+  {
+    plugin::Registry r;
+    r.load(test_plugin("attnlab_scorer_test_config_error"));
+    plugin::BuildContext ctx;
+    auto node = config::parse_yaml("scorer:\n  plugin: test_config_error\n  scale: 2\n", "exp.yaml");
+    try {
+      r.create<nn::Scorer>(node.at("scorer"), ctx);
+    } catch (...) {
+      caught = std::current_exception();
+    }
+  }  // the registry and every handle it had on the library are gone
+  ASSERT_TRUE(caught);
+  try {
+    std::rethrow_exception(caught);
+  } catch (const ConfigError& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("exp.yaml:"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("(at 'scorer')"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("refuses scale 2 (deliberate config error)"), std::string::npos) << msg;
+  } catch (...) {
+    FAIL() << "expected a ConfigError";
+  }
+}
+
+TEST(PluginLoader, PluginBuiltAgainstModifiedHeadersIsRefused) {
+  // attnlab_scorer_test_stale_sdk was compiled against a copy of the SDK whose Scorer has one more
+  // virtual method; the ABI version is the same, only the header hash tells them apart.
+  REQUIRE_TEST_PLUGINS();
+  plugin::Registry r;
+  auto path = test_plugin("attnlab_scorer_test_stale_sdk");
+  auto msg = message_of<PluginError>([&] { r.load(path); });
+  EXPECT_NE(msg.find(path), std::string::npos) << msg;
+  EXPECT_NE(msg.find("built against other attnlab SDK headers"), std::string::npos) << msg;
+  EXPECT_NE(msg.find(plugin::sdk_hash()), std::string::npos) << msg;
+  EXPECT_NE(msg.find("rebuild it against this attnlab"), std::string::npos) << msg;
+}
+
+TEST(PluginLoader, UnresolvedSymbolIsRefusedAtLoadWithTheLoadersReason) {
+  REQUIRE_TEST_PLUGINS();
+  plugin::Registry r;
+  auto path = test_plugin("attnlab_scorer_test_undefined");
+  auto msg = message_of<PluginError>([&] { r.load(path); });
+  EXPECT_NE(msg.find(path), std::string::npos) << msg;
+  EXPECT_NE(msg.find("undefined symbol: attnlab_test_symbol_nobody_defines"), std::string::npos) << msg;
+}
+
+TEST(PluginLoader, TruncatedOrGarbageLibrariesAreRefusedBeforeDlopen) {
+  // dlopen of a truncated library maps pages past the end of the file: SIGBUS on first touch.
+  REQUIRE_TEST_PLUGINS();
+  auto dir = testutil::temp_dir("attnlab-truncated");
+  const auto size = fs::file_size(test_plugin("attnlab_scorer_test_good"));
+  plugin::Registry r;
+  for (std::uintmax_t bytes : {std::uintmax_t{0}, std::uintmax_t{40}, std::uintmax_t{4096}, size / 2, size - 1}) {
+    auto path = truncated_copy(dir, fmt::format("libattnlab_scorer_cut{}.so", bytes), bytes);
+    auto msg = message_of<PluginError>([&] { r.load(path); });
+    EXPECT_NE(msg.find(path), std::string::npos) << msg;
+    EXPECT_TRUE(msg.find("truncated") != std::string::npos || msg.find("not a shared library") != std::string::npos)
+        << bytes << " bytes: " << msg;
+  }
+  auto text = fs::path(dir) / "libattnlab_scorer_text.so";
+  std::ofstream(text) << std::string(200, '#') << "\nthis is not an ELF file, whatever its name says\n";
+  auto msg = message_of<PluginError>([&] { r.load(text.string()); });
+  EXPECT_NE(msg.find("no ELF header"), std::string::npos) << msg;
+  msg = message_of<PluginError>([&] { r.load(dir); });
+  EXPECT_NE(msg.find("not a regular file"), std::string::npos) << msg;
+}
+
+TEST(PluginLoader, DiscoverSkipsBrokenLibrariesAndNamesThemWhenAsked) {
+  REQUIRE_TEST_PLUGINS();
+  auto dir = folder_of({{test_plugin("attnlab_scorer_test_abi"), "libattnlab_scorer_test_abi.so"},
+                        {test_plugin("attnlab_scorer_test_undefined"), "libattnlab_scorer_test_undefined.so"},
+                        {test_plugin("attnlab_not_a_plugin"), "libattnlab_scorer_nothing.so"}});
+  truncated_copy(dir, "libattnlab_scorer_cut.so", 4096);
+  plugin::Registry r;
+  r.add_search_dir(dir);
+  ASSERT_NO_THROW(r.discover());
+  ASSERT_EQ(r.broken().size(), 4u);
+  // The build's own plugins are all there.
+  EXPECT_NO_THROW(r.find("trainer", "seq2seq"));
+  EXPECT_NO_THROW(r.find("scorer", "dot_product"));
+  // Asking for what a broken library provides names it and why: by its descriptor (the ABI
+  // mismatch declares scorer 'test_scorer'), else by its file name.
+  auto msg = message_of<PluginError>([&] { r.find("scorer", "test_scorer"); });
+  EXPECT_NE(msg.find("libattnlab_scorer_test_abi.so"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("built for ABI 999"), std::string::npos) << msg;
+  msg = message_of<PluginError>([&] { r.find("scorer", "test_undefined"); });
+  EXPECT_NE(msg.find("undefined symbol"), std::string::npos) << msg;
+  msg = message_of<PluginError>([&] { r.find("scorer", "cut"); });
+  EXPECT_NE(msg.find("truncated"), std::string::npos) << msg;
+}
+
+TEST(PluginLoader, DiscoverKeepsTheFirstOfTwoLibrariesWithOneName) {
+  // A stale copy of a plugin in an earlier folder must not make every command fail.
+  REQUIRE_TEST_PLUGINS();
+  auto first = folder_of({{test_plugin("attnlab_scorer_test_good"), "libattnlab_scorer_test.so"}});
+  auto second = folder_of({{test_plugin("attnlab_scorer_test_dup"), "libattnlab_scorer_test.so"}});
+  plugin::Registry r;
+  r.add_search_dir(first);
+  r.add_search_dir(second);
+  ASSERT_NO_THROW(r.discover());
+  EXPECT_EQ(fs::path(r.find("scorer", "test_scorer").path).parent_path(), fs::canonical(first));
+  ASSERT_EQ(r.broken().size(), 1u);
+  EXPECT_NE(r.broken()[0].reason.find("two plugins claim scorer 'test_scorer'"), std::string::npos);
 }
 
 TEST(PluginLoader, DiscoverFindsTheBuiltPlugins) {

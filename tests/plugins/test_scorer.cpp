@@ -1,9 +1,20 @@
 // A minimal scorer plugin for the loader tests: scores = q . k (no scaling), option `scale`.
+// Compile definitions make the broken variants: TEST_SCORER_THROWS (a std::runtime_error from the
+// factory), TEST_SCORER_CONFIG_ERROR (a ConfigError through ATTNLAB_CHECK, as plugins report bad
+// options), TEST_SCORER_UNDEFINED (calls a function no library defines), TEST_SCORER_NAME.
+#include <attnlab/error.hpp>
 #include <attnlab/nn/scorer.hpp>
 
 #include <torch/torch.h>
 
 #include <stdexcept>
+
+#ifndef TEST_SCORER_NAME
+#define TEST_SCORER_NAME "test_scorer"
+#endif
+#ifdef TEST_SCORER_UNDEFINED
+extern "C" double attnlab_test_symbol_nobody_defines();
+#endif
 
 namespace {
 using namespace attnlab;
@@ -25,9 +36,16 @@ std::shared_ptr<nn::Scorer> make(const config::Options& o, const plugin::BuildCo
 #ifdef TEST_SCORER_THROWS
   throw std::runtime_error("deliberate failure in the factory");
 #endif
+#ifdef TEST_SCORER_CONFIG_ERROR
+  ATTNLAB_CHECK(o.get_float("scale") < 0, ConfigError, "{}: {} refuses scale {} (deliberate config error)",
+                o.resolved().where(), o.owner(), o.get_float("scale"));
+#endif
+#ifdef TEST_SCORER_UNDEFINED
+  return std::make_shared<TestScorer>(attnlab_test_symbol_nobody_defines());
+#endif
   return std::make_shared<TestScorer>(o.get_float("scale"));
 }
 
 }  // namespace
 
-ATTNLAB_PLUGIN(attnlab::nn::Scorer, "test_scorer", "scorer used by the loader tests", schema, make)
+ATTNLAB_PLUGIN(attnlab::nn::Scorer, TEST_SCORER_NAME, "scorer used by the loader tests", schema, make)

@@ -47,6 +47,10 @@ class ATTNLAB_API ResultsError : public Error {
   ~ResultsError() override;
 };
 
+/// The message of any exception for a person or a results file: torch's errors without their C++
+/// backtrace (c10::Error::what() appends one), everything else as what() says.
+ATTNLAB_API std::string message_without_backtrace(const std::exception& e);
+
 }  // namespace attnlab
 
 /// ATTNLAB_CHECK(cond, ErrorType, "fmt {}", args...): throw ErrorType(fmt::format(...)) unless cond.

@@ -29,7 +29,7 @@ int cmd_batches(int argc, char** argv) {
   app.add_option("--epochs", epochs, "epochs of batches (epoch e is shuffled with seed + e)")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
-  app.add_option("--plugin-path", plugin_dirs, "extra plugin folder (repeatable)");
+  add_plugin_path_option(app, plugin_dirs);
   app.footer(
       "Layout: /epoch_<e>/<i>/{src, src_valid_lens, tgt_in, tgt_out, tgt_valid_lens} (int64; absent parts\n"
       "left out), root attributes experiment, seed, epochs, batches_per_epoch, pad_id, bos_id, eos_id,\n"

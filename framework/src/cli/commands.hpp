@@ -1,10 +1,18 @@
 #pragma once
 // The runner's subcommands. Each gets argv starting at its own name ("plugins", ...), parses its
 // own options with CLI11, and returns the exit code. Register new ones in kCommands (main.cpp).
+#include <CLI/CLI.hpp>
+
 #include <string>
 #include <vector>
 
 namespace attnlab::cli {
+
+/// `--plugin-path DIR`, repeatable, one folder per occurrence: options and positionals may then
+/// come in any order (a greedy vector option swallowed the experiment file after it).
+inline CLI::Option* add_plugin_path_option(CLI::App& app, std::vector<std::string>& dirs) {
+  return app.add_option("--plugin-path", dirs, "extra plugin folder (repeatable)")->allow_extra_args(false);
+}
 
 struct Command {
   const char* name;

@@ -45,7 +45,7 @@ int cmd_eval(int argc, char** argv) {
   app.add_option("--max-steps", to.max_steps, "tokens per output (0 = the dataset's num_steps)")->capture_default_str();
   app.add_option("--checkpoint", which, "best or last")->capture_default_str()->check(CLI::IsMember({"best", "last"}));
   app.add_option("--name", name, "group under /eval (default <split>, or <split>_beam<N> for beam search)");
-  app.add_option("--plugin-path", plugin_dirs, "extra plugin folder (repeatable)");
+  add_plugin_path_option(app, plugin_dirs);
   app.add_flag("-q,--quiet", quiet, "print only the score line");
   app.footer("Example:\n  runner eval results/transformer_multi30k_de_en-20261122-120000.h5 --split test --beam 5");
   try {

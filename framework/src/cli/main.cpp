@@ -45,7 +45,7 @@ int run_experiment(int argc, char** argv) {
   app.add_option("--results", results_path, "results file (overrides results.path)");
   std::string resume_path;
   app.add_option("--resume", resume_path, "continue the run in this results file from its last checkpoint");
-  app.add_option("--plugin-path", ro.plugin_dirs, "extra plugin folder (repeatable)");
+  attnlab::cli::add_plugin_path_option(app, ro.plugin_dirs);
   app.add_flag("-q,--quiet", ro.quiet, "print only errors");
   std::string footer = "Subcommands (runner <name> --help):\n";
   for (const auto& c : kCommands) footer += fmt::format("  {:<10} {}\n", c.name, c.help);

@@ -91,7 +91,7 @@ int cmd_plugins(int argc, char** argv) {
   std::string name;
   std::vector<std::string> dirs;
   app.add_option("name", name, "plugin name, kind/name, or 'experiment' for the experiment file's top level");
-  app.add_option("--plugin-path", dirs, "extra plugin folder (repeatable)");
+  add_plugin_path_option(app, dirs);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

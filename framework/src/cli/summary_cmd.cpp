@@ -55,7 +55,7 @@ int cmd_summary(int argc, char** argv) {
   int depth = 3;
   app.add_option("experiment", positional, "experiment YAML file, then key.path=value overrides")->required();
   app.add_option("--depth", depth, "module tree depth to print")->capture_default_str()->check(CLI::PositiveNumber);
-  app.add_option("--plugin-path", plugin_dirs, "extra plugin folder (repeatable)");
+  add_plugin_path_option(app, plugin_dirs);
   app.footer("Example:\n  runner summary experiments/transformer_tf_lab.yaml");
   try {
     app.parse(argc, argv);

@@ -1,14 +1,22 @@
+#ifndef ATTNLAB_SDK_HASH
+#error "ATTNLAB_SDK_HASH must be defined (framework/CMakeLists.txt): the registry checks plugins against it"
+#endif
 #include <attnlab/config/node.hpp>
 #include <attnlab/plugin/registry.hpp>
 
 #include <boost/dll/shared_library.hpp>
 #include <c10/util/Exception.h>
+#include <dlfcn.h>
+#include <elf.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <set>
 
 namespace attnlab {
@@ -37,7 +45,80 @@ std::vector<std::string> split_path_list(const std::string& s) {
   return out;
 }
 
+/// Why `path` is not a loadable ELF shared object of this machine, or "" when it is. Checks that
+/// every loadable segment lies inside the file: dlopen maps them, and touching a page past the end
+/// of a truncated file is SIGBUS, which no error handling can catch.
+std::string elf_problem(const fs::path& path) {
+  std::error_code ec;
+  const auto size = fs::file_size(path, ec);
+  if (ec) return fmt::format("cannot read its size: {}", ec.message());
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return fmt::format("cannot open it: {}", std::strerror(errno));
+  Elf64_Ehdr eh{};
+  if (size < sizeof eh || !in.read(reinterpret_cast<char*>(&eh), sizeof eh)) {
+    return fmt::format("not a shared library (only {} bytes)", size);
+  }
+  if (std::memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0) return "not a shared library (no ELF header)";
+  if (eh.e_ident[EI_CLASS] != ELFCLASS64) return "not a 64-bit ELF file";
+#if defined(__x86_64__)
+  constexpr int kMachine = EM_X86_64;
+#elif defined(__aarch64__)
+  constexpr int kMachine = EM_AARCH64;
+#else
+  constexpr int kMachine = -1;
+#endif
+  if (kMachine >= 0 && eh.e_machine != kMachine) {
+    return fmt::format("built for another processor (ELF machine {}, this one is {})", eh.e_machine, kMachine);
+  }
+  if (eh.e_type != ET_DYN) return "an ELF file but not a shared library";
+  if (eh.e_phentsize != sizeof(Elf64_Phdr) || eh.e_phoff + uint64_t{eh.e_phnum} * sizeof(Elf64_Phdr) > size) {
+    return fmt::format("truncated or corrupt: its program headers end past the file's {} bytes", size);
+  }
+  in.seekg(static_cast<std::streamoff>(eh.e_phoff));
+  for (int i = 0; i < eh.e_phnum; ++i) {
+    Elf64_Phdr ph{};
+    if (!in.read(reinterpret_cast<char*>(&ph), sizeof ph)) return "truncated: cannot read its program headers";
+    if (ph.p_type == PT_LOAD && ph.p_offset + ph.p_filesz > size) {
+      return fmt::format("truncated: a loadable segment ends at byte {} but the file has {} bytes",
+                         ph.p_offset + ph.p_filesz, size);
+    }
+  }
+  if (eh.e_shoff != 0 && eh.e_shoff + uint64_t{eh.e_shnum} * eh.e_shentsize > size) {
+    return fmt::format("truncated: its section headers end past the file's {} bytes", size);
+  }
+  return {};
+}
+
+/// (kind, name) from the conventional file name libattnlab_<kind>_<name>.so.
+std::pair<std::string, std::string> kind_and_name_from_file(const fs::path& p) {
+  std::string stem = p.filename().string();
+  stem = stem.substr(std::strlen("libattnlab_"), stem.size() - std::strlen("libattnlab_") - 3);
+  const auto cut = stem.find('_');
+  if (cut == std::string::npos) return {stem, ""};
+  return {stem.substr(0, cut), stem.substr(cut + 1)};
+}
+
+/// A PluginError thrown by load() for a library that could not be used, with what it provides
+/// when the descriptor's frozen prefix could be read.
+struct LoadFailure : PluginError {
+  LoadFailure(std::string msg, std::string k, std::string n)
+      : PluginError(std::move(msg)), kind(std::move(k)), name(std::move(n)) {}
+  std::string kind, name;
+};
+
+/// <dir of libattnlab.so>/attnlab/plugins when that folder exists: the plugins of an installed
+/// attnlab (cmake --install), used instead of the build tree's folder.
+std::string installed_plugin_dir() {
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void*>(&installed_plugin_dir), &info) == 0 || info.dli_fname == nullptr) return {};
+  std::error_code ec;
+  const auto dir = fs::path(info.dli_fname).parent_path() / "attnlab" / "plugins";
+  return fs::is_directory(dir, ec) ? dir.string() : std::string();
+}
+
 }  // namespace
+
+const char* sdk_hash() { return ATTNLAB_SDK_HASH; }
 
 Registry::Registry() = default;
 Registry::~Registry() = default;
@@ -49,7 +130,8 @@ std::vector<std::string> Registry::search_dirs() const {
   if (const char* env = std::getenv("ATTNLAB_PLUGIN_PATH")) {
     for (auto& d : split_path_list(env)) dirs.push_back(d);
   }
-  dirs.emplace_back(kBuildPluginDir);
+  const auto installed = installed_plugin_dir();
+  dirs.push_back(installed.empty() ? std::string(kBuildPluginDir) : installed);
   return dirs;
 }
 
@@ -66,16 +148,42 @@ void Registry::discover() {
     for (const auto& f : files) {
       auto canonical = fs::weakly_canonical(f, ec);
       if (!seen.insert(canonical).second) continue;  // same file reached through two dirs
-      load(canonical.string());
+      try {
+        load(canonical.string());
+      } catch (const PluginError& e) {
+        Broken b{canonical.string(), e.what(), "", ""};
+        if (const auto* lf = dynamic_cast<const LoadFailure*>(&e); lf != nullptr && !lf->kind.empty()) {
+          b.kind = lf->kind;
+          b.name = lf->name;
+        } else {
+          std::tie(b.kind, b.name) = kind_and_name_from_file(canonical);
+        }
+        // stderr, whatever the runner's log goes to: a warning about the installation, not the run.
+        fmt::print(stderr, "warning: skipping plugin library {}\n", b.reason);
+        broken_.push_back(std::move(b));
+      }
     }
   }
 }
 
 const PluginInfo& Registry::load(const std::string& path) {
-  ATTNLAB_CHECK(fs::exists(path), PluginError, "plugin library not found: {}", path);
+  std::error_code fec;
+  ATTNLAB_CHECK(fs::exists(path, fec), PluginError, "plugin library not found: {}", path);
+  ATTNLAB_CHECK(fs::is_regular_file(path, fec), PluginError, "{}: not a plugin library (not a regular file)", path);
+  if (const auto problem = elf_problem(path); !problem.empty()) {
+    throw PluginError(fmt::format("{}: {}", path, problem));
+  }
+  // dlopen first, ourselves: RTLD_NOW binds every symbol now, so a library with an unresolved
+  // symbol (built against other headers, another fmt) is refused here with the loader's reason
+  // rather than dying mid-run; RTLD_NODELETE keeps its code mapped for the life of the process.
+  dlerror();
+  if (dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE) == nullptr) {
+    const char* why = dlerror();
+    throw PluginError(fmt::format("cannot load plugin library {}: {}", path, why ? why : "unknown dlopen error"));
+  }
   auto lib = std::make_shared<boost::dll::shared_library>();
   boost::dll::fs::error_code ec;
-  lib->load(path, boost::dll::load_mode::rtld_lazy | boost::dll::load_mode::rtld_local, ec);
+  lib->load(path, boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local, ec);
   ATTNLAB_CHECK(!ec, PluginError, "cannot load plugin library {}: {}", path, ec.message());
   ATTNLAB_CHECK(lib->has(kDescriptorSymbol), PluginError,
                 "{} is not an attnlab plugin: it exports no '{}' symbol (define one with ATTNLAB_PLUGIN)", path,
@@ -83,13 +191,25 @@ const PluginInfo& Registry::load(const std::string& path) {
   const Descriptor* d = lib->get_alias<DescriptorFn>(kDescriptorSymbol)();
   ATTNLAB_CHECK(d != nullptr, PluginError, "{}: plugin descriptor is null", path);
   // Read the ABI version before anything else: the rest of the layout depends on it.
-  ATTNLAB_CHECK(d->abi_version == kAbiVersion, PluginError,
-                "{}: plugin ABI version mismatch: this runner supports ABI {} but the plugin was built for ABI {}; "
-                "rebuild the plugin against this attnlab",
-                path, kAbiVersion, d->abi_version);
-  ATTNLAB_CHECK(std::string(d->torch_version) == kTorchVersion, PluginError,
-                "{}: plugin '{}' was built against torch {} but this runner uses torch {}; rebuild the plugin", path,
-                d->name, d->torch_version, kTorchVersion);
+  if (d->abi_version != kAbiVersion) {
+    throw LoadFailure(
+        fmt::format("{}: plugin {} '{}' was built for ABI {} but this runner supports ABI {}; rebuild the plugin "
+                    "against this attnlab",
+                    path, d->kind, d->name, d->abi_version, kAbiVersion),
+        d->kind, d->name);
+  }
+  if (std::string(d->sdk_hash) != ATTNLAB_SDK_HASH) {
+    throw LoadFailure(fmt::format("{}: plugin {} '{}' was built against other attnlab SDK headers (hash {}, this "
+                                  "runner's is {}); rebuild it against this attnlab ({})",
+                                  path, d->kind, d->name, d->sdk_hash, ATTNLAB_SDK_HASH, kVersion),
+                      d->kind, d->name);
+  }
+  if (std::string(d->torch_version) != kTorchVersion) {
+    throw LoadFailure(fmt::format("{}: plugin {} '{}' was built against torch {} but this runner uses torch {}; "
+                                  "rebuild the plugin",
+                                  path, d->kind, d->name, d->torch_version, kTorchVersion),
+                      d->kind, d->name);
+  }
   PluginInfo info;
   info.kind = d->kind;
   info.name = d->name;
@@ -108,8 +228,8 @@ const PluginInfo& Registry::load(const std::string& path) {
   info.library = lib;
   auto key = std::make_pair(info.kind, info.name);
   if (auto it = plugins_.find(key); it != plugins_.end()) {
-    throw PluginError(fmt::format("two plugins claim {} '{}': {} and {}", info.kind, info.name, it->second.path,
-                                  path));
+    throw PluginError(fmt::format("{}: two plugins claim {} '{}': {} and {} (the first one found is used)", path,
+                                  info.kind, info.name, it->second.path, path));
   }
   return plugins_.emplace(key, std::move(info)).first->second;
 }
@@ -125,6 +245,12 @@ const PluginInfo& Registry::find(const std::string& kind, const std::string& nam
   std::vector<std::string> names;
   for (const auto& [key, info] : plugins_) {
     if (key.first == kind) names.push_back(key.second);
+  }
+  for (const auto& b : broken_) {
+    if (b.kind == kind && b.name == name) {
+      throw PluginError(fmt::format("{} plugin '{}' is provided by {}, which could not be loaded: {}", kind, name,
+                                    b.path, b.reason));
+    }
   }
   std::string msg = fmt::format("no {} plugin named '{}'", kind, name);
   if (auto s = config::did_you_mean(name, names)) msg += fmt::format("; did you mean '{}'?", *s);
@@ -164,12 +290,20 @@ Registry::Resolved Registry::resolve(const char* kind, const config::Node& node)
 }
 
 void Registry::rethrow_from_plugin(const PluginInfo& info) const {
+  // Each case throws a new object made here, never the plugin's own: nothing that leaves points
+  // at the plugin's code or data. attnlab's errors already name the place and the plugin.
   try {
     throw;
-  } catch (const ConfigError&) {
-    throw;  // already names the place and the plugin
-  } catch (const PluginError&) {
-    throw;
+  } catch (const ConfigError& e) {
+    throw ConfigError(e.what());
+  } catch (const DataError& e) {
+    throw DataError(e.what());
+  } catch (const ResultsError& e) {
+    throw ResultsError(e.what());
+  } catch (const PluginError& e) {
+    throw PluginError(e.what());
+  } catch (const Error& e) {
+    throw PluginError(fmt::format("plugin {} '{}' ({}) failed: {}", info.kind, info.name, info.path, e.what()));
   } catch (const c10::Error& e) {
     throw PluginError(fmt::format("plugin {} '{}' ({}) failed: {}", info.kind, info.name, info.path,
                                   e.what_without_backtrace()));

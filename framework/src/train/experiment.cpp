@@ -59,6 +59,23 @@ std::string default_results_path(const std::string& experiment) {
   return path.string();
 }
 
+/// The plugin named by a component node: a scalar name or a map's `plugin:`.
+std::string plugin_name(const Node& node) {
+  if (node.is_scalar()) return node.str();
+  return node.is_map() && node.has("plugin") ? node.at("plugin").str() : std::string("?");
+}
+
+/// What the experiment's model section builds, for messages: "model 'x'", "encoder 'a' + decoder
+/// 'b'" or "no model".
+std::string describe_model(const Node& model) {
+  if (model.has("plugin")) return fmt::format("model '{}'", plugin_name(model));
+  if (model.has("encoder") || model.has("decoder")) {
+    return fmt::format("encoder '{}' + decoder '{}'", model.has("encoder") ? plugin_name(model.at("encoder")) : "?",
+                       model.has("decoder") ? plugin_name(model.at("decoder")) : "?");
+  }
+  return "no model";
+}
+
 std::string git_commit() {
   std::string out;
   if (FILE* p = popen("git rev-parse --short HEAD 2>/dev/null", "r")) {
@@ -162,6 +179,15 @@ int run_experiment(const RunOptions& ro) {
   tc.device = ctx.device;
   tc.seed = seed;
   tc.stop = &g_stop;
+  // The trainer-model-dataset contract, before anything is written: one error naming them all.
+  try {
+    trainer->check(tc);
+  } catch (const ConfigError& e) {
+    const Node& t = top.node("trainer");
+    throw ConfigError(fmt::format("{}: trainer '{}' cannot train {} on dataset '{}': {} (at 'trainer')",
+                                  t.location().str(), plugin_name(t), describe_model(top.node("model")),
+                                  setup.dataset_name, e.what()));
+  }
   const int64_t num_parameters = trainer->num_parameters(tc);
 
   // Everything is valid: from here on the run is recorded.
@@ -219,7 +245,7 @@ int run_experiment(const RunOptions& ro) {
   try {
     fit = trainer->fit(tc);
   } catch (const std::exception& e) {
-    res.set_attr("error", e.what());
+    res.set_attr("error", message_without_backtrace(e));
     res.set_status(results::Status::Failed);
     throw;
   }
@@ -240,7 +266,7 @@ int run_experiment(const RunOptions& ro) {
       evaluate_split(eval_spec, model, *dataset, res, tc.checkpoint_dir + "/best.pt", ro.quiet);
     }
   } catch (const std::exception& e) {
-    res.set_attr("error", e.what());
+    res.set_attr("error", message_without_backtrace(e));
     res.set_status(results::Status::Failed);
     throw;
   }

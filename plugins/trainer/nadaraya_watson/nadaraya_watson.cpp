@@ -88,6 +88,11 @@ class NadarayaWatsonTrainer final : public train::Trainer {
   }
 
   int64_t max_epochs() const override { return trains_ ? epochs_ : 1; }
+  void check(const train::TrainContext& ctx) const override {
+    ATTNLAB_CHECK(!ctx.model && !ctx.custom, ConfigError,
+                  "it builds its own kernel regression model: remove the experiment's model section");
+  }
+
   int64_t num_parameters(const train::TrainContext&) const override { return nn::count_parameters(*model_); }
 
   train::FitResult fit(train::TrainContext& ctx) override {

@@ -57,6 +57,12 @@ class RegressionTrainer final : public train::Trainer {
 
   int64_t max_epochs() const override { return max_epochs_; }
 
+  void check(const train::TrainContext& ctx) const override {
+    regressor(ctx);
+    ATTNLAB_CHECK(ctx.dataset != nullptr && ctx.dataset->info().num_features > 0, ConfigError,
+                  "it regresses continuous sequences, but the dataset has no features (a token dataset?)");
+  }
+
   int64_t num_parameters(const train::TrainContext& ctx) const override {
     return nn::count_parameters(*regressor(ctx));  // also refuses a missing/wrong model before the run starts
   }
@@ -137,13 +143,13 @@ class RegressionTrainer final : public train::Trainer {
  private:
   static std::shared_ptr<nn::SequenceRegressor> regressor(const train::TrainContext& ctx) {
     ATTNLAB_CHECK(ctx.custom != nullptr, ConfigError,
-                  "trainer 'regression' needs a sequence regression model: model: {{plugin: seq2seq_regression | "
+                  "it needs a sequence regression model: model: {{plugin: seq2seq_regression | "
                   "torch_transformer, ...}}, found {}",
                   ctx.model ? "an encoder + decoder model" : "no model");
     auto model = std::dynamic_pointer_cast<nn::SequenceRegressor>(ctx.custom);
     ATTNLAB_CHECK(model != nullptr, ConfigError,
-                  "trainer 'regression' needs a model implementing nn::SequenceRegressor (attnlab/nn/regression.hpp), "
-                  "found a model plugin that does not");
+                  "it needs a model implementing nn::SequenceRegressor (attnlab/nn/regression.hpp), found a model "
+                  "plugin that does not");
     return model;
   }
 

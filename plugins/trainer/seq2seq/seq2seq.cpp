@@ -45,7 +45,15 @@ class Seq2SeqTrainer final : public train::Trainer {
   int64_t max_epochs() const override { return max_epochs_; }
   bool can_resume() const override { return checkpoints_; }
 
+  void check(const train::TrainContext& ctx) const override {
+    ATTNLAB_CHECK(ctx.model, ConfigError,
+                  "it trains an encoder + decoder: the experiment needs model: {{encoder: ..., decoder: ...}}");
+    ATTNLAB_CHECK(ctx.dataset != nullptr && ctx.dataset->info().tgt_vocab_size > 0, ConfigError,
+                  "it trains on token sequences, but the dataset has no target vocabulary");
+  }
+
   train::FitResult fit(train::TrainContext& ctx) override {
+    check(ctx);
     auto& model = ctx.model;
     const auto pad = ctx.dataset->info().pad_id;
     const bool probabilities = model->decoder().outputs_probabilities();

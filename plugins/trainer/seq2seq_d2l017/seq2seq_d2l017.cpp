@@ -44,10 +44,13 @@ class Seq2SeqD2l017Trainer final : public train::Trainer {
 
   int64_t max_epochs() const override { return max_epochs_; }
 
-  train::FitResult fit(train::TrainContext& ctx) override {
+  void check(const train::TrainContext& ctx) const override {
     ATTNLAB_CHECK(ctx.model, ConfigError,
-                  "trainer 'seq2seq_d2l017' trains an encoder + decoder: the experiment needs "
-                  "model: {{encoder: ..., decoder: ...}}");
+                  "it trains an encoder + decoder: the experiment needs model: {{encoder: ..., decoder: ...}}");
+  }
+
+  train::FitResult fit(train::TrainContext& ctx) override {
+    check(ctx);
     auto& model = ctx.model;
     if (xavier_) xavier_init(*model);
     auto params = model->parameters();

@@ -9,8 +9,12 @@
 //   ATTNLAB_PLUGIN(attnlab::nn::Scorer, "additive", "Bahdanau additive scorer", schema, make)
 //
 // The descriptor is plain data; the loader reads abi_version first and refuses a mismatch
-// before touching anything else.
+// before touching anything else, then compares sdk_hash: the hash of every public SDK header
+// the plugin was compiled against (ATTNLAB_SDK_HASH, defined by attnlab_add_plugin()). Any change
+// to an interface changes it, so a plugin built against other headers is refused, never called
+// through a stale vtable.
 #include <attnlab/config/schema.hpp>
+#include <attnlab/error.hpp>
 #include <attnlab/plugin/context.hpp>
 #include <attnlab/version.hpp>
 
@@ -29,15 +33,22 @@ template <class Interface>
 using Factory = std::shared_ptr<Interface> (*)(const config::Options&, const BuildContext&);
 
 struct Descriptor {
+  // The first six fields are frozen across ABI versions: the loader reads them from any plugin,
+  // so a plugin built for another ABI can still be named (kind, name) when it is refused.
   int abi_version;              // kAbiVersion the plugin was built against
   const char* attnlab_version;  // kVersion
   const char* torch_version;    // TORCH_VERSION the plugin was built against
   const char* kind;             // "scorer", "encoder", "decoder", "dataset", "trainer", ...
   const char* name;             // unique within its kind
+  const char* sdk_hash;         // ATTNLAB_SDK_HASH of the headers it was compiled against
+  // From here on the layout belongs to abi_version.
   const char* description;      // one line
   config::Schema (*schema)();   // options with types/defaults/descriptions
   void* factory;                // Factory<Interface> for the kind's interface
 };
+
+/// The SDK hash of this libattnlab (what every plugin's sdk_hash must equal).
+ATTNLAB_API const char* sdk_hash();
 
 /// Symbol every plugin exports (through BOOST_DLL_ALIAS).
 inline constexpr const char* kDescriptorSymbol = "attnlab_plugin";
@@ -48,6 +59,9 @@ using DescriptorFn = const Descriptor*();
 #ifndef ATTNLAB_PLUGIN_ABI
 #define ATTNLAB_PLUGIN_ABI ::attnlab::kAbiVersion
 #endif
+#ifndef ATTNLAB_SDK_HASH
+#define ATTNLAB_SDK_HASH "none (not built with attnlab_add_plugin)"
+#endif
 
 #define ATTNLAB_PLUGIN(Interface, NAME, DESCRIPTION, SCHEMA_FN, FACTORY_FN)                          \
   namespace attnlab_plugin_export {                                                                  \
@@ -55,7 +69,7 @@ using DescriptorFn = const Descriptor*();
     static const ::attnlab::plugin::Factory<Interface> factory = &FACTORY_FN;                        \
     static const ::attnlab::plugin::Descriptor d{                                                    \
         ATTNLAB_PLUGIN_ABI, ::attnlab::kVersion, ::attnlab::kTorchVersion,                           \
-        ::attnlab::plugin::KindOf<Interface>::value, NAME, DESCRIPTION, &SCHEMA_FN,                  \
+        ::attnlab::plugin::KindOf<Interface>::value, NAME, ATTNLAB_SDK_HASH, DESCRIPTION, &SCHEMA_FN, \
         reinterpret_cast<void*>(factory)};                                                           \
     return &d;                                                                                       \
   }                                                                                                  \

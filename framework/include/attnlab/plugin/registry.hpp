@@ -31,14 +31,30 @@ class Registry {
   Registry& operator=(const Registry&) = delete;
 
   /// Directories searched by discover(), in order: explicit ones, then ATTNLAB_PLUGIN_PATH
-  /// (colon-separated), then the build's plugin folder.
+  /// (colon-separated), then attnlab's own plugins: <libdir>/attnlab/plugins beside an installed
+  /// libattnlab.so, else the plugin folder of the build that made it.
   void add_search_dir(const std::string& dir);
   std::vector<std::string> search_dirs() const;
-  /// Load every libattnlab_*.so in the search dirs. Broken libraries are errors naming the file.
+  /// Load every libattnlab_*.so in the search dirs. A library that cannot be used (not an ELF
+  /// shared object or truncated, unresolved symbols, not a plugin, another ABI or torch, a kind +
+  /// name already provided by an earlier folder) is skipped with one warning on stderr and kept
+  /// in broken(): it breaks only an experiment that asks for a plugin it provides, and find()
+  /// then names the library and the reason.
   void discover();
-  /// Load one library. PluginError: missing file, not a plugin, ABI/torch mismatch (expected vs
-  /// found, with the path), or a kind+name already registered (naming both files).
+  /// Load one library. PluginError naming the path: missing file, not a valid shared object
+  /// (checked before dlopen, so a truncated file cannot crash the process), unresolved symbols
+  /// (bound at load, RTLD_NOW, with the loader's own reason), not a plugin, ABI/torch mismatch
+  /// (expected vs found), or a kind+name already registered (naming both files).
+  /// A loaded library is never unloaded (RTLD_NODELETE): nothing a plugin made — an exception in
+  /// flight, a tensor's deleter, a static — can outlive its code.
   const PluginInfo& load(const std::string& path);
+
+  /// A library discover() skipped: its path, why, and what it says it provides when that could
+  /// be read (else kind/name guessed from the file name libattnlab_<kind>_<name>.so).
+  struct Broken {
+    std::string path, reason, kind, name;
+  };
+  const std::vector<Broken>& broken() const { return broken_; }
 
   std::vector<const PluginInfo*> list() const;  // sorted by kind, name
   /// PluginError with did-you-mean among that kind's names when absent.
@@ -46,7 +62,9 @@ class Registry {
 
   /// Create a component of Interface's kind from `node`: either a scalar plugin name or a map
   /// with `plugin: <name>` plus that plugin's options (validated against its schema).
-  /// Exceptions from plugin code come back as PluginError naming the plugin; ConfigErrors pass.
+  /// Exceptions from plugin code are re-created here, in libattnlab, before they leave: attnlab's
+  /// error types keep their type and message, anything else becomes a PluginError naming the
+  /// plugin and its library.
   template <class Interface>
   std::shared_ptr<Interface> create(const config::Node& node, const BuildContext& ctx);
 
@@ -69,6 +87,7 @@ class Registry {
   std::map<std::pair<std::string, std::string>, PluginInfo> plugins_;
   std::vector<std::string> used_;
   std::vector<config::Node> resolved_;
+  std::vector<Broken> broken_;
 };
 
 /// Returns a pointer to obj that also owns `library`; obj is destroyed before the library.

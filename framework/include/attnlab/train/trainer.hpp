@@ -56,6 +56,11 @@ enum class FitResult { Completed, Interrupted, Diverged };
 class Trainer {
  public:
   virtual ~Trainer() = default;
+  /// Refuse, with a ConfigError saying what is needed, a model or dataset this trainer cannot
+  /// train (e.g. no encoder + decoder for a seq2seq trainer). The runner calls it after building
+  /// everything and before the results file exists, and adds the trainer's and the model's plugin
+  /// names and the place in the experiment file to the message.
+  virtual void check(const TrainContext& ctx) const {}
   virtual FitResult fit(TrainContext& ctx) = 0;
   /// Epochs this trainer will run (for progress/ETA).
   virtual int64_t max_epochs() const = 0;

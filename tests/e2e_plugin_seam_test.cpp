@@ -1,0 +1,181 @@
+// End to end at the plugin seam: errors raised inside plugins reach the user as one line and exit
+// 1 (they used to segfault the runner), and broken libraries on the plugin path break only the
+// experiments that ask for what they provide.
+#include <attnlab/results/reader.hpp>
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "testing/runner.hpp"
+#include "testing/testing.hpp"
+
+namespace {
+using namespace attnlab;
+namespace fs = std::filesystem;
+
+class PluginSeamTest : public testutil::RunnerFixture {
+ protected:
+  void SetUp() override {
+    RunnerFixture::SetUp();
+    if (IsSkipped()) return;
+    test_plugins_ = testutil::env_or("ATTNLAB_TEST_PLUGIN_DIR", "");
+    ASSERT_FALSE(test_plugins_.empty()) << "ATTNLAB_TEST_PLUGIN_DIR is not set (run through ctest)";
+  }
+  std::string scratch_prefix() const override { return "attnlab-seam"; }
+
+  std::string test_plugin(const std::string& name) const {
+    return (fs::path(test_plugins_) / name / ("lib" + name + ".so")).string();
+  }
+
+  /// A plugin folder holding one library of each broken sort, under libattnlab_* names.
+  std::string broken_folder() {
+    auto dir = tmp_ + "/broken-plugins";
+    fs::create_directories(dir);
+    fs::copy_file(test_plugin("attnlab_scorer_test_abi"), dir + "/libattnlab_scorer_test_abi.so");
+    fs::copy_file(test_plugin("attnlab_scorer_test_undefined"), dir + "/libattnlab_scorer_test_undefined.so");
+    fs::copy_file(test_plugin("attnlab_scorer_test_good"), dir + "/libattnlab_scorer_truncated.so");
+    fs::resize_file(dir + "/libattnlab_scorer_truncated.so", 4096);
+    std::ofstream(dir + "/libattnlab_scorer_garbage.so") << "not a library";
+    return dir;
+  }
+
+  /// Exactly one line on stderr, which starts with `prefix`; no crash, no backtrace.
+  static void expect_one_error_line(const testutil::ProcessResult& r, const std::string& prefix) {
+    EXPECT_EQ(r.exit_code, 1) << r.err;
+    std::string err = r.err;
+    while (!err.empty() && err.back() == '\n') err.pop_back();
+    EXPECT_EQ(err.find('\n'), std::string::npos) << "more than one line:\n" << r.err;
+    EXPECT_EQ(err.rfind(prefix, 0), 0u) << r.err;
+    EXPECT_EQ(err.find("Exception raised from"), std::string::npos) << r.err;
+  }
+
+  static std::string last_line(std::string s) {
+    while (!s.empty() && s.back() == '\n') s.pop_back();
+    const auto cut = s.rfind('\n');
+    return cut == std::string::npos ? s : s.substr(cut + 1);
+  }
+
+  std::string test_plugins_;
+};
+
+TEST_F(PluginSeamTest, InTreePluginConfigErrorIsOneLineNotACrash) {
+  // The transformer encoder needs a token vocabulary; corners has continuous features. Its
+  // factory throws a ConfigError, which crashed the runner (rc 139) before.
+  auto yaml = tmp_ + "/pairing.yaml";
+  std::ofstream(yaml) << "experiment: wrong_pairing\n"
+                      << "dataset: {plugin: corners, n: 32, test_n: 16}\n"
+                      << "model:\n  encoder: {plugin: transformer}\n  decoder: {plugin: transformer}\n"
+                      << "trainer: {plugin: regression}\n";
+  auto results = tmp_ + "/never.h5";
+  auto r = run({yaml, "--results", results});
+  expect_one_error_line(r, "config error: ");
+  EXPECT_NE(r.err.find("transformer"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(results));
+}
+
+TEST_F(PluginSeamTest, OutOfTreeFactoryConfigErrorIsOneLineNotACrash) {
+  auto r = run({"--plugin-path", fs::path(test_plugin("attnlab_scorer_test_config_error")).parent_path().string(),
+                "experiments/tests/tiny_corners.yaml", "model.attention.scorer={plugin: test_config_error, scale: 3}",
+                "--results", tmp_ + "/never.h5"});
+  expect_one_error_line(r, "config error: ");
+  EXPECT_NE(r.err.find("refuses scale 3 (deliberate config error)"), std::string::npos) << r.err;
+}
+
+TEST_F(PluginSeamTest, BrokenLibrariesOnThePathDoNotBreakAnUnrelatedRun) {
+  // --plugin-path before the experiment (it used to swallow the positionals).
+  auto dir = broken_folder();
+  auto results = tmp_ + "/nw.h5";
+  auto r = run({"--plugin-path", dir, "experiments/nadaraya_watson.yaml", "--results", results});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const char* lib : {"libattnlab_scorer_test_abi.so", "libattnlab_scorer_test_undefined.so",
+                          "libattnlab_scorer_truncated.so", "libattnlab_scorer_garbage.so"}) {
+    EXPECT_NE(r.err.find(lib), std::string::npos) << lib << " not warned about:\n" << r.err;
+  }
+  EXPECT_EQ(results::ResultsReader(results).status(), results::Status::Completed);
+  // Listing plugins works too, and says nothing broke the in-tree ones.
+  auto list = run({"plugins", "--plugin-path", dir});
+  ASSERT_EQ(list.exit_code, 0) << list.err;
+  EXPECT_NE(list.out.find("dot_product"), std::string::npos) << list.out;
+}
+
+TEST_F(PluginSeamTest, AskingForABrokenLibrarysPluginNamesTheLibraryAndWhy) {
+  auto dir = broken_folder();
+  auto r = run({"experiments/tests/tiny_corners.yaml", "--plugin-path", dir, "model.attention.scorer=test_undefined",
+                "--results", tmp_ + "/never.h5"});
+  // The skipped libraries are warned about first; the error is the one line after them.
+  expect_one_error_line({r.exit_code, r.out, last_line(r.err)}, "config error: ");
+  EXPECT_NE(r.err.find("libattnlab_scorer_test_undefined.so"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("undefined symbol"), std::string::npos) << r.err;
+  auto abi = run({"experiments/tests/tiny_corners.yaml", "--plugin-path", dir, "model.attention.scorer=test_scorer",
+                  "--results", tmp_ + "/never.h5"});
+  EXPECT_EQ(abi.exit_code, 1) << abi.err;
+  EXPECT_NE(abi.err.find("built for ABI 999"), std::string::npos) << abi.err;
+}
+
+TEST_F(PluginSeamTest, ErrorAttributeHoldsTheMessageNotABacktrace) {
+  // A decoder narrower than its encoder fails inside torch on the first batch.
+  REQUIRE_FRA_ENG();
+  auto results = tmp_ + "/failed.h5";
+  auto r = run({"experiments/bahdanau_fra_eng.yaml", "model.decoder.num_hiddens=16", "trainer.max_epochs=1",
+                "data_dir=" + data_dir_, "--results", results});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_EQ(r.err.find("Exception raised from"), std::string::npos) << r.err;
+  results::ResultsReader run(results);
+  EXPECT_EQ(run.status(), results::Status::Failed);
+  const auto error = run.attr_string("error");
+  EXPECT_FALSE(error.empty());
+  EXPECT_EQ(error.find("Exception raised from"), std::string::npos) << error;
+  EXPECT_EQ(error.find("frame #"), std::string::npos) << error;
+}
+
+// Trainer, model and dataset that do not fit together: one config error naming the plugins,
+// before any file is written (each of these crashed the runner or failed mid-run before).
+struct Pairing {
+  std::string what;
+  std::string yaml;                // written after `experiment: pairing`
+  std::vector<std::string> names;  // every one must appear in the error
+};
+
+void PrintTo(const Pairing& p, std::ostream* os) { *os << p.what; }
+
+class PairingTest : public PluginSeamTest, public ::testing::WithParamInterface<Pairing> {};
+
+TEST_P(PairingTest, IsOneConfigErrorNamingThePlugins) {
+  const Pairing& p = GetParam();
+  auto yaml = tmp_ + "/pairing.yaml";
+  std::ofstream(yaml) << "experiment: pairing\nthreads: 1\n" << p.yaml;
+  auto results = tmp_ + "/never.h5";
+  auto r = run({yaml, "--results", results});
+  expect_one_error_line(r, "config error: ");
+  for (const auto& name : p.names) EXPECT_NE(r.err.find(name), std::string::npos) << name << ": " << r.err;
+  EXPECT_FALSE(fs::exists(results));
+}
+
+const std::string kTokens = "dataset: {plugin: synthetic_tokens, vocab_size: 16, num_steps: 8, num_train: 64}\n";
+const std::string kCorners = "dataset: {plugin: corners, n: 32, test_n: 16}\n";
+const std::string kTransformers =
+    "model:\n  encoder: {plugin: transformer, num_hiddens: 16, num_heads: 2, num_blks: 1}\n"
+    "  decoder: {plugin: transformer, num_hiddens: 16, num_heads: 2, num_blks: 1}\n";
+const std::string kRegressionModel = "model: {plugin: seq2seq_regression, num_hiddens: 6, num_heads: 3}\n";
+
+INSTANTIATE_TEST_SUITE_P(
+    PluginSeam, PairingTest,
+    ::testing::Values(
+        Pairing{"RegressionTrainerWithEncoderDecoder", kTokens + kTransformers + "trainer: {plugin: regression}\n",
+                {"trainer 'regression'", "encoder 'transformer' + decoder 'transformer'", "synthetic_tokens"}},
+        Pairing{"D2l017TrainerWithAModelPlugin", kCorners + kRegressionModel + "trainer: {plugin: seq2seq_d2l017}\n",
+                {"trainer 'seq2seq_d2l017'", "model 'seq2seq_regression'", "corners"}},
+        Pairing{"Seq2seqTrainerWithoutAModel", kTokens + "trainer: {plugin: seq2seq}\n",
+                {"trainer 'seq2seq'", "no model", "encoder + decoder"}},
+        Pairing{"NadarayaWatsonWithAModel",
+                "dataset: {plugin: kernel_regression}\n" + kRegressionModel + "trainer: {plugin: nadaraya_watson}\n",
+                {"trainer 'nadaraya_watson'", "model 'seq2seq_regression'"}},
+        Pairing{"RegressionModelOnTokens", kTokens + kRegressionModel + "trainer: {plugin: regression}\n",
+                {"seq2seq_regression"}}),
+    [](const ::testing::TestParamInfo<Pairing>& info) { return info.param.what; });
+
+}  // namespace
