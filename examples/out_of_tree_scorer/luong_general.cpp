@@ -1,0 +1,48 @@
+// Scorer plugin "luong_general": Luong et al. (2015)'s "general" score, score(q, k) = q^T W k, with a
+// learnable W of [query size, key size]. Built outside the attnlab tree against the installed SDK.
+#include <attnlab/error.hpp>
+#include <attnlab/nn/scorer.hpp>
+#include <attnlab/plugin/plugin.hpp>
+
+#include <torch/torch.h>
+
+#include <cmath>
+
+namespace {
+using namespace attnlab;
+
+class LuongGeneral final : public nn::Scorer {
+ public:
+  LuongGeneral(int64_t query_size, int64_t key_size, bool scale)
+      : scale_(scale ? 1.0 / std::sqrt(static_cast<double>(key_size)) : 1.0) {
+    // Glorot-uniform W, as Keras' Luong attention layers do.
+    const double bound = std::sqrt(6.0 / static_cast<double>(query_size + key_size));
+    w_ = register_parameter("W", torch::empty({query_size, key_size}).uniform_(-bound, bound));
+  }
+
+  /// queries [B, Q, Dq], keys [B, K, Dk] -> [B, Q, K]
+  torch::Tensor score(const torch::Tensor& queries, const torch::Tensor& keys) override {
+    return torch::matmul(torch::matmul(queries, w_), keys.transpose(1, 2)) * scale_;
+  }
+
+ private:
+  double scale_;
+  torch::Tensor w_;
+};
+
+config::Schema schema() {
+  return {config::opt_bool("scale", false, "divide the scores by sqrt(key size), as scaled dot-product does")};
+}
+
+std::shared_ptr<nn::Scorer> make(const config::Options& options, const plugin::BuildContext& ctx) {
+  ATTNLAB_CHECK(ctx.query_size > 0 && ctx.key_size > 0, ConfigError,
+                "{}: {} needs the query and key sizes from the module that uses it, found {} and {} (use it as "
+                "the scorer of an attention module)",
+                options.resolved().where(), options.owner(), ctx.query_size, ctx.key_size);
+  return std::make_shared<LuongGeneral>(ctx.query_size, ctx.key_size, options.get_bool("scale"));
+}
+
+}  // namespace
+
+ATTNLAB_PLUGIN(attnlab::nn::Scorer, "luong_general", "Luong's general score q^T W k with a learnable W", schema,
+               make)
