@@ -1,10 +1,24 @@
 #pragma once
 // The runner's subcommands. Each gets argv starting at its own name ("plugins", ...), parses its
 // own options with CLI11, and returns the exit code. Register new ones in kCommands (main.cpp).
+#include <optional>
 #include <string>
 #include <vector>
 
+namespace CLI {
+class App;
+class Validator;
+}  // namespace CLI
+
 namespace attnlab::cli {
+
+/// Parses argv into `app`: nullopt when the command goes on, else its exit code. `--help` prints
+/// the help and gives 0; a parse error is one line on stderr, "<command>: <what> (see <command>
+/// --help)", and gives 1 (not CLI11's own codes, 105-114).
+std::optional<int> parse_command_line(CLI::App& app, int argc, char** argv, const std::string& command);
+
+/// Refuses an option-looking value ("-q"), so `--resume -q` is not read as a file named "-q".
+CLI::Validator not_an_option();
 
 struct Command {
   const char* name;
