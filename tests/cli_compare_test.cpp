@@ -9,6 +9,7 @@
 
 #include <cairo.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -103,7 +104,7 @@ class Compare : public ::testing::Test {
     }
   }
   void SetUp() override {
-    if (runner_.empty()) GTEST_SKIP() << "run through ctest (ATTNLAB_RUNNER unset)";
+    ATTNLAB_REQUIRE(!runner_.empty(), "ATTNLAB_RUNNER is not set (run through ctest)");
     ASSERT_EQ(setup_.exit_code, 0) << setup_.out << setup_.err;
   }
   testutil::ProcessResult compare(std::vector<std::string> args) {
@@ -250,6 +251,22 @@ TEST_F(Compare, RunningAndFailedRunsAreShown) {
   EXPECT_NE(r.out.find("failed"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find(">=3.5s"), std::string::npos) << r.out;  // unfinished: the epochs so far
   EXPECT_NE(r.out.find("differing config keys: none"), std::string::npos) << r.out;
+}
+
+TEST_F(Compare, NanEpochIndexIsShownAsItsRow) {
+  results::ResultsReader in(first_);
+  const auto damaged = tmp_ + "/nan_epoch.h5";
+  {
+    results::Results w(damaged, "tiny_corners");
+    w.write_config(in.config());
+    for (double v : {0.5, 0.4}) w.append_metric("train", "loss", v);
+    for (double e : {1.0, std::nan("")}) w.append_metric("epoch", "index", e);
+    w.set_status(results::Status::Completed);
+  }
+  auto r = compare({damaged, "--metric", "train/loss"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out.find("-9223372036854775808"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("0.4 @2"), std::string::npos) << r.out;
 }
 
 TEST_F(Compare, PlotFilesHaveTheRequestedSize) {

@@ -36,7 +36,7 @@ class Plot : public ::testing::Test {
     setup_ = testutil::run_process(runner_, {"experiments/tests/tiny_corners.yaml", "--results", run_, "-q"}, source_, tmp_);
   }
   void SetUp() override {
-    if (runner_.empty()) GTEST_SKIP() << "run through ctest (ATTNLAB_RUNNER unset)";
+    ATTNLAB_REQUIRE(!runner_.empty(), "ATTNLAB_RUNNER is not set (run through ctest)");
     ASSERT_EQ(setup_.exit_code, 0) << setup_.out << setup_.err;
   }
   testutil::ProcessResult plot(std::vector<std::string> args) {
@@ -113,6 +113,16 @@ TEST_F(Plot, MistakesAreClearErrors) {
   EXPECT_EQ(bad.exit_code, 1);
   EXPECT_NE(bad.err.find("not an attnlab results file: " + text + " (not an HDF5 file)"), std::string::npos)
       << bad.err;
+  // -o with an extension plot cannot write made a folder of that name.
+  auto jpg = plot({run_, "--losses", "-o", tmp_ + "/l.jpg"});
+  EXPECT_EQ(jpg.exit_code, 1);
+  EXPECT_EQ(jpg.err, "error: plot: -o " + tmp_ + "/l.jpg: cannot write '.jpg' files; name a .png or .svg file, or a "
+                     "folder\n");
+  EXPECT_FALSE(fs::exists(tmp_ + "/l.jpg"));
+  auto folder = plot({tmp_});
+  EXPECT_EQ(folder.exit_code, 1);
+  EXPECT_NE(folder.err.find("not an attnlab results file: " + tmp_ + " (it is a directory)"), std::string::npos)
+      << folder.err;
 }
 
 TEST_F(Plot, KernelRegressionLayout) {

@@ -1,4 +1,5 @@
 // Experiment loading: `defaults:` composition, include cycles and missing files, overrides.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
@@ -190,4 +191,65 @@ TEST_F(ConfigLoad, MalformedOverrides) {
             0u)
       << scalar;
   EXPECT_THROW(load_experiment(write("e.yaml", "a: 1\n"), {"a.b=2"}), ConfigError);
+}
+
+TEST_F(ConfigLoad, NonRegularFilesAreRefusedWithoutOpeningThem) {
+  // Opening a FIFO for reading blocks until a writer comes: the runner hung forever.
+  const std::string fifo = dir_ + "/exp.fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  EXPECT_EQ(error_of([&] { load_experiment(fifo); }),
+            "<command line>: cannot read config file '" + fifo + "': it is a FIFO (named pipe), not a regular file");
+  EXPECT_EQ(error_of([&] { load_experiment(dir_); }),
+            "<command line>: cannot read config file '" + dir_ + "': it is a directory, not a regular file");
+  EXPECT_TRUE(contains(error_of([&] { load_experiment("/dev/null"); }), "it is a device, not a regular file"));
+  // The same for an included file, named with the place that includes it.
+  const auto exp = write("inc_fifo.yaml", "defaults: [exp.fifo]\n");
+  const std::string msg = error_of([&] { load_experiment(exp); });
+  EXPECT_TRUE(contains(msg, exp + ":1:12 (at 'defaults[0]'")) << msg;
+  EXPECT_TRUE(contains(msg, "it is a FIFO (named pipe), not a regular file")) << msg;
+}
+
+TEST_F(ConfigLoad, FileOverTheSizeLimitIsRefused) {
+  const auto big = write("big.yaml", "# " + std::string(kMaxConfigBytes, 'x') + "\nexperiment: big\n");
+  EXPECT_EQ(error_of([&] { load_experiment(big); }),
+            fmt::format("<command line>: cannot read config file '{}': it has {} bytes, more than the {} a config "
+                        "file may have",
+                        big, kMaxConfigBytes + 19, kMaxConfigBytes));
+}
+
+TEST_F(ConfigLoad, AliasExpansionIsBounded) {
+  // "Billion laughs": 9 levels of 10 aliases each expand to 10^9 values (8 GB before the limit).
+  std::string text = "a0: &a0 [lol, lol, lol, lol, lol, lol, lol, lol, lol, lol]\n";
+  for (int i = 1; i <= 9; ++i) {
+    text += fmt::format("a{0}: &a{0} [", i);
+    for (int j = 0; j < 10; ++j) text += fmt::format("{}*a{}", j ? ", " : "", i - 1);
+    text += "]\n";
+  }
+  const auto exp = write("laughs.yaml", text);
+  const std::string msg = error_of([&] { load_experiment(exp); });
+  EXPECT_TRUE(contains(msg, exp + ":")) << msg;
+  EXPECT_TRUE(contains(msg, fmt::format("the YAML tree has more than {} values (aliases expanded)", kMaxConfigNodes)))
+      << msg;
+  // A few aliases are fine.
+  const auto ok = write("alias.yaml", "base: &b {x: 1}\nuse: *b\n");
+  EXPECT_EQ(load_experiment(ok).at("use").at("x").as_int(), 1);
+}
+
+TEST_F(ConfigLoad, LargeMapsLoadInLinearTime) {
+  // Key lookups were linear searches, so a map of n keys took n^2/2 string comparisons to build
+  // and to merge (minutes for 700k keys). 90k keys in a base file and the including one: quadratic
+  // work would be ~8e9 comparisons, linear is instant.
+  std::string base_text = "big:\n", over_text = "defaults: [big_base.yaml]\nbig:\n";
+  for (int i = 0; i < 45000; ++i) {
+    base_text += fmt::format("  k{}: {}\n", i, i);
+    over_text += fmt::format("  k{}: {}\n", i + 20000, -i);
+  }
+  write("big_base.yaml", base_text);
+  const Node root = load_experiment(write("big_over.yaml", over_text));
+  const Node& big = root.at("big");
+  EXPECT_EQ(big.size(), 65000u);
+  EXPECT_EQ(big.at("k0").as_int(), 0);
+  EXPECT_EQ(big.at("k20000").as_int(), 0);
+  EXPECT_EQ(big.at("k64999").as_int(), -44999);
+  EXPECT_EQ(big.keys().back(), "k64999");
 }

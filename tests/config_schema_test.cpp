@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <attnlab/config/schema.hpp>
+#include <cmath>
 #include <functional>
 #include <string>
 
@@ -191,4 +192,23 @@ TEST(ConfigSchema, FailNamesTheOption) {
   EXPECT_NE(error_of([&] { o.get_int("nope"); }).find("no option 'nope'"), std::string::npos);
   EXPECT_NE(error_of([&] { o.get_bool("vocab"); }).find("option 'vocab' is of type int, read as a bool"),
             std::string::npos);
+}
+
+TEST(ConfigSchema, FloatsAreFiniteUnlessTheSpecAllowsOtherwise) {
+  // NaN compares false with every bound, so it passed min/max; .inf passed an open upper bound.
+  const Schema s = encoder_schema();
+  EXPECT_EQ(error_of([&] { Options(encoder_node("    vocab: 1\n    dropout: .nan\n"), s, "enc"); }),
+            "exp.yaml:4:14 (at 'model.encoder.dropout'): enc: expected a finite number, found '.nan'");
+  EXPECT_EQ(error_of([&] { Options(encoder_node("    vocab: 1\n    dropout: -.Inf\n"), s, "enc"); }),
+            "exp.yaml:4:14 (at 'model.encoder.dropout'): enc: expected a finite number, found '-.Inf'");
+  const Schema lr{opt_float("lr", 0.001, "learning rate", 0.0)};
+  EXPECT_EQ(error_of([&] { Options(encoder_node("    lr: .inf\n"), lr, "trainer"); }),
+            "exp.yaml:3:9 (at 'model.encoder.lr'): trainer: expected a finite number, found '.inf'");
+  EXPECT_EQ(error_of([&] { Options(encoder_node("    lr: .NaN\n"), lr, "trainer"); }),
+            "exp.yaml:3:9 (at 'model.encoder.lr'): trainer: expected a finite number, found '.NaN'");
+
+  Schema open = lr;
+  open[0].allow_non_finite = true;
+  EXPECT_TRUE(std::isinf(Options(encoder_node("    lr: .inf\n"), open, "trainer").get_float("lr")));
+  EXPECT_TRUE(std::isnan(Options(encoder_node("    lr: .nan\n"), open, "trainer").get_float("lr")));
 }

@@ -147,6 +147,13 @@ TEST(ConfigNode, SetEraseMergeRepath) {
   EXPECT_TRUE(root.erase("lr"));
   EXPECT_FALSE(root.erase("lr"));
   EXPECT_FALSE(root.has("lr"));
+  // Keys after the erased one are still found (lookups go through an index).
+  EXPECT_EQ(root.keys(), (std::vector<std::string>{"model", "seed", "new", "list"}));
+  EXPECT_EQ(root.at("seed").as_int(), 3);
+  EXPECT_EQ(root.at("list")[0].str(), "x");
+  root.set("lr", Node::scalar("0.2"));
+  EXPECT_EQ(root.at("lr").str(), "0.2");
+  EXPECT_EQ(root.keys().back(), "lr");
 
   root.repath("exp");
   EXPECT_EQ(root.at("model").at("extra").at("k").path(), "exp.model.extra.k");

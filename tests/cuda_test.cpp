@@ -258,7 +258,7 @@ class RunnerDevice : public testutil::RunnerFixture {
  protected:
   void SetUp() override {
     RunnerFixture::SetUp();
-    if (!IsSkipped()) {
+    if (!HasFatalFailure()) {
       REQUIRE_FRA_ENG();
     }
   }

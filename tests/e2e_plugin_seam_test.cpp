@@ -21,7 +21,7 @@ class PluginSeamTest : public testutil::RunnerFixture {
  protected:
   void SetUp() override {
     RunnerFixture::SetUp();
-    if (IsSkipped()) return;
+    if (HasFatalFailure()) return;
     test_plugins_ = testutil::env_or("ATTNLAB_TEST_PLUGIN_DIR", "");
     ASSERT_FALSE(test_plugins_.empty()) << "ATTNLAB_TEST_PLUGIN_DIR is not set (run through ctest)";
   }

@@ -26,7 +26,7 @@ class RunnerTest : public testutil::RunnerFixture {
  protected:
   void SetUp() override {
     RunnerFixture::SetUp();
-    if (!IsSkipped()) {
+    if (!HasFatalFailure()) {
       REQUIRE_FRA_ENG();
     }
   }
@@ -140,7 +140,7 @@ TEST_F(RunnerTest, BatchesExportsWhatTheTrainerDraws) {
 
 TEST_F(RunnerTest, ResultsFileReadsWithH5py) {
   auto python = testutil::env_or("ATTNLAB_PYTHON", "");
-  if (python.empty() || !fs::exists(python)) GTEST_SKIP() << "no venv python";
+  ATTNLAB_REQUIRE(!python.empty() && fs::exists(python), "the venv's python (ATTNLAB_PYTHON='" << python << "')");
   auto path = tmp_ + "/h5py.h5";
   auto r = run(tiny(path, {"trainer.max_epochs=1"}));
   ASSERT_EQ(r.exit_code, 0) << r.err;

@@ -24,8 +24,8 @@ std::string test_plugin(const std::string& name) {
 }
 
 #define REQUIRE_TEST_PLUGINS()                                                    \
-  if (testutil::env_or("ATTNLAB_TEST_PLUGIN_DIR", "").empty())                     \
-  GTEST_SKIP() << "ATTNLAB_TEST_PLUGIN_DIR not set (run through ctest)"
+  ATTNLAB_REQUIRE(!testutil::env_or("ATTNLAB_TEST_PLUGIN_DIR", "").empty(), \
+                  "ATTNLAB_TEST_PLUGIN_DIR is not set (run through ctest)")
 
 using testutil::message_of;
 

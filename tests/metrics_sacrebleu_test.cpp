@@ -312,7 +312,8 @@ std::vector<double> numbers(const std::string& s) {
 TEST(SacreBleu, LiveComparisonWithSacreBleu) {
   const std::string python = testutil::env_or("ATTNLAB_PYTHON", "");
   const std::string source = testutil::env_or("ATTNLAB_SOURCE_DIR", "");
-  if (python.empty() || source.empty()) GTEST_SKIP() << "ATTNLAB_PYTHON / ATTNLAB_SOURCE_DIR not set (run through ctest)";
+  ATTNLAB_REQUIRE(!python.empty() && !source.empty(),
+                  "ATTNLAB_PYTHON / ATTNLAB_SOURCE_DIR is not set (run through ctest)");
   const fs::path script = fs::path(source) / "tests/python/sacrebleu_golden.py";
   const fs::path dir = testutil::temp_dir("attnlab-sacrebleu");
   std::mt19937 rng(20240607);

@@ -1,5 +1,5 @@
 // The multi30k dataset plugin on the real corpus (needs ATTNLAB_DATA_MIRROR, e.g.
-// /work/shared/datasets, and the built plugins via ATTNLAB_PLUGIN_PATH; skipped otherwise).
+// /work/shared/datasets, and the built plugins via ATTNLAB_PLUGIN_PATH; fails otherwise).
 #include <attnlab/config/node.hpp>
 #include <attnlab/data/fetch.hpp>
 #include <attnlab/data/text.hpp>
@@ -36,8 +36,8 @@ std::string mirror() { return testutil::env_or("ATTNLAB_DATA_MIRROR", ""); }
 std::string plugin_dir() { return testutil::env_or("ATTNLAB_PLUGIN_PATH", ""); }
 
 #define REQUIRE_DATA()                                                                                  \
-  if (mirror().empty()) GTEST_SKIP() << "ATTNLAB_DATA_MIRROR not set (e.g. /work/shared/datasets)";     \
-  if (plugin_dir().empty()) GTEST_SKIP() << "ATTNLAB_PLUGIN_PATH not set (run through ctest)"
+  ATTNLAB_REQUIRE(!mirror().empty(), "ATTNLAB_DATA_MIRROR is not set (e.g. /work/shared/datasets)"); \
+  ATTNLAB_REQUIRE(!plugin_dir().empty(), "ATTNLAB_PLUGIN_PATH is not set (run through ctest)")
 
 std::vector<int64_t> ids(const torch::Tensor& row) {
   auto r = row.contiguous();
@@ -200,8 +200,8 @@ TEST_F(Multi30kTest, EncodeDecodeRoundTrip) {
 
 TEST_F(Multi30kTest, SentencePieceRoundTripToRawText) {
   REQUIRE_DATA();
-  if (!fs::exists(fs::path(plugin_dir()) / "libattnlab_tokenizer_sentencepiece.so"))
-    GTEST_SKIP() << "the sentencepiece plugin was not built";
+  ATTNLAB_REQUIRE(fs::exists(fs::path(plugin_dir()) / "libattnlab_tokenizer_sentencepiece.so"),
+                  "the sentencepiece plugin (libsentencepiece-dev, installed by scripts/setup)");
   Multi30kOptions o;
   o.min_freq = 1;
   auto spm = make(o, "plugin: sentencepiece\nvocab_size: 8000\n");
@@ -344,7 +344,7 @@ TEST_F(Multi30kTest, TruncatedOrMisalignedFilesAreDataErrors) {
 
 TEST(Multi30kManifest, ChecksumsMatchDatasetsManifest) {
   const std::string src_dir = testutil::env_or("ATTNLAB_SOURCE_DIR", "");
-  if (src_dir.empty()) GTEST_SKIP() << "ATTNLAB_SOURCE_DIR not set (run through ctest)";
+  ATTNLAB_REQUIRE(!src_dir.empty(), "ATTNLAB_SOURCE_DIR is not set (run through ctest)");
   std::ifstream in(fs::path(src_dir) / "datasets/manifest.tsv");
   ASSERT_TRUE(in.good()) << "datasets/manifest.tsv missing";
   int found = 0;

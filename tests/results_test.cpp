@@ -226,6 +226,10 @@ TEST_F(ResultsTest, RefusesFilesThatAreNotResults) {
   msg = error_of([&] { ResultsReader in(file("missing.h5")); });
   EXPECT_NE(msg.find("not an attnlab results file: " + file("missing.h5") + " (no such file)"), std::string::npos)
       << msg;
+  const std::string folder = file("a_folder.h5");
+  fs::create_directory(folder);
+  EXPECT_EQ(error_of([&] { ResultsReader in(folder); }),
+            "not an attnlab results file: " + folder + " (it is a directory)");
 
   // A valid HDF5 file made by someone else: no experiment / status attributes.
   const std::string foreign = file("foreign.h5");
@@ -344,7 +348,7 @@ std::pair<int, std::string> run_check(const std::string& python, const std::stri
 
 TEST_F(ResultsTest, H5pySeesTheDocumentedLayout) {
   std::string python = attnlab::testutil::env_or("ATTNLAB_PYTHON", "");
-  if (python.empty() || !fs::exists(python)) GTEST_SKIP() << "ATTNLAB_PYTHON unset or missing: '" << python << "'";
+  ATTNLAB_REQUIRE(!python.empty() && fs::exists(python), "the venv's python (ATTNLAB_PYTHON='" << python << "')");
   const std::string path = file("h5py.h5");
   const std::string copy = file("h5py-killed.h5");
   {

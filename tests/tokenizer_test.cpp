@@ -1,5 +1,5 @@
 // Tokenizer plugins d2l_words and sentencepiece, loaded through the registry from the build's
-// plugin folder (ATTNLAB_PLUGIN_PATH, set by ctest; skipped otherwise): round trips, training
+// plugin folder (ATTNLAB_PLUGIN_PATH, set by ctest; fails otherwise): round trips, training
 // cache reuse, errors.
 #include <attnlab/config/node.hpp>
 #include <attnlab/data/text.hpp>
@@ -27,11 +27,14 @@ namespace fs = std::filesystem;
 using namespace attnlab;
 using Tokens = std::vector<std::string>;
 
+#define REQUIRE_SPM() \
+  ATTNLAB_REQUIRE(has_spm_, "the sentencepiece plugin (libsentencepiece-dev, installed by scripts/setup)")
+
 class TokenizerTest : public ::testing::Test {
  protected:
   void SetUp() override {
     const std::string dir = testutil::env_or("ATTNLAB_PLUGIN_PATH", "");
-    if (dir.empty()) GTEST_SKIP() << "ATTNLAB_PLUGIN_PATH not set (run through ctest)";
+    ATTNLAB_REQUIRE(!dir.empty(), "ATTNLAB_PLUGIN_PATH is not set (run through ctest)");
     registry_.load((fs::path(dir) / "libattnlab_tokenizer_d2l_words.so").string());
     const auto spm = fs::path(dir) / "libattnlab_tokenizer_sentencepiece.so";
     has_spm_ = fs::exists(spm);
@@ -39,9 +42,6 @@ class TokenizerTest : public ::testing::Test {
   }
   std::shared_ptr<data::Tokenizer> make(const std::string& yaml) {
     return registry_.create<data::Tokenizer>(config::parse_yaml(yaml, "test.yaml"), ctx_);
-  }
-  void require_spm() {
-    if (!has_spm_) GTEST_SKIP() << "the sentencepiece plugin was not built (libsentencepiece-dev missing)";
   }
   plugin::Registry registry_;
   plugin::BuildContext ctx_;
@@ -103,7 +103,7 @@ TEST_F(TokenizerTest, D2lWordsRoundTripOnPreprocessedText) {
 }
 
 TEST_F(TokenizerTest, SentencePieceRoundTripAndCacheReuse) {
-  require_spm();
+  REQUIRE_SPM();
   const auto text = corpus(2, 3000);
   const fs::path cache = fs::path(testutil::temp_dir("attnlab-spm")) / "tokenizers";  // created by train()
   auto first = make("plugin: sentencepiece\nvocab_size: 150\n");
@@ -162,7 +162,7 @@ TEST_F(TokenizerTest, SentencePieceRoundTripAndCacheReuse) {
 }
 
 TEST_F(TokenizerTest, SentencePieceUnigram) {
-  require_spm();
+  REQUIRE_SPM();
   const auto text = corpus(4, 3000);
   auto tok = make("plugin: sentencepiece\nmodel_type: unigram\nvocab_size: 120\n");
   const std::string cache = testutil::temp_dir("attnlab-spm-uni");
@@ -172,7 +172,7 @@ TEST_F(TokenizerTest, SentencePieceUnigram) {
 }
 
 TEST_F(TokenizerTest, SentencePieceErrors) {
-  require_spm();
+  REQUIRE_SPM();
   auto tok = make("plugin: sentencepiece\nvocab_size: 100000\n");
   EXPECT_THROW(tok->encode("too early"), DataError);
   EXPECT_THROW(tok->decode({"▁a"}), DataError);

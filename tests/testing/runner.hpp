@@ -57,7 +57,7 @@ inline ProcessResult run_process(const std::string& program, const std::vector<s
   return r;
 }
 
-/// Base fixture for tests of the real runner binary. Skips unless run through ctest (which sets
+/// Base fixture for tests of the real runner binary. Fails unless run through ctest (which sets
 /// ATTNLAB_RUNNER, ATTNLAB_SOURCE_DIR and ATTNLAB_TEST_DATA_DIR); each test gets a fresh scratch
 /// folder named by scratch_prefix(). Tests that train on fra-eng start with REQUIRE_FRA_ENG().
 class RunnerFixture : public ::testing::Test {
@@ -66,7 +66,7 @@ class RunnerFixture : public ::testing::Test {
     runner_ = env_or("ATTNLAB_RUNNER", "");
     source_ = env_or("ATTNLAB_SOURCE_DIR", "");
     data_dir_ = env_or("ATTNLAB_TEST_DATA_DIR", "");
-    if (runner_.empty() || source_.empty()) GTEST_SKIP() << "run through ctest (ATTNLAB_RUNNER unset)";
+    ATTNLAB_REQUIRE(!runner_.empty() && !source_.empty(), "ATTNLAB_RUNNER is not set (run through ctest)");
     tmp_ = temp_dir(scratch_prefix());
   }
   virtual std::string scratch_prefix() const { return "attnlab-runner"; }
@@ -87,6 +87,6 @@ class RunnerFixture : public ::testing::Test {
 };
 
 #define REQUIRE_FRA_ENG() \
-  if (!have_fra_eng()) GTEST_SKIP() << "ATTNLAB_DATA_MIRROR is not set and no fra-eng data is present"
+  ATTNLAB_REQUIRE(have_fra_eng(), "fra-eng: ATTNLAB_DATA_MIRROR is not set and no fra-eng data is present")
 
 }  // namespace attnlab::testutil

@@ -38,4 +38,10 @@ std::string message_of(const std::function<void()>& f) {
 
 }  // namespace attnlab::testutil
 
+/// Ends the test with a failure, never a skip, when something it needs (data, a tool, ctest's
+/// environment) is missing: a suite that skips what it cannot run passes without testing it. Only
+/// tests that need a GPU skip on a machine without one.
+#define ATTNLAB_REQUIRE(condition, what) \
+  if (!(condition)) GTEST_FAIL() << "missing what this test needs: " << what
+
 #define EXPECT_ALLCLOSE(a, b, ...) EXPECT_TRUE(::attnlab::testutil::AllClose((a), (b), ##__VA_ARGS__))

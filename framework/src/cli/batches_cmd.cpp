@@ -35,11 +35,7 @@ int cmd_batches(int argc, char** argv) {
       "left out), root attributes experiment, seed, epochs, batches_per_epoch, pad_id, bos_id, eos_id,\n"
       "src_vocab_size, tgt_vocab_size, num_steps.\n"
       "Example:\n  runner batches experiments/transformer_multi30k_de_en.yaml --epochs 2 -o m30k_batches.h5");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e);
-  }
+  if (auto code = parse_command_line(app, argc, argv, "runner batches")) return *code;
   std::string experiment;
   train::Setup setup = train::setup_experiment(positional, plugin_dirs, experiment);
   const auto& info = setup.ctx.data;

@@ -3,6 +3,7 @@
 // own options with CLI11, and returns the exit code. Register new ones in kCommands (main.cpp).
 #include <CLI/CLI.hpp>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,14 @@ namespace attnlab::cli {
 inline CLI::Option* add_plugin_path_option(CLI::App& app, std::vector<std::string>& dirs) {
   return app.add_option("--plugin-path", dirs, "extra plugin folder (repeatable)")->allow_extra_args(false);
 }
+
+/// Parses argv into `app`: nullopt when the command goes on, else its exit code. `--help` prints
+/// the help and gives 0; a parse error is one line on stderr, "<command>: <what> (see <command>
+/// --help)", and gives 1 (not CLI11's own codes, 105-114).
+std::optional<int> parse_command_line(CLI::App& app, int argc, char** argv, const std::string& command);
+
+/// Refuses an option-looking value ("-q"), so `--resume -q` is not read as a file named "-q".
+CLI::Validator not_an_option();
 
 struct Command {
   const char* name;

@@ -209,11 +209,7 @@ int cmd_compare(int argc, char** argv) {
   app.add_flag("--no-attention", no_attention, "leave out the attention statistics");
   app.footer("Example:\n  runner compare results/corners_norm_first-*.h5 results/corners_norm_last-*.h5 "
              "--plot compare.png");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e);
-  }
+  if (auto code = parse_command_line(app, argc, argv, "runner compare")) return *code;
   std::vector<Run> runs;
   for (const auto& f : files) runs.push_back(load_run(f));  // ResultsError for non-results files
   const auto keys = differing_keys(runs);

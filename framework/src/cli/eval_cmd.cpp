@@ -48,11 +48,7 @@ int cmd_eval(int argc, char** argv) {
   add_plugin_path_option(app, plugin_dirs);
   app.add_flag("-q,--quiet", quiet, "print only the score line");
   app.footer("Example:\n  runner eval results/transformer_multi30k_de_en-20261122-120000.h5 --split test --beam 5");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e);
-  }
+  if (auto code = parse_command_line(app, argc, argv, "runner eval")) return *code;
   const auto split = parse_split(split_name);
   if (name.empty()) name = to.beam_size > 1 ? fmt::format("{}_beam{}", split_name, to.beam_size) : split_name;
 

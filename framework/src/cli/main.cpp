@@ -42,9 +42,11 @@ int run_experiment(int argc, char** argv) {
   std::vector<std::string> positional;
   app.add_option("experiment", positional, "experiment YAML file, then key.path=value overrides")->required();
   std::string results_path;
-  app.add_option("--results", results_path, "results file (overrides results.path)");
+  app.add_option("--results", results_path, "results file (overrides results.path)")
+      ->check(attnlab::cli::not_an_option());
   std::string resume_path;
-  app.add_option("--resume", resume_path, "continue the run in this results file from its last checkpoint");
+  app.add_option("--resume", resume_path, "continue the run in this results file from its last checkpoint")
+      ->check(attnlab::cli::not_an_option());
   attnlab::cli::add_plugin_path_option(app, ro.plugin_dirs);
   app.add_flag("-q,--quiet", ro.quiet, "print only errors");
   std::string footer = "Subcommands (runner <name> --help):\n";
@@ -52,11 +54,7 @@ int run_experiment(int argc, char** argv) {
   footer += "Examples:\n  runner experiments/transformer_fra_eng.yaml trainer.max_epochs=5 model.encoder.norm=first\n"
             "  runner plugins transformer";
   app.footer(footer);
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e);
-  }
+  if (auto code = attnlab::cli::parse_command_line(app, argc, argv, "runner")) return *code;
   ro.experiment_path = positional[0];
   ro.overrides.assign(positional.begin() + 1, positional.end());
   ro.command_line = join_args(argc, argv);

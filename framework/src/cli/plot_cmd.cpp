@@ -70,11 +70,7 @@ int cmd_plot(int argc, char** argv) {
   app.footer("Examples:\n  runner plot results/corners_norm_first-*.h5\n"
              "  runner plot RUN.h5 --attention encoder_self --sample 0 -o enc.png\n"
              "  runner plot RUN.h5 --losses -o losses.svg");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e);
-  }
+  if (auto code = parse_command_line(app, argc, argv, "runner plot")) return *code;
   results::ResultsReader in(file);  // ResultsError for anything that is not a results file
   const bool all = modules.empty() && !losses && !predictions;
 
@@ -117,6 +113,10 @@ int cmd_plot(int argc, char** argv) {
 
   const auto ext = fs::path(out).extension().string();
   const bool single_file = !out.empty() && (ext == ".png" || ext == ".svg" || ext == ".PNG" || ext == ".SVG");
+  // "-o l.jpg" made a folder named l.jpg: a name with another extension is refused, unless it is
+  // a folder that exists.
+  ATTNLAB_CHECK(single_file || ext.empty() || fs::is_directory(out), Error,
+                "plot: -o {}: cannot write '{}' files; name a .png or .svg file, or a folder", out, ext);
   if (single_file) {
     ATTNLAB_CHECK(figures.size() == 1, Error,
                   "plot: {} figures were chosen but -o names one file ({}); give a folder, or choose one figure "

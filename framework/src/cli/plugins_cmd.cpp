@@ -92,11 +92,7 @@ int cmd_plugins(int argc, char** argv) {
   std::vector<std::string> dirs;
   app.add_option("name", name, "plugin name, kind/name, or 'experiment' for the experiment file's top level");
   add_plugin_path_option(app, dirs);
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e);
-  }
+  if (auto code = parse_command_line(app, argc, argv, "runner plugins")) return *code;
   return show(dirs, name);
 }
 

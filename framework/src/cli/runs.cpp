@@ -196,10 +196,16 @@ MetricSummary summarize(const Run& run, const std::string& metric) {
   if (it == run.metrics.end()) return s;
   const auto& v = it->second;
   const bool higher = higher_is_better(metric);
+  // epoch/index[i]; an entry that is no epoch number (NaN, from a damaged file) counts as row i + 1
+  // (casting NaN to int64 printed "@-9223372036854775808").
+  auto epoch_at = [&](size_t i) {
+    const double e = run.epochs[i];
+    return std::isfinite(e) && std::abs(e) < 1e15 ? static_cast<int64_t>(e) : static_cast<int64_t>(i + 1);
+  };
   auto epoch_of = [&](size_t row) {
-    if (v.size() == run.epochs.size()) return static_cast<int64_t>(run.epochs[row]);
+    if (v.size() == run.epochs.size()) return epoch_at(row);
     // One value recorded after training (a test loss): it belongs to the last epoch.
-    if (v.size() == 1 && !run.epochs.empty()) return static_cast<int64_t>(run.epochs.back());
+    if (v.size() == 1 && !run.epochs.empty()) return epoch_at(run.epochs.size() - 1);
     return static_cast<int64_t>(row + 1);
   };
   for (size_t i = 0; i < v.size(); ++i) {

@@ -57,11 +57,7 @@ int cmd_summary(int argc, char** argv) {
   app.add_option("--depth", depth, "module tree depth to print")->capture_default_str()->check(CLI::PositiveNumber);
   add_plugin_path_option(app, plugin_dirs);
   app.footer("Example:\n  runner summary experiments/transformer_tf_lab.yaml");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e);
-  }
+  if (auto code = parse_command_line(app, argc, argv, "runner summary")) return *code;
   std::string experiment;
   train::Setup setup = train::setup_experiment(positional, plugin_dirs, experiment);
   std::shared_ptr<torch::nn::Module> model;

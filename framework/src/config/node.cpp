@@ -156,8 +156,8 @@ bool Node::has(const std::string& key) const { return find(key) != nullptr; }
 
 const Node* Node::find(const std::string& key) const {
   if (!is_map()) return nullptr;
-  auto it = std::find(keys_.begin(), keys_.end(), key);
-  return it == keys_.end() ? nullptr : &children_[size_t(it - keys_.begin())];
+  auto it = index_.find(key);
+  return it == index_.end() ? nullptr : &children_[it->second];
 }
 
 Node* Node::find(const std::string& key) { return const_cast<Node*>(static_cast<const Node&>(*this).find(key)); }
@@ -181,18 +181,22 @@ Node& Node::set(const std::string& key, Node value) {
     *existing = std::move(value);
     return *existing;
   }
+  index_.emplace(key, keys_.size());
   keys_.push_back(key);
   children_.push_back(std::move(value));
   return children_.back();
 }
 
 bool Node::erase(const std::string& key) {
-  if (!is_map()) return false;
-  auto it = std::find(keys_.begin(), keys_.end(), key);
-  if (it == keys_.end()) return false;
-  const auto i = it - keys_.begin();
-  keys_.erase(it);
-  children_.erase(children_.begin() + i);
+  auto it = index_.find(key);
+  if (!is_map() || it == index_.end()) return false;
+  const size_t i = it->second;
+  index_.erase(it);
+  keys_.erase(keys_.begin() + std::ptrdiff_t(i));
+  children_.erase(children_.begin() + std::ptrdiff_t(i));
+  for (auto& [k, j] : index_) {
+    if (j > i) --j;
+  }
   return true;
 }
 

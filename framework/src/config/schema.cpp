@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <attnlab/config/schema.hpp>
+#include <cmath>
 
 #include "config/detail.hpp"
 
@@ -160,6 +161,7 @@ Options::Options(const Node& node, const Schema& schema, std::string owner, std:
           ok = false;
         }
         if (!ok) bad(fmt::format("expected a number, found {}", found));
+        if (!std::isfinite(x) && !spec.allow_non_finite) bad(fmt::format("expected a finite number, found {}", found));
         check_bounds(x);
         break;
       }

@@ -20,9 +20,21 @@ std::string key_path(const std::string& parent, const std::string& key) {
   return parent.empty() ? key : parent + "." + key;
 }
 
+/// Counts the values converted so far; refuses a tree larger than kMaxConfigNodes. yaml-cpp keeps
+/// an aliased node once, so the count is what matters: `*a` repeated expands here ("billion laughs"
+/// is a few lines that expand to billions of values).
+void count_node(size_t& count, const Location& loc) {
+  ATTNLAB_CHECK(++count <= kMaxConfigNodes, ConfigError,
+                "{}: the YAML tree has more than {} values (aliases expanded); a config has hundreds, so this is "
+                "refused",
+                loc.str(), kMaxConfigNodes);
+}
+
 /// `loc` is where the value should be reported: its own mark for scalars, its key's mark for
 /// collections and nulls given as map values (the key line is what the user looks for).
-Node convert(const YAML::Node& y, const std::string& file, const Location& loc, const std::string& path) {
+Node convert(const YAML::Node& y, const std::string& file, const Location& loc, const std::string& path,
+             size_t& count) {
+  count_node(count, loc);
   switch (y.Type()) {
     case YAML::NodeType::Undefined:
     case YAML::NodeType::Null:
@@ -34,7 +46,7 @@ Node convert(const YAML::Node& y, const std::string& file, const Location& loc, 
       size_t i = 0;
       for (const auto& item : y) {
         const Location item_loc = location_of(item.Mark(), file);
-        out.push_back(convert(item, file, item_loc, fmt::format("{}[{}]", path, i++)));
+        out.push_back(convert(item, file, item_loc, fmt::format("{}[{}]", path, i++), count));
       }
       return out;
     }
@@ -54,7 +66,8 @@ Node convert(const YAML::Node& y, const std::string& file, const Location& loc, 
                                         key_loc.str(), key, p, it->second.line, key_loc.line));
         }
         seen.emplace(key, key_loc);
-        out.set(key, convert(kv.second, file, kv.second.IsScalar() ? location_of(kv.second.Mark(), file) : key_loc, p));
+        const Location value_loc = kv.second.IsScalar() ? location_of(kv.second.Mark(), file) : key_loc;
+        out.set(key, convert(kv.second, file, value_loc, p, count));
       }
       return out;
     }
@@ -130,7 +143,8 @@ Node parse_yaml(const std::string& text, const std::string& file) {
   } catch (const YAML::Exception& e) {
     throw ConfigError(fmt::format("{}: YAML syntax error: {}", location_of(e.mark, file).str(), e.msg));
   }
-  return convert(root, file, location_of(root.Mark(), file), "");
+  size_t count = 0;
+  return convert(root, file, location_of(root.Mark(), file), "", count);
 }
 
 std::string to_yaml(const Node& node) {

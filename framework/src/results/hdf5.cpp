@@ -1,8 +1,11 @@
 #include "results/hdf5.hpp"
 
+#include <sys/stat.h>
+
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <functional>
 
@@ -28,6 +31,13 @@ herr_t collect(unsigned /*n*/, const H5E_error2_t* err, void* data) {
 }
 
 }  // namespace
+
+std::string not_a_file(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return errno == ENOENT ? "no such file" : std::strerror(errno);
+  if (S_ISDIR(st.st_mode)) return "it is a directory";
+  return S_ISREG(st.st_mode) ? "" : "not a regular file";
+}
 
 std::string error_stack() {
   std::vector<std::string> lines;

@@ -59,8 +59,7 @@ hid_t open_read_only(const std::string& path, bool lock) {
 
 ResultsReader::ResultsReader(const std::string& path) : impl_(std::make_unique<Impl>()), path_(path) {
   h5::silence_errors();
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec)) not_results(path, "no such file");
+  if (const auto why = h5::not_a_file(path); !why.empty()) not_results(path, why);
   if (H5Fis_hdf5(path.c_str()) <= 0) {
     H5Eclear2(H5E_DEFAULT);
     not_results(path, "not an HDF5 file");

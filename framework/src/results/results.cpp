@@ -74,7 +74,7 @@ Results::Results(const std::string& path, Open) : impl_(std::make_unique<Impl>()
   auto not_ours = [&](const std::string& why) {
     return ResultsError(fmt::format("not an attnlab results file: {} ({})", path, why));
   };
-  if (!std::filesystem::exists(path)) throw not_ours("no such file");
+  if (const auto why = h5::not_a_file(path); !why.empty()) throw not_ours(why);
   if (H5Fis_hdf5(path.c_str()) <= 0) {
     H5Eclear2(H5E_DEFAULT);
     throw not_ours("not an HDF5 file");

@@ -16,6 +16,7 @@
 #include <torch/torch.h>
 
 #include <atomic>
+#include <cctype>
 #include <chrono>
 #include <csignal>
 #include <filesystem>
@@ -51,11 +52,25 @@ class SignalScope {
   void (*old_term_)(int);
 };
 
+/// The experiment name as a file name in results/: only ASCII letters, digits, '-', '_' and '.'
+/// are kept (the rest, '/' included, become '_'), a leading '.' becomes '_', at most 100 bytes;
+/// "" is "experiment". So `experiment: ../../etc/x` writes results/_._.._etc_x-<time>.h5.
+std::string file_stem(const std::string& experiment) {
+  std::string out;
+  for (unsigned char ch : experiment.substr(0, 100)) {
+    const bool keep = ch < 0x80 && (std::isalnum(ch) || ch == '-' || ch == '_' || ch == '.');
+    out += keep ? static_cast<char>(ch) : '_';
+  }
+  if (!out.empty() && out.front() == '.') out.front() = '_';
+  return out.empty() ? "experiment" : out;
+}
+
 std::string default_results_path(const std::string& experiment) {
   auto now = std::chrono::system_clock::now();
   auto stamp = fmt::format("{:%Y%m%d-%H%M%S}", fmt::gmtime(std::chrono::system_clock::to_time_t(now)));
-  auto path = fs::path("results") / fmt::format("{}-{}.h5", experiment, stamp);
-  for (int i = 2; fs::exists(path); ++i) path = fs::path("results") / fmt::format("{}-{}-{}.h5", experiment, stamp, i);
+  const std::string stem = file_stem(experiment);
+  auto path = fs::path("results") / fmt::format("{}-{}.h5", stem, stamp);
+  for (int i = 2; fs::exists(path); ++i) path = fs::path("results") / fmt::format("{}-{}-{}.h5", stem, stamp, i);
   return path.string();
 }
 
@@ -139,7 +154,7 @@ config::Schema experiment_schema() {
       opt_string("description", "", "one line about the experiment"),
       opt_int("seed", 0, "seed for torch, data order and dropout", 0),
       opt_enum("device", "cpu", {"cpu", "cuda", "auto"}, "where to train: cpu, cuda, or auto (cuda when available)"),
-      opt_int("threads", 0, "intra-op CPU threads (0 = torch's default, one per core)", 0),
+      opt_int("threads", 0, "intra-op CPU threads (0 = torch's default, one per core; capped at the cores)", 0),
       opt_string("data_dir", "datasets", "where datasets are fetched to and read from"),
       opt_node("dataset", Type::Map, std::nullopt, "dataset plugin and its options ({plugin: name, ...})"),
       opt_node("model", Type::Map, "{}",

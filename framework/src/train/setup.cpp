@@ -6,7 +6,11 @@
 #include <attnlab/train/experiment.hpp>
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 #include <torch/torch.h>
+
+#include <algorithm>
+#include <thread>
 
 namespace attnlab::train {
 namespace {
@@ -21,13 +25,26 @@ torch::Device pick_device(const config::Options& opts) {
   return torch::cuda::is_available() ? torch::Device(torch::kCUDA) : torch::Device(torch::kCPU);
 }
 
+/// `threads`, capped at the machine's cores with a warning: torch starts every thread asked for,
+/// and `threads: 100000` spent minutes doing so before training began.
+void apply_threads(const config::Options& top) {
+  const int64_t asked = top.get_int("threads");
+  if (asked <= 0) return;
+  const int64_t cores = std::max(1U, std::thread::hardware_concurrency());
+  if (asked > cores) {
+    spdlog::warn("{}: threads: {} is more than this machine's {} cores; using {}",
+                 top.resolved().at("threads").where(), asked, cores, cores);
+  }
+  torch::set_num_threads(static_cast<int>(std::min(asked, cores)));
+}
+
 }  // namespace
 
 Setup build_setup(const config::Options& top, const std::vector<std::string>& plugin_dirs) {
   Setup s;
   const auto seed = static_cast<uint64_t>(top.get_int("seed"));
   torch::manual_seed(seed);
-  if (top.get_int("threads") > 0) torch::set_num_threads(static_cast<int>(top.get_int("threads")));
+  apply_threads(top);
 
   s.registry = std::make_unique<plugin::Registry>();
   for (const auto& d : plugin_dirs) s.registry->add_search_dir(d);

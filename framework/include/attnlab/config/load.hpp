@@ -2,12 +2,18 @@
 // Loading an experiment: includes/defaults composition, then command-line overrides.
 #include <attnlab/config/node.hpp>
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
 namespace attnlab::config {
 
-/// Load an experiment file.
+/// The largest experiment (or included) file read, in bytes; a bigger one is a ConfigError.
+inline constexpr std::uintmax_t kMaxConfigBytes = 4u << 20;
+
+/// Load an experiment file (and each file it includes): a regular file of at most kMaxConfigBytes
+/// whose tree has at most kMaxConfigNodes values; anything else (a directory, a FIFO, a device) is
+/// a ConfigError naming it.
 /// - `defaults: [base.yaml, ...]` (paths relative to the including file) are loaded first, in
 ///   order, then this file is merged over them (maps merge deeply; scalars/lists replace).
 ///   Include cycles and missing files are ConfigErrors naming the including place.

@@ -24,6 +24,9 @@ struct OptionSpec {
   /// For numbers: inclusive bounds (nullopt = unbounded).
   std::optional<double> min = std::nullopt;
   std::optional<double> max = std::nullopt;
+  /// For floats: whether .nan/.inf/-.inf are accepted (default: a float option is finite; NaN
+  /// compares false with every bound, so without this check it would pass min/max).
+  bool allow_non_finite = false;
 };
 
 using Schema = std::vector<OptionSpec>;
@@ -43,7 +46,7 @@ OptionSpec opt_node(std::string name, Type map_or_list, std::optional<std::strin
 /// A validated view of a config map.
 /// Construction checks: node is a map (or null = all defaults); no unknown keys (ConfigError with
 /// location, YAML path, owner and "did you mean"); every required key present; each value parses
-/// as its type and respects choices/min/max. `ignore` lists keys consumed by someone else (e.g.
+/// as its type and respects choices/min/max; a float is finite unless its spec allows otherwise. `ignore` lists keys consumed by someone else (e.g.
 /// "plugin") that are allowed but not part of the schema.
 class Options {
  public:
