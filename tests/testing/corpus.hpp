@@ -44,8 +44,9 @@ inline void write_zip(const std::filesystem::path& path, const std::vector<std::
   ASSERT_EQ(zip_close(z), 0);
 }
 
-/// Writes `content` gzip-compressed to `path`.
+/// Writes `content` gzip-compressed to `path`, creating its folder.
 inline void write_gzip(const std::filesystem::path& path, const std::string& content) {
+  std::filesystem::create_directories(path.parent_path());
   gzFile gz = gzopen(path.c_str(), "wb");
   ASSERT_NE(gz, nullptr);
   ASSERT_EQ(gzwrite(gz, content.data(), static_cast<unsigned>(content.size())), static_cast<int>(content.size()));
