@@ -3,10 +3,10 @@
 #include <attnlab/data/fetch.hpp>
 #include <attnlab/error.hpp>
 
+#include "testing/corpus.hpp"
 #include "testing/testing.hpp"
 
 #include <gtest/gtest.h>
-#include <zip.h>
 #include <zlib.h>
 
 #include <cstdlib>
@@ -25,36 +25,12 @@ using namespace attnlab::data;
 // sha256("abc"), FIPS 180-2 test vector.
 constexpr const char* kAbcSha = "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad";
 
-void write(const fs::path& p, const std::string& content) {
-  fs::create_directories(p.parent_path());
-  std::ofstream(p, std::ios::binary) << content;
-}
+using attnlab::testutil::has_part_files;
+using attnlab::testutil::write_file;
 
 std::string slurp(const fs::path& p) { return read_text_file(p.string()); }
 
-/// Sets (or unsets) an environment variable for one test and restores it afterwards.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, std::optional<std::string> value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    if (value) {
-      setenv(name, value->c_str(), 1);
-    } else {
-      unsetenv(name);
-    }
-  }
-  ~ScopedEnv() {
-    if (old_) {
-      setenv(name_, old_->c_str(), 1);
-    } else {
-      unsetenv(name_);
-    }
-  }
-
- private:
-  const char* name_;
-  std::optional<std::string> old_;
-};
+using attnlab::testutil::ScopedEnv;
 
 /// Exception message of `f`, which must throw DataError.
 template <class F>
@@ -68,12 +44,6 @@ std::string data_error(F f) {
   return {};
 }
 
-bool leftovers(const fs::path& dir) {
-  for (const auto& e : fs::directory_iterator(dir)) {
-    if (e.path().string().find(".part-") != std::string::npos) return true;
-  }
-  return false;
-}
 
 class FetchTest : public ::testing::Test {
  protected:
@@ -81,9 +51,9 @@ class FetchTest : public ::testing::Test {
     root_ = attnlab::testutil::temp_dir("attnlab-fetch");
     mirror_ = root_ / "mirror";
     data_ = root_ / "data";
-    write(mirror_ / "set/abc.txt", "abc");
+    write_file(mirror_ / "set/abc.txt", "abc");
   }
-  RemoteFile abc(std::string url = "") const { return {"set/abc.txt", std::move(url), kAbcSha}; }
+  RemoteFile abc() const { return {"set/abc.txt", {}, {kAbcSha}}; }
   fs::path root_, mirror_, data_;
   ScopedEnv no_env_{"ATTNLAB_DATA_MIRROR", std::nullopt};
 };
@@ -100,7 +70,7 @@ TEST_F(FetchTest, CopiesFromMirrorFolderThenUsesTheCachedFile) {
   EXPECT_EQ(slurp(got), "abc");
   fs::remove_all(mirror_);  // no source any more: the verified copy must be used as is
   EXPECT_EQ(ensure_file(abc(), data_.string()), got);
-  EXPECT_FALSE(leftovers(data_ / "set"));
+  EXPECT_FALSE(has_part_files(data_ / "set"));
 }
 
 TEST_F(FetchTest, MirrorAsFileUrlAndFromEnvironment) {
@@ -110,12 +80,12 @@ TEST_F(FetchTest, MirrorAsFileUrlAndFromEnvironment) {
 }
 
 TEST_F(FetchTest, ReplacesACorruptLocalCopy) {
-  write(data_ / "set/abc.txt", "abd");
+  write_file(data_ / "set/abc.txt", "abd");
   EXPECT_EQ(slurp(ensure_file(abc(), data_.string(), mirror_.string())), "abc");
 }
 
 TEST_F(FetchTest, ChecksumMismatchNamesFileSourceAndBothSums) {
-  write(mirror_ / "set/abc.txt", "not abc");
+  write_file(mirror_ / "set/abc.txt", "not abc");
   const std::string msg = data_error([&] { ensure_file(abc(), data_.string(), mirror_.string()); });
   EXPECT_NE(msg.find("checksum mismatch for set/abc.txt from " + (mirror_ / "set/abc.txt").string()),
             std::string::npos)
@@ -123,53 +93,43 @@ TEST_F(FetchTest, ChecksumMismatchNamesFileSourceAndBothSums) {
   EXPECT_NE(msg.find(std::string("expected ") + kAbcSha), std::string::npos) << msg;
   EXPECT_NE(msg.find("found " + sha256_file((mirror_ / "set/abc.txt").string())), std::string::npos) << msg;
   EXPECT_FALSE(fs::exists(data_ / "set/abc.txt"));  // nothing partial under the final name
-  EXPECT_FALSE(leftovers(data_ / "set"));
+  EXPECT_FALSE(has_part_files(data_ / "set"));
 }
 
 TEST_F(FetchTest, DownloadsWithLibcurlWhenTheMirrorLacksTheFile) {
   const std::string url = "file://" + (mirror_ / "set/abc.txt").string();
-  const RemoteFile f{"other/abc.txt", url, kAbcSha};
+  const RemoteFile f{"other/abc.txt", {url}, {kAbcSha}};
   EXPECT_EQ(slurp(ensure_file(f, data_.string(), (root_ / "empty-mirror").string())), "abc");
 }
 
 TEST_F(FetchTest, DownloadFailureNamesFileAndUrl) {
-  const RemoteFile f{"set/abc.txt", "file://" + (root_ / "missing.txt").string(), kAbcSha};
+  const RemoteFile f{"set/abc.txt", {"file://" + (root_ / "missing.txt").string()}, {kAbcSha}};
   const std::string msg = data_error([&] { ensure_file(f, data_.string()); });
   EXPECT_NE(msg.find("set/abc.txt"), std::string::npos) << msg;
-  EXPECT_NE(msg.find(f.url), std::string::npos) << msg;
+  EXPECT_NE(msg.find(f.urls[0]), std::string::npos) << msg;
   EXPECT_FALSE(fs::exists(data_ / "set/abc.txt"));
-  EXPECT_FALSE(leftovers(data_ / "set"));
+  EXPECT_FALSE(has_part_files(data_ / "set"));
 }
 
 TEST_F(FetchTest, DownloadedChecksumMismatch) {
-  const RemoteFile f{"x/abc.txt", "file://" + (mirror_ / "set/abc.txt").string(), std::string(64, '0')};
+  const RemoteFile f{"x/abc.txt", {"file://" + (mirror_ / "set/abc.txt").string()}, {std::string(64, '0')}};
   const std::string msg = data_error([&] { ensure_file(f, data_.string()); });
-  EXPECT_NE(msg.find("checksum mismatch for x/abc.txt from " + f.url), std::string::npos) << msg;
+  EXPECT_NE(msg.find("checksum mismatch for x/abc.txt from " + f.urls[0]), std::string::npos) << msg;
 }
 
 TEST_F(FetchTest, NoSourceAtAll) {
-  const RemoteFile f{"set/abc.txt", "", kAbcSha};
+  const RemoteFile f{"set/abc.txt", {}, {kAbcSha}};
   const std::string msg = data_error([&] { ensure_file(f, data_.string()); });
   EXPECT_NE(msg.find("set/abc.txt"), std::string::npos) << msg;
   EXPECT_NE(msg.find("ATTNLAB_DATA_MIRROR"), std::string::npos) << msg;
 }
 
-void make_zip(const fs::path& path, const std::vector<std::pair<std::string, std::string>>& members) {
-  int err = 0;
-  zip_t* z = zip_open(path.c_str(), ZIP_CREATE | ZIP_TRUNCATE, &err);
-  ASSERT_NE(z, nullptr) << "zip_open error " << err;
-  for (const auto& [name, content] : members) {
-    zip_source_t* src = zip_source_buffer(z, content.data(), content.size(), 0);
-    ASSERT_NE(src, nullptr);
-    ASSERT_GE(zip_file_add(z, name.c_str(), src, ZIP_FL_ENC_UTF_8), 0) << zip_strerror(z);
-  }
-  ASSERT_EQ(zip_close(z), 0);
-}
+using attnlab::testutil::write_zip;
 
 TEST_F(FetchTest, ZipMembers) {
   const fs::path zip = root_ / "pairs.zip";
   const std::string text = "Go.\tVa !\nHi.\tSalut !\n";
-  make_zip(zip, {{"pairs/fra.txt", text}, {"__MACOSX/pairs/._fra.txt", "junk"}, {"pairs/empty.txt", ""}});
+  write_zip(zip, {{"pairs/fra.txt", text}, {"__MACOSX/pairs/._fra.txt", "junk"}, {"pairs/empty.txt", ""}});
   EXPECT_EQ(list_zip_members(zip.string()),
             (std::vector<std::string>{"pairs/fra.txt", "__MACOSX/pairs/._fra.txt", "pairs/empty.txt"}));
   EXPECT_EQ(read_zip_member(zip.string(), "pairs/fra.txt"), text);
@@ -181,8 +141,8 @@ TEST_F(FetchTest, ZipMembers) {
 }
 
 TEST_F(FetchTest, ZipThroughMirrorWithChecksum) {
-  make_zip(mirror_ / "set/pairs.zip", {{"a.txt", "alpha"}});
-  const RemoteFile f{"set/pairs.zip", "", sha256_file((mirror_ / "set/pairs.zip").string())};
+  write_zip(mirror_ / "set/pairs.zip", {{"a.txt", "alpha"}});
+  const RemoteFile f{"set/pairs.zip", {}, {sha256_file((mirror_ / "set/pairs.zip").string())}};
   EXPECT_EQ(read_zip_member(ensure_file(f, data_.string(), mirror_.string()), "a.txt"), "alpha");
 }
 
@@ -191,12 +151,7 @@ TEST_F(FetchTest, NotAZipNamesTheFile) {
   EXPECT_NE(msg.find("abc.txt"), std::string::npos) << msg;
 }
 
-void write_gzip(const fs::path& p, const std::string& content) {
-  gzFile gz = gzopen(p.c_str(), "wb");
-  ASSERT_NE(gz, nullptr);
-  ASSERT_EQ(gzwrite(gz, content.data(), static_cast<unsigned>(content.size())), static_cast<int>(content.size()));
-  ASSERT_EQ(gzclose(gz), Z_OK);
-}
+using attnlab::testutil::write_gzip;
 
 TEST_F(FetchTest, GzipRoundTripAndPlainFiles) {
   std::string text;
@@ -213,16 +168,16 @@ TEST_F(FetchTest, TruncatedGzipIsDataErrorNamingTheFile) {
   write_gzip(full, text);
   std::ifstream in(full, std::ios::binary);
   std::string raw((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  write(cut, raw.substr(0, raw.size() / 2));
+  write_file(cut, raw.substr(0, raw.size() / 2));
   const std::string msg = data_error([&] { read_text_file(cut.string()); });
   EXPECT_NE(msg.find(cut.string()), std::string::npos) << msg;
   // Only the trailer (CRC + length) missing is still truncation.
-  write(cut, raw.substr(0, raw.size() - 4));
+  write_file(cut, raw.substr(0, raw.size() - 4));
   EXPECT_THROW(read_text_file(cut.string()), DataError);
 }
 
 TEST_F(FetchTest, NonGzipWithGzSuffixAndMissingFiles) {
-  write(root_ / "plain.gz", "just text\n");
+  write_file(root_ / "plain.gz", "just text\n");
   EXPECT_NE(data_error([&] { read_text_file((root_ / "plain.gz").string()); }).find("plain.gz"), std::string::npos);
   EXPECT_NE(data_error([&] { read_text_file((root_ / "none.txt").string()); }).find("none.txt"), std::string::npos);
   EXPECT_NE(data_error([&] { read_text_file((root_ / "none.gz").string()); }).find("none.gz"), std::string::npos);

@@ -10,6 +10,7 @@
 #include "multi30k.hpp"
 #include "testing/testing.hpp"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -311,7 +312,7 @@ std::string prepare_error(const std::string& mirror_dir, bool verify) {
   setenv("ATTNLAB_DATA_MIRROR", mirror_dir.c_str(), 1);
   Multi30kOptions o;
   o.verify = verify;
-  o.url_base = "file:///nonexistent";  // never fall back to the network
+  o.url_bases = {"file:///nonexistent"};  // never fall back to the network
   std::string what;
   try {
     Multi30kTest::make(o, "d2l_words")->prepare(testutil::temp_dir("attnlab-m30k-bad"));
@@ -357,7 +358,8 @@ TEST(Multi30kManifest, ChecksumsMatchDatasetsManifest) {
     std::getline(fields, url, '\t');
     const std::string name = relpath.substr(std::string("multi30k/").size());
     EXPECT_EQ(sha, datasets::multi30k::sha256_of(name)) << relpath;
-    EXPECT_EQ(url, std::string(datasets::multi30k::kUrlBase) + "/" + name);
+    EXPECT_EQ(url, fmt::format("{}/{} {}/{}", datasets::multi30k::kUrlBase, name, datasets::multi30k::kUrlBase2,
+                               name));  // the sources in the order tried, space-separated
     ++found;
   }
   EXPECT_EQ(found, 9);

@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <cstdlib>
 #include <functional>
+#include <optional>
 #include <string>
 
 namespace attnlab::testutil {
@@ -23,6 +25,32 @@ class SeededTest : public ::testing::Test {
 std::string env_or(const char* name, const std::string& fallback);
 /// A fresh empty temporary directory (removed by the OS / left for inspection).
 std::string temp_dir(const std::string& prefix);
+
+/// Sets (or unsets) an environment variable for one scope and restores it afterwards.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, std::optional<std::string> value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    if (value) {
+      setenv(name, value->c_str(), 1);
+    } else {
+      unsetenv(name);
+    }
+  }
+  ~ScopedEnv() {
+    if (old_) {
+      setenv(name_, old_->c_str(), 1);
+    } else {
+      unsetenv(name_);
+    }
+  }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
+};
 
 /// The message of the E that f throws; a test failure (and "") when it throws none.
 template <class E>

@@ -1,13 +1,16 @@
 // Getting dataset files into the data dir: already there with the right checksum, copied from
 // the mirror (ATTNLAB_DATA_MIRROR or an explicit folder / file:// / http(s):// base), or
-// downloaded from the upstream URL with libcurl. Every copy is written to a temporary name in the
-// destination folder, verified, then renamed, so nothing partial ever has the final name.
+// downloaded from the upstream URLs in turn (download.cpp). Every copy is written to a temporary
+// name in the destination folder, verified, then renamed, so nothing partial ever has the final name.
 #include <attnlab/data/fetch.hpp>
 #include <attnlab/error.hpp>
 
-#include <curl/curl.h>
+#include "data/download.hpp"
+
+#include <fmt/ranges.h>
 #include <openssl/evp.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -17,6 +20,7 @@
 #include <memory>
 #include <mutex>
 #include <random>
+#include <set>
 #include <system_error>
 #include <vector>
 
@@ -60,51 +64,6 @@ class TempFile {
   bool committed_ = false;
 };
 
-void curl_init_once() {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    const CURLcode rc = curl_global_init(CURL_GLOBAL_DEFAULT);
-    ATTNLAB_CHECK(rc == CURLE_OK, DataError, "libcurl initialisation failed: {}", curl_easy_strerror(rc));
-  });
-}
-
-size_t write_to_file(char* data, size_t size, size_t count, void* user) {
-  return std::fwrite(data, size, count, static_cast<std::FILE*>(user)) * size;
-}
-
-/// Download `url` into `dest` (follows redirects, fails on HTTP errors >= 400).
-void download(const std::string& url, const fs::path& dest, const std::string& what) {
-  curl_init_once();
-  std::unique_ptr<std::FILE, int (*)(std::FILE*)> out(std::fopen(dest.c_str(), "wb"), &std::fclose);
-  ATTNLAB_CHECK(out != nullptr, DataError, "cannot write {} (fetching {}): {}", dest.string(), what,
-                std::strerror(errno));
-  std::unique_ptr<CURL, void (*)(CURL*)> curl(curl_easy_init(), &curl_easy_cleanup);
-  ATTNLAB_CHECK(curl != nullptr, DataError, "libcurl could not create a handle to fetch {}", what);
-  char errbuf[CURL_ERROR_SIZE] = {0};
-  CURL* h = curl.get();
-  curl_easy_setopt(h, CURLOPT_URL, url.c_str());
-  curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 1L);
-  curl_easy_setopt(h, CURLOPT_MAXREDIRS, 10L);
-  curl_easy_setopt(h, CURLOPT_FAILONERROR, 1L);
-  curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
-  curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, &write_to_file);
-  curl_easy_setopt(h, CURLOPT_WRITEDATA, out.get());
-  curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, 30L);
-  curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L);  // give up after 60 s without data
-  curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, 60L);
-  curl_easy_setopt(h, CURLOPT_USERAGENT, "attnlab/0.1");
-  const CURLcode rc = curl_easy_perform(h);
-  if (rc != CURLE_OK) {
-    long status = 0;
-    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
-    throw DataError(fmt::format("download of {} from {} failed: {}{}", what, url,
-                                errbuf[0] ? errbuf : curl_easy_strerror(rc),
-                                status >= 400 ? fmt::format(" (HTTP {})", status) : std::string()));
-  }
-  ATTNLAB_CHECK(std::fflush(out.get()) == 0, DataError, "cannot write {} (fetching {}): {}", dest.string(), what,
-                std::strerror(errno));
-}
-
 void copy_file(const fs::path& from, const fs::path& to, const std::string& what) {
   std::error_code ec;
   fs::copy_file(from, to, fs::copy_options::overwrite_existing, ec);
@@ -113,51 +72,122 @@ void copy_file(const fs::path& from, const fs::path& to, const std::string& what
   fs::permissions(to, fs::perms::owner_read | fs::perms::owner_write, fs::perm_options::add, ec);
 }
 
-/// Fetch into a temp file via `fill`, verify, then rename onto `target`.
-template <class Fill>
-void fetch_verified(const RemoteFile& file, const fs::path& target, const std::string& source, Fill fill) {
-  TempFile tmp(target);
-  fill(tmp.path());
-  if (!file.sha256.empty()) {
-    const std::string found = sha256_file(tmp.path().string());
-    ATTNLAB_CHECK(found == file.sha256, DataError, "checksum mismatch for {} from {}: expected {}, found {}",
-                  file.relpath, source, file.sha256, found);
-  }
-  tmp.commit(target);
-}
-
-}  // namespace
-
-std::string sha256_file(const std::string& path) {
+/// Lowercase hex digest of a file with `md` (`name` in messages).
+std::string hex_digest(const std::string& path, const EVP_MD* md, const char* name) {
   std::ifstream in(path, std::ios::binary);
-  ATTNLAB_CHECK(in.good(), DataError, "cannot read {} to compute its SHA-256: {}", path, std::strerror(errno));
+  ATTNLAB_CHECK(in.good(), DataError, "cannot read {} to compute its {}: {}", path, name, std::strerror(errno));
   std::unique_ptr<EVP_MD_CTX, void (*)(EVP_MD_CTX*)> ctx(EVP_MD_CTX_new(), &EVP_MD_CTX_free);
-  ATTNLAB_CHECK(ctx && EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr) == 1, DataError,
-                "OpenSSL could not start a SHA-256 digest for {}", path);
+  ATTNLAB_CHECK(ctx && EVP_DigestInit_ex(ctx.get(), md, nullptr) == 1, DataError,
+                "OpenSSL could not start a {} digest for {}", name, path);
   std::vector<char> buf(1 << 20);
   while (in) {
     in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
     const std::streamsize got = in.gcount();
     if (got > 0) EVP_DigestUpdate(ctx.get(), buf.data(), static_cast<size_t>(got));
   }
-  ATTNLAB_CHECK(in.eof() && !in.bad(), DataError, "error while reading {} to compute its SHA-256", path);
+  ATTNLAB_CHECK(in.eof() && !in.bad(), DataError, "error while reading {} to compute its {}", path, name);
   unsigned char digest[EVP_MAX_MD_SIZE];
   unsigned int len = 0;
   ATTNLAB_CHECK(EVP_DigestFinal_ex(ctx.get(), digest, &len) == 1, DataError,
-                "OpenSSL could not finish the SHA-256 digest of {}", path);
+                "OpenSSL could not finish the {} digest of {}", name, path);
   std::string hex;
   hex.reserve(2 * len);
   for (unsigned int i = 0; i < len; ++i) hex += fmt::format("{:02x}", digest[i]);
   return hex;
 }
 
+std::string describe(const std::string& sum) { return fmt::format("{} ({})", sum, checksum_kind(sum)); }
+
+/// Whether a file is acceptable: `refusal` says why not; a file accepted by the content check
+/// alone carries a `warning`, shown once per process for each (file, checksums) `key`.
+struct Verdict {
+  std::string refusal = {}, warning = {}, key = {};
+};
+
+Verdict verify(const RemoteFile& file, const fs::path& path, const std::string& source) {
+  if (file.sums.empty()) return {};
+  std::vector<std::string> found;  // the file's sum of each pinned kind, SHA-256 first
+  for (const std::string kind : {"SHA-256", "SHA-1"}) {
+    const bool pinned = std::any_of(file.sums.begin(), file.sums.end(),
+                                    [&](const std::string& s) { return checksum_kind(s) == kind; });
+    if (!pinned) continue;
+    const std::string sum = kind == "SHA-1" ? sha1_file(path.string()) : sha256_file(path.string());
+    if (std::find(file.sums.begin(), file.sums.end(), sum) != file.sums.end()) return {};
+    found.push_back(describe(sum));
+  }
+  std::vector<std::string> expected;
+  for (const auto& s : file.sums) expected.push_back(describe(s));
+  const std::string sums = fmt::format("expected {}, found {}", fmt::join(expected, " or "), fmt::join(found, ", "));
+  const std::string mismatch = fmt::format("checksum mismatch for {} from {}: {}", file.relpath, source, sums);
+  if (!file.content_check) return {mismatch};
+  std::string why;
+  try {
+    why = file.content_check(path.string());
+  } catch (const DataError& e) {
+    why = e.what();
+  }
+  if (!why.empty()) return {fmt::format("{}; and its content is not usable: {}", mismatch, why)};
+  return {"",
+          fmt::format("{} from {} matches no pinned checksum ({}); accepted after checking its content",
+                      file.relpath, source, sums),
+          fmt::format("{} {}", file.relpath, fmt::join(found, " "))};
+}
+
+/// Shows a verdict's warning on stderr, once per process for its key.
+void warn_once(const Verdict& verdict) {
+  static std::mutex mutex;
+  static std::set<std::string> shown;
+  if (verdict.warning.empty()) return;
+  const std::lock_guard<std::mutex> lock(mutex);
+  if (!shown.insert(verdict.key).second) return;
+  std::fprintf(stderr, "warning: %s\n", verdict.warning.c_str());
+  std::fflush(stderr);
+}
+
+/// Fetch into a temp file via `fill`, verify, then rename onto `target`.
+template <class Fill>
+void fetch_verified(const RemoteFile& file, const fs::path& target, const std::string& source, Fill fill) {
+  TempFile tmp(target);
+  fill(tmp.path());
+  const Verdict verdict = verify(file, tmp.path(), source);
+  ATTNLAB_CHECK(verdict.refusal.empty(), DataError, "{}", verdict.refusal);
+  tmp.commit(target);
+  warn_once(verdict);
+}
+
+}  // namespace
+
+std::string checksum_kind(const std::string& hex) {
+  const bool lower_hex =
+      std::all_of(hex.begin(), hex.end(), [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
+  if (!lower_hex) return "";
+  return hex.size() == 40 ? "SHA-1" : hex.size() == 64 ? "SHA-256" : "";
+}
+
+std::string url_problem(const std::string& url) {
+  if (is_http(url) || starts_with(url, "file://")) return "";
+  return fmt::format("'{}' is not an http://, https:// or file:// URL", url);
+}
+
+std::string sha1_file(const std::string& path) { return hex_digest(path, EVP_sha1(), "SHA-1"); }
+
+std::string sha256_file(const std::string& path) { return hex_digest(path, EVP_sha256(), "SHA-256"); }
+
 std::string ensure_file(const RemoteFile& file, const std::string& data_dir, std::optional<std::string> mirror) {
   ATTNLAB_CHECK(!file.relpath.empty() && fs::path(file.relpath).is_relative(), DataError,
                 "dataset file path must be relative to the data dir, found '{}'", file.relpath);
+  for (const auto& s : file.sums) {
+    ATTNLAB_CHECK(!checksum_kind(s).empty(), DataError,
+                  "pinned checksum '{}' for {} is neither a SHA-1 nor a SHA-256 (lowercase hex)", s, file.relpath);
+  }
   const fs::path target = fs::path(data_dir) / file.relpath;
   std::error_code ec;
   if (fs::is_regular_file(target, ec)) {
-    if (file.sha256.empty() || sha256_file(target.string()) == file.sha256) return target.string();
+    const Verdict verdict = verify(file, target, target.string());
+    if (verdict.refusal.empty()) {
+      warn_once(verdict);
+      return target.string();
+    }
     // Present but corrupt or another version: fetch again and replace it.
   }
   fs::create_directories(target.parent_path(), ec);
@@ -168,18 +198,21 @@ std::string ensure_file(const RemoteFile& file, const std::string& data_dir, std
     const char* env = std::getenv("ATTNLAB_DATA_MIRROR");
     if (env != nullptr && *env != '\0') mirror = env;
   }
-  std::vector<std::string> tried;
+  std::vector<std::string> tried;  // why each source failed, in order
+  const auto try_download = [&](const std::string& url) {
+    try {
+      fetch_verified(file, target, url, [&](const fs::path& tmp) { detail::download(url, tmp, file); });
+      return true;
+    } catch (const DataError& e) {
+      tried.emplace_back(e.what());
+      return false;
+    }
+  };
   if (mirror) {
     std::string base = *mirror;
     if (starts_with(base, "file://")) base = base.substr(7);
     if (is_http(base)) {
-      const std::string url = join_url(base, file.relpath);
-      try {
-        fetch_verified(file, target, url, [&](const fs::path& tmp) { download(url, tmp, file.relpath); });
-        return target.string();
-      } catch (const DataError& e) {
-        tried.push_back(e.what());  // fall back to the upstream URL below
-      }
+      if (try_download(join_url(base, file.relpath))) return target.string();
     } else {
       const fs::path src = fs::path(base) / file.relpath;
       if (fs::is_regular_file(src, ec)) {
@@ -191,17 +224,15 @@ std::string ensure_file(const RemoteFile& file, const std::string& data_dir, std
       tried.push_back(fmt::format("mirror {} has no {}", base, file.relpath));
     }
   }
-  if (file.url.empty()) {
-    throw DataError(fmt::format("cannot get {} into {}: {}; and no upstream URL is known", file.relpath, data_dir,
-                                tried.empty() ? "no mirror set (ATTNLAB_DATA_MIRROR)" : fmt::format("{}", tried[0])));
+  for (const auto& url : file.urls) {
+    if (try_download(url)) return target.string();
   }
-  try {
-    fetch_verified(file, target, file.url, [&](const fs::path& tmp) { download(file.url, tmp, file.relpath); });
-  } catch (const DataError& e) {
-    if (tried.empty()) throw;
-    throw DataError(fmt::format("{} (after: {})", e.what(), tried[0]));
+  if (file.urls.empty()) {
+    tried.emplace_back(mirror ? "no upstream URL is known" : "no mirror set (ATTNLAB_DATA_MIRROR) and no upstream URL is known");
   }
-  return target.string();
+  std::string why;
+  for (size_t i = 0; i < tried.size(); ++i) why += fmt::format("{}{}) {}", i ? "; " : "", i + 1, tried[i]);
+  throw DataError(fmt::format("cannot get {} into {}: {}", file.relpath, data_dir, why));
 }
 
 }  // namespace attnlab::data

@@ -153,6 +153,8 @@ std::vector<char32_t> lower_codepoints(const std::vector<char32_t>& in) {
 
 }  // namespace
 
+void require_utf8(const std::string& s) { (void)decode_utf8(s); }
+
 std::string utf8_lower(const std::string& s) { return encode_utf8(lower_codepoints(decode_utf8(s))); }
 
 std::string d2l_preprocess(const std::string& text) {

@@ -10,6 +10,7 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <string_view>
 #include <utility>
 
 namespace attnlab::datasets::fra_eng {
@@ -66,6 +67,9 @@ Encoded encode(const std::vector<Tokens>& sentences, const data::Vocab& vocab) {
   return {ids, valid};
 }
 
+/// Tab characters in a line.
+size_t tabs_in(std::string_view line) { return static_cast<size_t>(std::count(line.begin(), line.end(), '\t')); }
+
 }  // namespace
 
 void tokenize_pairs(const std::string& text, int64_t max_examples, std::vector<Tokens>& src,
@@ -74,20 +78,53 @@ void tokenize_pairs(const std::string& text, int64_t max_examples, std::vector<T
   //     if max_examples and i > max_examples: break
   //     parts = line.split('\t')
   //     if len(parts) == 2: src/tgt.append([t for t in f'{part} <eos>'.split(' ') if t])
+  // with 2 replaced by the first line's column count (at least 2): 3 in newer manythings.org files.
+  const size_t tabs = std::max<size_t>(1, tabs_in(text.substr(0, text.find('\n'))));
   size_t start = 0;
   for (int64_t i = 0; start <= text.size(); ++i) {
     if (max_examples > 0 && i > max_examples) break;
     size_t end = text.find('\n', start);
     if (end == std::string::npos) end = text.size();
     const std::string_view line(text.data() + start, end - start);
-    const size_t tab = line.find('\t');
-    if (tab != std::string_view::npos && line.find('\t', tab + 1) == std::string_view::npos) {
-      src.push_back(data::split_spaces(std::string(line.substr(0, tab)) + " " + kEos));
-      tgt.push_back(data::split_spaces(std::string(line.substr(tab + 1)) + " " + kEos));
-      if (raw) raw->emplace_back(line.substr(0, tab), line.substr(tab + 1));
+    if (tabs_in(line) == tabs) {
+      const size_t tab = line.find('\t');
+      const std::string_view source = line.substr(0, tab);
+      const std::string_view target = line.substr(tab + 1, line.find('\t', tab + 1) - (tab + 1));
+      src.push_back(data::split_spaces(std::string(source) + " " + kEos));
+      tgt.push_back(data::split_spaces(std::string(target) + " " + kEos));
+      if (raw) raw->emplace_back(source, target);
     }
     start = end + 1;
   }
+}
+
+std::string check_contents(const std::string& zip_path) {
+  std::string text;
+  try {
+    text = data::read_zip_member(zip_path, pairs_member(zip_path));
+    data::require_utf8(text);
+  } catch (const DataError& e) {
+    return e.what();
+  }
+  text = universal_newlines(std::move(text));
+  const std::string first = text.substr(0, text.find('\n'));
+  if (first != "Go.\tVa !" && first.rfind("Go.\tVa !\t", 0) != 0) {
+    return fmt::format("its fra.txt starts with '{}', expected 'Go.<TAB>Va !'", first.substr(0, 80));
+  }
+  const size_t tabs = tabs_in(first);
+  size_t start = 0;
+  for (int64_t i = 0; i < kD2lLines; ++i) {
+    const size_t end = text.find('\n', start);
+    if (end == std::string::npos) {
+      return fmt::format("its fra.txt has {} lines, d2l's split needs {}", i, kD2lLines);
+    }
+    if (tabs_in(std::string_view(text).substr(start, end - start)) != tabs) {
+      return fmt::format("line {} of its fra.txt does not have the {} tab-separated columns of line 1", i + 1,
+                         tabs + 1);
+    }
+    start = end + 1;
+  }
+  return "";
 }
 
 Tokens pad_or_trim(Tokens tokens, int64_t num_steps) {
@@ -106,7 +143,9 @@ FraEng::FraEng(FraEngOptions options) : opt_(std::move(options)) {
 
 void FraEng::prepare(const std::string& data_dir) {
   const std::string dir = !opt_.data_dir.empty() ? opt_.data_dir : (!data_dir.empty() ? data_dir : "datasets");
-  const std::string zip = data::ensure_file({kRelPath, opt_.url, opt_.sha256}, dir);
+  data::RemoteFile file{kRelPath, opt_.urls, opt_.sums};
+  if (!opt_.strict) file.content_check = &check_contents;
+  const std::string zip = data::ensure_file(file, dir);
   prepare_from_text(data::read_zip_member(zip, pairs_member(zip)));
 }
 

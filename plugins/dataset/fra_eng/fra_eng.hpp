@@ -25,9 +25,15 @@ namespace attnlab::datasets::fra_eng {
 
 // Keep in sync with datasets/manifest.tsv (tests/fra_eng_test.cpp checks).
 inline constexpr const char* kRelPath = "fra-eng/fra-eng.zip";
-inline constexpr const char* kUrl = "https://www.manythings.org/anki/fra-eng.zip";
+/// The sources, in the order tried: d2l's stable copy, then manythings.org (changes over time).
+inline constexpr const char* kD2lUrl = "http://d2l-data.s3-accelerate.amazonaws.com/fra-eng.zip";
+inline constexpr const char* kManythingsUrl = "https://www.manythings.org/anki/fra-eng.zip";
+/// The accepted packagings: d2l's zip (the SHA-1 d2l checks) and the 2019 snapshot in the mirror.
+inline constexpr const char* kD2lSha1 = "94646ad1522d915e7b0f9296181140edcf86a4f5";
 inline constexpr const char* kSha256 = "161c93f18da3a7e6df611ed961426613260de8af06ccf8c79c977afe5135ac44";
 inline constexpr const char* kMember = "fra-eng/fra.txt";
+/// Lines d2l's default split reads (num_train 512 + num_val 128, plus its off-by-one).
+inline constexpr int64_t kD2lLines = 641;
 
 struct FraEngOptions {
   int64_t batch_size = 128;
@@ -37,18 +43,26 @@ struct FraEngOptions {
   int64_t min_freq = 2;
   int64_t num_examples = 0;  // 0: d2l 1.0 train/val split; > 0: d2l 0.17, all for training
   std::string data_dir;      // "" = the data dir given to prepare()
-  std::string url = kUrl;
-  std::string sha256 = kSha256;
+  std::vector<std::string> urls = {kD2lUrl, kManythingsUrl};  // tried in order after the mirror
+  std::vector<std::string> sums = {kD2lSha1, kSha256};        // accepted SHA-1 / SHA-256 sums
+  bool strict = false;  // true: refuse a zip no sum matches; false: accept it after check_contents
   bool shuffle = true;       // false: training batches stay in corpus order
 };
 
 using Tokens = std::vector<std::string>;
 
 /// d2l's MTFraEng._tokenize on preprocessed text: up to max_examples + 1 lines (0 = all), pairs
-/// with exactly one tab, each side split on spaces with '<eos>' appended. With `raw` given, each
-/// pair's two sides as text (preprocessed, no '<eos>') are appended there too.
+/// with exactly one tab, each side split on spaces with '<eos>' appended. A newer manythings.org
+/// file has a third (attribution) column: the first line's column count is the file's, lines with
+/// that many columns are pairs of their first two (for a 2-column file: d2l's rule exactly). With
+/// `raw` given, each pair's two sides as text (preprocessed, no '<eos>') are appended there too.
 void tokenize_pairs(const std::string& text, int64_t max_examples, std::vector<Tokens>& src,
                     std::vector<Tokens>& tgt, std::vector<std::pair<std::string, std::string>>* raw = nullptr);
+
+/// Why the zip at `zip_path` is not a usable fra-eng corpus, or "" when it is: a fra.txt member,
+/// valid UTF-8, first line "Go.<TAB>Va !" (plus any further columns), and at least kD2lLines lines
+/// all with that line's tab-separated columns. For a download that matches no pinned checksum.
+std::string check_contents(const std::string& zip_path);
 
 /// d2l's pad_or_trim: first num_steps tokens, or padded with '<pad>' to num_steps.
 Tokens pad_or_trim(Tokens tokens, int64_t num_steps);

@@ -2,9 +2,14 @@
 #include "fra_eng.hpp"
 
 #include <attnlab/config/schema.hpp>
+#include <attnlab/data/fetch.hpp>
 #include <attnlab/plugin/plugin.hpp>
 
+#include <fmt/format.h>
+
 #include <memory>
+#include <string>
+#include <vector>
 
 namespace {
 
@@ -25,8 +30,14 @@ config::Schema schema() {
                       "pairs, all for training",
                       0),
       config::opt_string("data_dir", "", "where fra-eng/fra-eng.zip lives or is fetched to (\"\" = runner's)"),
-      config::opt_string("url", datasets::fra_eng::kUrl, "upstream download when no mirror has the file"),
-      config::opt_string("sha256", datasets::fra_eng::kSha256, "expected SHA-256 of the zip (\"\" = don't check)"),
+      config::opt_string("url", "",
+                         "one download URL (http://, https://, file://) replacing the default sources, which are "
+                         "d2l's copy then manythings.org (\"\" = those); the mirror, when set, still comes first"),
+      config::opt_string("sha1", "", "accepted SHA-1 of the zip, replacing the pinned sums (\"\" = pinned ones)"),
+      config::opt_string("sha256", "", "accepted SHA-256 of the zip, replacing the pinned sums (\"\" = pinned ones)"),
+      config::opt_enum("verify", "content", {"content", "strict"},
+                       "a zip no accepted sum matches: 'content' uses it after checking its content (with a "
+                       "warning naming its checksum), 'strict' refuses it"),
       config::opt_bool("shuffle", true, "shuffle training batches (seeded by the experiment seed)"),
   };
 }
@@ -40,13 +51,27 @@ std::shared_ptr<data::Dataset> make(const config::Options& o, const plugin::Buil
   opt.min_freq = o.get_int("min_freq");
   opt.num_examples = o.get_int("num_examples");
   opt.data_dir = o.get_string("data_dir");
-  opt.url = o.get_string("url");
-  opt.sha256 = o.get_string("sha256");
+  if (const std::string url = o.get_string("url"); !url.empty()) {
+    if (const std::string why = data::url_problem(url); !why.empty()) o.fail("url", why);
+    opt.urls = {url};
+  }
+  std::vector<std::string> sums;
+  for (const char* name : {"sha1", "sha256"}) {
+    const std::string sum = o.get_string(name);
+    if (sum.empty()) continue;
+    const std::string kind = name == std::string("sha1") ? "SHA-1" : "SHA-256";
+    if (data::checksum_kind(sum) != kind) {
+      o.fail(name, fmt::format("'{}' is not a {} ({} lowercase hex digits)", sum, kind, kind == "SHA-1" ? 40 : 64));
+    }
+    sums.push_back(sum);
+  }
+  if (!sums.empty()) opt.sums = std::move(sums);
+  opt.strict = o.get_string("verify") == "strict";
   opt.shuffle = o.get_bool("shuffle");
   return std::make_shared<FraEng>(std::move(opt));
 }
 
 }  // namespace
 
-ATTNLAB_PLUGIN(attnlab::data::Dataset, "fra_eng", "English-French pairs (manythings.org/anki), d2l 1.0.3 MTFraEng",
+ATTNLAB_PLUGIN(attnlab::data::Dataset, "fra_eng", "English-French pairs (manythings.org/anki via d2l), d2l 1.0.3 MTFraEng",
                schema, make)

@@ -105,8 +105,10 @@ void Multi30k::prepare(const std::string& data_dir) {
     auto fetch = [&](const std::string& lang, std::string& path) {
       const std::string name = fmt::format("{}.{}.gz", file_stem(split), lang);
       const std::string sha = sha256_of(name);
-      path = data::ensure_file({fmt::format("{}/{}", kFolder, name), fmt::format("{}/{}", opt_.url_base, name),
-                                opt_.verify ? sha : std::string()},
+      std::vector<std::string> urls;
+      for (const auto& base : opt_.url_bases) urls.push_back(fmt::format("{}/{}", base, name));
+      path = data::ensure_file({fmt::format("{}/{}", kFolder, name), urls, opt_.verify ? std::vector{sha}
+                                                                                        : std::vector<std::string>{}},
                                dir);
       return lines_of(data::read_text_file(path));
     };

@@ -3,7 +3,7 @@
 // (train / val / test_2016_flickr) in English, German and French, raw and line-aligned.
 //
 // - Files multi30k/{train,val,test_2016_flickr}.<lang>.gz, fetched with data::ensure_file (mirror
-//   first) and verified against datasets/manifest.tsv's SHA-256 sums.
+//   first, then each of url_bases) and verified against datasets/manifest.tsv's SHA-256 sums.
 // - Each language is tokenized by its own instance of the `tokenizer` plugin, trained on that
 //   language's training split (a learned model is cached under <data dir>/multi30k/tokenizers/).
 // - Vocabularies from the training split only, with reserved <pad> <bos> <eos> plus <unk>: a
@@ -32,7 +32,10 @@
 
 namespace attnlab::datasets::multi30k {
 
+/// Upstream folders, in the order tried: GitHub's raw view, then the raw.githubusercontent.com host it
+/// redirects to (the same files, verified by the same pinned SHA-256 sums).
 inline constexpr const char* kUrlBase = "https://github.com/multi30k/dataset/raw/master/data/task1/raw";
+inline constexpr const char* kUrlBase2 = "https://raw.githubusercontent.com/multi30k/dataset/master/data/task1/raw";
 inline constexpr const char* kFolder = "multi30k";
 
 /// File stem of a split: "train", "val", "test_2016_flickr".
@@ -50,7 +53,7 @@ struct Multi30kOptions {
   bool bucketing = true;
   int64_t bucket_chunk = 100;  // batches per sorted chunk
   std::string data_dir;        // "" = the data dir given to prepare()
-  std::string url_base = kUrlBase;
+  std::vector<std::string> url_bases = {kUrlBase, kUrlBase2};  // tried in order after the mirror
   bool verify = true;          // check the pinned SHA-256 sums
 };
 

@@ -3,6 +3,7 @@
 #include "multi30k.hpp"
 
 #include <attnlab/config/schema.hpp>
+#include <attnlab/data/fetch.hpp>
 #include <attnlab/error.hpp>
 #include <attnlab/plugin/plugin.hpp>
 #include <attnlab/plugin/registry.hpp>
@@ -32,7 +33,9 @@ config::Schema schema() {
       config::opt_bool("bucketing", true, "training batches of similar lengths (else a random permutation)"),
       config::opt_int("bucket_chunk", 100, "bucketing: batches per length-sorted chunk", 1),
       config::opt_string("data_dir", "", "where multi30k/ lives or is fetched to (\"\" = runner's)"),
-      config::opt_string("url_base", datasets::multi30k::kUrlBase, "upstream folder when no mirror has a file"),
+      config::opt_string("url_base", "",
+                         "one upstream folder (http://, https://, file://) replacing the default ones, GitHub's "
+                         "raw view then raw.githubusercontent.com (\"\" = those); the mirror still comes first"),
       config::opt_bool("verify", true, "check the files' pinned SHA-256 sums"),
   };
 }
@@ -49,7 +52,10 @@ std::shared_ptr<data::Dataset> make(const config::Options& o, const plugin::Buil
   opt.bucketing = o.get_bool("bucketing");
   opt.bucket_chunk = o.get_int("bucket_chunk");
   opt.data_dir = o.get_string("data_dir");
-  opt.url_base = o.get_string("url_base");
+  if (const std::string base = o.get_string("url_base"); !base.empty()) {
+    if (const std::string why = data::url_problem(base); !why.empty()) o.fail("url_base", why);
+    opt.url_bases = {base};
+  }
   opt.verify = o.get_bool("verify");
   ATTNLAB_CHECK(ctx.registry != nullptr, PluginError,
                 "multi30k needs the plugin registry in its build context to create its tokenizers");

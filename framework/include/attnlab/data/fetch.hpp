@@ -1,6 +1,8 @@
 #pragma once
-// Getting dataset files: from ATTNLAB_DATA_MIRROR (a folder or file:// URL) or an upstream URL,
-// into the data dir, verified by SHA-256. Nothing partial is left under the final name.
+// Getting dataset files: from ATTNLAB_DATA_MIRROR (a folder or file:// URL) or upstream URLs,
+// into the data dir, verified by pinned SHA-1 / SHA-256 sums (or, where the dataset allows it, by
+// a content check). Nothing partial is left under the final name.
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -8,16 +10,32 @@
 namespace attnlab::data {
 
 struct RemoteFile {
-  std::string relpath;  // path under the data dir and under the mirror, e.g. "fra-eng/fra-eng.zip"
-  std::string url;      // upstream URL
-  std::string sha256;   // expected checksum (lowercase hex); empty = don't verify
+  std::string relpath;            // path under the data dir and under the mirror, e.g. "fra-eng/fra-eng.zip"
+  std::vector<std::string> urls;  // upstream sources, tried in this order after the mirror
+  std::vector<std::string> sums;  // accepted checksums, lowercase hex: 40 digits SHA-1, 64 SHA-256;
+                                  // empty = don't verify
+  /// For a file that matches none of `sums`: returns "" to accept it anyway (with a warning naming
+  /// its checksums) or why it is refused. Unset = refuse it (strict).
+  std::function<std::string(const std::string& path)> content_check = {};
+  int attempts = 3;      // transfers per URL; a dropped transfer resumes where it stopped
+  int backoff_ms = 500;  // wait before the n-th retry: n * backoff_ms
 };
 
-/// Returns the local path of `file` under data_dir, fetching it when missing or corrupt:
-/// mirror first (env ATTNLAB_DATA_MIRROR or `mirror` argument), else the upstream URL (libcurl).
-/// DataError naming the file, the source and expected vs found checksum on failure.
+/// Returns the local path of `file` under data_dir, fetching it when missing or not accepted:
+/// mirror first (env ATTNLAB_DATA_MIRROR or `mirror` argument), else each upstream URL in turn
+/// (libcurl: User-Agent, redirects, resume/retry, progress on stderr for large files).
+/// DataError naming the file and every source tried with why it failed (expected vs found sums).
 std::string ensure_file(const RemoteFile& file, const std::string& data_dir,
                         std::optional<std::string> mirror = std::nullopt);
+
+/// "SHA-1" or "SHA-256" for a lowercase hex checksum of that length, else "".
+std::string checksum_kind(const std::string& hex);
+
+/// "" when ensure_file can download `url` (http://, https:// or file://), else why not.
+std::string url_problem(const std::string& url);
+
+/// Lowercase hex SHA-1 of a file (DataError if unreadable).
+std::string sha1_file(const std::string& path);
 
 /// Lowercase hex SHA-256 of a file (DataError if unreadable).
 std::string sha256_file(const std::string& path);

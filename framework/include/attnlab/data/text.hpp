@@ -13,6 +13,9 @@ std::string d2l_preprocess(const std::string& text);
 /// Split on ' ' dropping empty tokens (d2l's `[t for t in s.split(' ') if t]`).
 std::vector<std::string> split_spaces(const std::string& s);
 
+/// DataError naming the byte offset of the first malformed character unless `s` is valid UTF-8.
+void require_utf8(const std::string& s);
+
 /// Lowercase UTF-8 text (ASCII, Latin-1 Supplement, Latin Extended-A, Greek, Cyrillic).
 std::string utf8_lower(const std::string& s);
 
