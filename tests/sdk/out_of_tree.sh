@@ -23,8 +23,7 @@ cmake -S "$example" -B "$work/build" -G Ninja -DCMAKE_PREFIX_PATH="$prefix" \
   -DCMAKE_CXX_COMPILER_LAUNCHER=ccache >"$work/configure.log" 2>&1 || { cat "$work/configure.log"; fail "configure"; }
 grep -q "building plugins as Release" "$work/configure.log" || { cat "$work/configure.log"; fail "no Release default"; }
 cmake --build "$work/build" -j 2 >"$work/build.log" 2>&1 || { cat "$work/build.log"; fail "build"; }
-grep -q -- "-O3" "$work/build/compile_commands.json" 2>/dev/null || grep -rq -- "-O3" "$work/build/build.ninja" \
-  || fail "the plugin was not compiled with optimisation"
+grep -q -- "-O3" "$work/build/build.ninja" || fail "the plugin was not compiled with optimisation"
 plugin=$work/build/plugins/libattnlab_scorer_luong_general.so
 [ -f "$plugin" ] || fail "no $plugin"
 (cd "$work/build" && ctest --output-on-failure) || fail "the plugin's own tests"
