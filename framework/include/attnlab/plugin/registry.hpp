@@ -68,6 +68,13 @@ class Registry {
   template <class Interface>
   std::shared_ptr<Interface> create(const config::Node& node, const BuildContext& ctx);
 
+  /// Check `node` as create() would (plugin found, options valid against its schema) without
+  /// creating anything: the runner validates every section before fetching data.
+  template <class Interface>
+  void validate(const config::Node& node) const {
+    resolve_options(KindOf<Interface>::value, node);
+  }
+
   /// "kind/name version (path)" for each plugin created so far (results attribute).
   std::vector<std::string> used() const;
   /// The options each created plugin ran with (given values + defaults, with `plugin: name`),
@@ -80,6 +87,7 @@ class Registry {
     std::shared_ptr<config::Options> options;
   };
   Resolved resolve(const char* kind, const config::Node& node);
+  Resolved resolve_options(const char* kind, const config::Node& node) const;
   [[noreturn]] void rethrow_from_plugin(const PluginInfo& info) const;
   void mark_used(const PluginInfo& info);
 
