@@ -6,9 +6,9 @@ namespace attnlab::nn {
 config::Schema gru_schema(bool with_attention) {
   using namespace config;
   Schema s{
-      opt_int("embed_size", 32, "token embedding width E", 1),
-      opt_int("num_hiddens", 32, "GRU hidden size H (encoder and decoder must agree)", 1),
-      opt_int("num_layers", 2, "stacked GRU layers L (encoder and decoder must agree)", 1),
+      opt_int("embed_size", 32, "token embedding width E", 1, 65536),
+      opt_int("num_hiddens", 32, "GRU hidden size H (encoder and decoder must agree)", 1, 65536),
+      opt_int("num_layers", 2, "stacked GRU layers L (encoder and decoder must agree)", 1, 1000),
       opt_float("dropout", 0.1, "dropout between GRU layers (and on Bahdanau's attention weights)", 0.0, 1.0),
   };
   if (with_attention) {

@@ -17,15 +17,15 @@ config::Schema attention_schema() {
 config::Schema transformer_schema() {
   using namespace config;
   return {
-      opt_int("num_hiddens", 256, "model width H (embedding, attention, residual stream)", 1),
-      opt_int("ffn_num_hiddens", 64, "inner width of the position-wise FFN", 1),
-      opt_int("num_heads", 4, "attention heads; must divide num_hiddens", 1),
-      opt_int("num_blks", 2, "number of transformer blocks", 1),
+      opt_int("num_hiddens", 256, "model width H (embedding, attention, residual stream)", 1, 65536),
+      opt_int("ffn_num_hiddens", 64, "inner width of the position-wise FFN", 1, 1 << 20),
+      opt_int("num_heads", 4, "attention heads; must divide num_hiddens", 1, 1024),
+      opt_int("num_blks", 2, "number of transformer blocks", 1, 1000),
       opt_float("dropout", 0.2, "dropout on positional encoding, attention weights and residual branches", 0.0, 1.0),
       opt_bool("bias", false, "bias in the attention projections W_q/W_k/W_v/W_o"),
       opt_enum("norm", "last", {"first", "last"},
                "layer norm placement: last = d2l AddNorm ln(x + f(x)); first = x + f(ln(x)) and a final LayerNorm"),
-      opt_int("max_len", 1000, "longest sequence the positional encoding covers", 1),
+      opt_int("max_len", 1000, "longest sequence the positional encoding covers", 1, 1000000),
       opt_float("ffn_dropout", 0.0, "dropout after the FFN's ReLU (Step-by-Step's layers; d2l has none)", 0.0, 1.0),
       opt_node("attention", Type::Map, "{scorer: dot_product}",
                "attention settings: {scorer: <name> | {plugin: <name>, ...}}"),

@@ -119,12 +119,12 @@ class TorchTransformer final : public nn::SequenceRegressor {
 config::Schema schema() {
   using namespace config;
   return {
-      opt_int("num_hiddens", 6, "d_model", 1),
-      opt_int("num_heads", 3, "attention heads; must divide num_hiddens", 1),
-      opt_int("ffn_num_hiddens", 20, "dim_feedforward", 1),
-      opt_int("num_blks", 1, "encoder layers and decoder layers (each)", 1),
+      opt_int("num_hiddens", 6, "d_model", 1, 65536),
+      opt_int("num_heads", 3, "attention heads; must divide num_hiddens", 1, 1024),
+      opt_int("ffn_num_hiddens", 20, "dim_feedforward", 1, 1 << 20),
+      opt_int("num_blks", 1, "encoder layers and decoder layers (each)", 1, 1000),
       opt_float("dropout", 0.1, "dropout of every LibTorch transformer layer", 0.0, 1.0),
-      opt_int("max_len", 100, "longest sequence the positional encoding covers", 1),
+      opt_int("max_len", 100, "longest sequence the positional encoding covers", 1, 1000000),
       opt_enum("init", "xavier_uniform", {"xavier_uniform", "default"},
                "xavier_uniform: Xavier-uniform for every parameter with dim > 1 (the book); default: LibTorch's"),
   };

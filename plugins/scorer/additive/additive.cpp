@@ -11,7 +11,7 @@ config::Schema schema() {
   return {config::opt_int("num_hiddens", 0,
                           "width of the tanh layer (0 = the key size: per-head size inside multi-head attention, "
                           "the hidden size in Bahdanau's decoder)",
-                          0)};
+                          0, 65536)};
 }
 
 std::shared_ptr<nn::Scorer> make(const config::Options& options, const plugin::BuildContext& ctx) {
