@@ -21,7 +21,7 @@ namespace {
 /// The ConfigError message that f throws.
 std::string error_of(const std::function<void()>& f) { return attnlab::testutil::message_of<ConfigError>(f); }
 
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+using attnlab::testutil::contains;
 
 class ConfigLoad : public ::testing::Test {
  protected:

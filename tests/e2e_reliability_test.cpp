@@ -16,12 +16,7 @@ namespace {
 using namespace attnlab;
 namespace fs = std::filesystem;
 
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
-
-/// Lines of text (a final newline does not start another).
-size_t lines(const std::string& text) {
-  return static_cast<size_t>(std::count(text.begin(), text.end(), '\n')) + (!text.empty() && text.back() != '\n');
-}
+using testutil::contains;
 
 class Reliability : public testutil::RunnerFixture {
  protected:
@@ -79,7 +74,7 @@ TEST_F(Reliability, ParseErrorsAreOneLineAndExitOne) {
     const std::string cmd = fmt::format("runner {}", fmt::join(args, " "));
     auto r = run(args);
     EXPECT_EQ(r.exit_code, 1) << cmd << "\n" << r.err;
-    EXPECT_EQ(lines(r.err), 1u) << cmd << "\n" << r.err;
+    EXPECT_EQ(testutil::count_lines(r.err), 1u) << cmd << "\n" << r.err;
     EXPECT_TRUE(contains(r.err, "--help)")) << cmd << "\n" << r.err;
   }
   auto resume = run({"experiments/tests/tiny_corners.yaml", "--resume", "-q"});

@@ -26,6 +26,15 @@ std::string env_or(const char* name, const std::string& fallback);
 /// A fresh empty temporary directory (removed by the OS / left for inspection).
 std::string temp_dir(const std::string& prefix);
 
+/// Whether `text` contains `part`.
+inline bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+/// Lines of text (a final newline does not start another).
+inline size_t count_lines(const std::string& text) {
+  size_t n = 0;
+  for (char c : text) n += c == '\n';
+  return n + (!text.empty() && text.back() != '\n');
+}
+
 /// Sets (or unsets) an environment variable for one scope and restores it afterwards.
 class ScopedEnv {
  public:

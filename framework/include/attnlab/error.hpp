@@ -47,6 +47,14 @@ class ATTNLAB_API ResultsError : public Error {
   ~ResultsError() override;
 };
 
+/// A long phase (training, evaluation, decoding) saw the stop flag (SIGINT, SIGTERM, SIGHUP) and
+/// gave up: the runner records the run as interrupted, not failed.
+class ATTNLAB_API Interrupted : public Error {
+ public:
+  using Error::Error;
+  ~Interrupted() override;
+};
+
 /// The message of any exception for a person or a results file: torch's errors without their C++
 /// backtrace (c10::Error::what() appends one), everything else as what() says.
 ATTNLAB_API std::string message_without_backtrace(const std::exception& e);

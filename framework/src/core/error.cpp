@@ -11,6 +11,7 @@ ConfigError::~ConfigError() = default;
 PluginError::~PluginError() = default;
 DataError::~DataError() = default;
 ResultsError::~ResultsError() = default;
+Interrupted::~Interrupted() = default;
 
 std::string message_without_backtrace(const std::exception& e) {
   if (const auto* c10 = dynamic_cast<const c10::Error*>(&e)) return c10->what_without_backtrace();

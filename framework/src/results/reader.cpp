@@ -4,9 +4,14 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 
 #include "results/hdf5.hpp"
+#include "results/lock.hpp"
 
 namespace attnlab::results {
 
@@ -28,7 +33,13 @@ struct ResultsReader::Impl {
 
 namespace {
 
+/// A file that a live run is writing may not be readable yet (just created, not flushed): say
+/// so rather than calling it foreign.
 [[noreturn]] void not_results(const std::string& path, const std::string& why) {
+  if (const auto pid = WriterLock::holder(path)) {
+    throw ResultsError(fmt::format("results file {} is being written by a running run ({}) and cannot be read yet: {}",
+                                   path, WriterLock::who(pid), why));
+  }
   throw ResultsError(fmt::format("not an attnlab results file: {} ({})", path, why));
 }
 
@@ -60,6 +71,8 @@ hid_t open_read_only(const std::string& path, bool lock) {
 ResultsReader::ResultsReader(const std::string& path) : impl_(std::make_unique<Impl>()), path_(path) {
   h5::silence_errors();
   if (const auto why = h5::not_a_file(path); !why.empty()) not_results(path, why);
+  ATTNLAB_CHECK(::access(path.c_str(), R_OK) == 0, ResultsError, "cannot read results file {}: {}", path,
+                std::strerror(errno));
   if (H5Fis_hdf5(path.c_str()) <= 0) {
     H5Eclear2(H5E_DEFAULT);
     not_results(path, "not an HDF5 file");

@@ -3,11 +3,16 @@
 #include <attnlab/error.hpp>
 #include <fmt/format.h>
 
+#include <unistd.h>
+
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <ctime>
 #include <filesystem>
 
 #include "results/hdf5.hpp"
+#include "results/lock.hpp"
 
 namespace attnlab::results {
 
@@ -35,7 +40,8 @@ std::string utc_now() {
 }
 
 struct Results::Impl {
-  Handle file;  // declared first: closed last
+  std::unique_ptr<WriterLock> lock;  // declared first: released after the file is closed
+  Handle file;
   Handle root;  // the root group, where the run's attributes live
 };
 
@@ -75,6 +81,9 @@ Results::Results(const std::string& path, Open) : impl_(std::make_unique<Impl>()
     return ResultsError(fmt::format("not an attnlab results file: {} ({})", path, why));
   };
   if (const auto why = h5::not_a_file(path); !why.empty()) throw not_ours(why);
+  impl_->lock = std::make_unique<WriterLock>(path);  // before HDF5 touches it
+  ATTNLAB_CHECK(::access(path.c_str(), W_OK) == 0, ResultsError, "results file {} is read-only ({}): cannot write to it",
+                path, std::strerror(errno));
   if (H5Fis_hdf5(path.c_str()) <= 0) {
     H5Eclear2(H5E_DEFAULT);
     throw not_ours("not an HDF5 file");
@@ -106,6 +115,8 @@ Results::Results(const std::string& path, const std::string& experiment) : impl_
     ATTNLAB_CHECK(!ec, ResultsError, "cannot create folder {} for results file {}: {}", parent.string(), path,
                   ec.message());
   }
+  // The lock first: a second run on the path of a live one is refused before anything is truncated.
+  impl_->lock = std::make_unique<WriterLock>(path);
   Handle fapl = check(H5Pcreate(H5P_FILE_ACCESS), path, "cannot create file access properties");
   // 1.8 format: dense attribute storage (no 64 KiB limit) but no superblock "open for write"
   // flag, so a killed writer leaves a file that h5py opens without h5clear.
@@ -154,7 +165,7 @@ void Results::set_status(Status status) {
   set_attr("status", std::string(status_name(status)));
   if (status == Status::Running) {
     // Back to running (a resumed run): a stale "finished" would contradict the status.
-    for (const char* stale : {"finished", "error"}) {
+    for (const char* stale : {"finished", "error", "interrupted_during", "diverged"}) {
       if (H5Aexists(impl_->root.get(), stale) > 0)
         check(H5Adelete(impl_->root.get(), stale), path_, fmt::format("cannot remove attribute '{}'", stale));
     }

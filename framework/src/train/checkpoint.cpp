@@ -104,17 +104,10 @@ TrainingState read_state(torch::serialize::InputArchive& archive, const std::str
   return state;
 }
 
-/// Copies the archive's "model" tensors into the model's parameters and buffers (in place, so tied
-/// weights stay tied and the optimizer keeps its tensors), after checking names and shapes.
-void load_model_part(torch::serialize::InputArchive& archive, torch::nn::Module& model, const std::string& path) {
-  std::map<std::string, torch::Tensor> stored;
-  try {
-    torch::serialize::InputArchive part;
-    archive.read("model", part);
-    flatten(part, "", stored);
-  } catch (const c10::Error& e) {
-    throw DataError(fmt::format("checkpoint {} holds no model: {}", path, e.what_without_backtrace()));
-  }
+/// The model's parameters and buffers by name, after checking that `stored` (a checkpoint's model
+/// part) has exactly these names with the same shapes: DataError naming the first difference.
+std::map<std::string, torch::Tensor> check_fits(const std::map<std::string, torch::Tensor>& stored,
+                                                const torch::nn::Module& model, const std::string& path) {
   std::map<std::string, torch::Tensor> wanted;
   for (const auto& p : model.named_parameters(/*recurse=*/true)) wanted[p.key()] = p.value();
   for (const auto& b : model.named_buffers(/*recurse=*/true)) wanted[b.key()] = b.value();
@@ -129,6 +122,21 @@ void load_model_part(torch::serialize::InputArchive& archive, torch::nn::Module&
     ATTNLAB_CHECK(wanted.count(name), DataError, "checkpoint {} does not fit this model: this model has no '{}'", path,
                   name);
   }
+  return wanted;
+}
+
+/// Copies the archive's "model" tensors into the model's parameters and buffers (in place, so tied
+/// weights stay tied and the optimizer keeps its tensors), after checking names and shapes.
+void load_model_part(torch::serialize::InputArchive& archive, torch::nn::Module& model, const std::string& path) {
+  std::map<std::string, torch::Tensor> stored;
+  try {
+    torch::serialize::InputArchive part;
+    archive.read("model", part);
+    flatten(part, "", stored);
+  } catch (const c10::Error& e) {
+    throw DataError(fmt::format("checkpoint {} holds no model: {}", path, e.what_without_backtrace()));
+  }
+  auto wanted = check_fits(stored, model, path);
   torch::NoGradGuard no_grad;
   for (auto& [name, t] : wanted) t.copy_(stored.at(name));
 }
@@ -222,6 +230,10 @@ TrainingState read_training_state(const std::string& path) {
 void load_model_weights(const std::string& path, torch::nn::Module& model) {
   auto archive = open(path, device_of(model));
   load_model_part(archive, model, path);
+}
+
+void check_model_fits(const std::string& path, const torch::nn::Module& model) {
+  check_fits(checkpoint_tensors(path), model, path);
 }
 
 std::map<std::string, torch::Tensor> checkpoint_tensors(const std::string& path) {

@@ -110,7 +110,8 @@ void evaluate(const EvalSpec& spec, nn::EncoderDecoder& model, const data::Datas
 }
 
 void evaluate_split(const EvalSpec& spec, nn::EncoderDecoder& model, const data::Dataset& dataset,
-                    results::Results& results, const std::string& checkpoint, bool quiet) {
+                    results::Results& results, const std::string& checkpoint, bool quiet,
+                    const std::atomic<bool>* stop) {
   if (spec.split.empty()) return;
   std::string which = "final";
   if (std::filesystem::exists(checkpoint)) {
@@ -118,7 +119,8 @@ void evaluate_split(const EvalSpec& spec, nn::EncoderDecoder& model, const data:
     which = std::filesystem::path(checkpoint).stem().string();
   }
   const auto split = spec.split == "train" ? data::Split::Train : spec.split == "val" ? data::Split::Val : data::Split::Test;
-  TranslateOptions to{.beam_size = spec.beam_size, .length_penalty = spec.length_penalty, .max_steps = spec.num_steps};
+  TranslateOptions to{
+      .beam_size = spec.beam_size, .length_penalty = spec.length_penalty, .max_steps = spec.num_steps, .stop = stop};
   auto t = translate_split(model, dataset, split, to);
   auto s = score_translation(t);
   const auto name = spec.beam_size > 1 ? fmt::format("{}_beam{}", spec.split, spec.beam_size) : spec.split;

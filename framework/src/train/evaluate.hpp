@@ -5,6 +5,7 @@
 #include <attnlab/nn/encoder_decoder.hpp>
 #include <attnlab/results/results.hpp>
 
+#include <atomic>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,7 @@ void evaluate(const EvalSpec& spec, nn::EncoderDecoder& model, const data::Datas
 /// The `split:` part of the spec (nothing when it is empty): loads `checkpoint` into the model
 /// when that file exists, translates, scores (sacreBLEU-exact) and writes /eval.
 void evaluate_split(const EvalSpec& spec, nn::EncoderDecoder& model, const data::Dataset& dataset,
-                    results::Results& results, const std::string& checkpoint, bool quiet);
+                    results::Results& results, const std::string& checkpoint, bool quiet,
+                    const std::atomic<bool>* stop = nullptr);
 
 }  // namespace attnlab::train

@@ -15,10 +15,13 @@
 #include <spdlog/spdlog.h>
 #include <torch/torch.h>
 
+#include <array>
 #include <atomic>
 #include <cctype>
+#include <cmath>
 #include <chrono>
 #include <csignal>
+#include <cstdlib>
 #include <filesystem>
 
 #include "train/evaluate.hpp"
@@ -34,23 +37,49 @@ namespace {
 std::atomic<bool> g_stop{false};
 extern "C" void on_signal(int) { g_stop.store(true); }
 
-/// Installs SIGINT/SIGTERM handlers that ask the trainer to stop; restores the old ones.
+/// Installs SIGINT/SIGTERM/SIGHUP handlers that ask the run to stop; restores the old ones.
+/// Installed before the results file exists, so no signal can leave a file saying "running".
 class SignalScope {
  public:
   SignalScope() {
     g_stop.store(false);
-    old_int_ = std::signal(SIGINT, on_signal);
-    old_term_ = std::signal(SIGTERM, on_signal);
+    for (size_t i = 0; i < kSignals.size(); ++i) old_[i] = std::signal(kSignals[i], on_signal);
   }
   ~SignalScope() {
-    std::signal(SIGINT, old_int_);
-    std::signal(SIGTERM, old_term_);
+    for (size_t i = 0; i < kSignals.size(); ++i) std::signal(kSignals[i], old_[i]);
   }
+  SignalScope(const SignalScope&) = delete;
+  SignalScope& operator=(const SignalScope&) = delete;
 
  private:
-  void (*old_int_)(int);
-  void (*old_term_)(int);
+  static constexpr std::array<int, 3> kSignals{SIGINT, SIGTERM, SIGHUP};
+  std::array<void (*)(int), 3> old_{};
 };
+
+/// Fault injection for the tests of the signal paths: ATTNLAB_TEST_SIGNAL_AT=<point> sends this
+/// process SIGTERM at that point ("results_created": just after the results file is created;
+/// "evaluate_split": as the split evaluation starts), where a real signal's timing is a race.
+void test_signal_at(const char* point) {
+  const char* at = std::getenv("ATTNLAB_TEST_SIGNAL_AT");
+  if (at != nullptr && std::string(at) == point) std::raise(SIGTERM);
+}
+
+/// Throws Interrupted when a signal asked the run to stop (between the phases after training).
+void throw_if_stopped(const char* phase) {
+  if (g_stop.load()) throw Interrupted(fmt::format("interrupted during {}", phase));
+}
+
+/// The first non-finite loss in an epoch's report ("val loss is nan at epoch 3"), or "".
+std::string non_finite_loss(const EpochReport& r) {
+  for (const auto* group : {&r.train, &r.val}) {
+    for (const auto& [name, value] : *group) {
+      if (name.ends_with("loss") && !std::isfinite(value)) {
+        return fmt::format("{} {} is {} at epoch {}", group == &r.train ? "train" : "val", name, value, r.epoch);
+      }
+    }
+  }
+  return {};
+}
 
 /// The experiment name as a file name in results/: only ASCII letters, digits, '-', '_' and '.'
 /// are kept (the rest, '/' included, become '_'), a leading '.' becomes '_', at most 100 bytes;
@@ -130,7 +159,7 @@ Node resolved_config(const config::Options& top, const plugin::Registry& registr
 /// `--resume RUN.h5`: the file is this experiment's results file and its checkpoint exists.
 /// Returns the stored resolved config.
 std::string check_resumable(const std::string& path, const std::string& name, const RunOptions& ro,
-                            const Trainer& trainer) {
+                            const Trainer& trainer, const TrainContext& tc) {
   ATTNLAB_CHECK(!ro.results_path || *ro.results_path == path, ConfigError,
                 "--resume {} continues that results file; --results {} names another", path, *ro.results_path);
   ATTNLAB_CHECK(trainer.can_resume(), ConfigError,
@@ -142,6 +171,16 @@ std::string check_resumable(const std::string& path, const std::string& name, co
   const auto last = checkpoint_dir(path) + "/last.pt";
   ATTNLAB_CHECK(fs::exists(last), DataError, "cannot resume {}: no checkpoint {} (it is written after each epoch)",
                 path, last);
+  // The model must fit the checkpoint: refused here, the results file is left exactly as it was.
+  const torch::nn::Module* module = tc.model ? static_cast<const torch::nn::Module*>(tc.model.get())
+                                             : static_cast<const torch::nn::Module*>(tc.custom.get());
+  if (module != nullptr) {
+    try {
+      check_model_fits(last, *module);
+    } catch (const DataError& e) {
+      throw ConfigError(fmt::format("cannot resume {} with this experiment: {}", path, e.what()));
+    }
+  }
   return stored.config();
 }
 
@@ -210,14 +249,27 @@ int run_experiment(const RunOptions& ro) {
   std::string stored_config;
   if (ro.resume_path) {
     path = *ro.resume_path;
-    stored_config = check_resumable(path, name, ro, *trainer);
+    stored_config = check_resumable(path, name, ro, *trainer, tc);
     tc.resume = true;
   }
   if (path.empty()) path = default_results_path(name);
   tc.checkpoint_dir = checkpoint_dir(path);
+  SignalScope signals;  // before the file exists: a signal from here on ends the run "interrupted"
+  // The results file's writer lock is taken before it is created or opened: a second run on the
+  // path of a live one is refused ("another run is writing FILE (pid N)") and touches nothing.
   auto res_ptr = ro.resume_path ? std::make_unique<results::Results>(path, results::Results::Open::Existing)
                                 : std::make_unique<results::Results>(path, name);
   results::Results& res = *res_ptr;
+  test_signal_at("results_created");
+  if (!ro.resume_path && fs::exists(tc.checkpoint_dir)) {
+    // A new run in place of an old one: its checkpoints describe the run whose file was just
+    // replaced, and evaluating its best.pt as this run's would be a lie.
+    std::error_code ec;
+    fs::remove_all(tc.checkpoint_dir, ec);
+    ATTNLAB_CHECK(!ec, ResultsError, "cannot remove the previous run's checkpoints {}: {}", tc.checkpoint_dir,
+                  ec.message());
+    if (!ro.quiet) spdlog::info("removed the previous run's checkpoints {}", tc.checkpoint_dir);
+  }
   if (ro.resume_path) {
     res.set_status(results::Status::Running);
     res.set_attr("resume_command_line", ro.command_line);
@@ -245,8 +297,10 @@ int run_experiment(const RunOptions& ro) {
   if (!ro.quiet) {
     spdlog::info("{}: {} parameters on {}, results -> {}", name, num_parameters, ctx.device.str(), path);
   }
-  SignalScope signals;
   tc.results = &res;
+  // Any loss that is not finite, train or validation, from any trainer, ends the run "diverged":
+  // the epoch's numbers are kept, and the trainer is asked to stop as a signal would.
+  std::string diverged;
   tc.on_epoch = [&](const EpochReport& r) {
     for (const auto& [k, v] : r.train) res.append_metric("train", k, v);
     for (const auto& [k, v] : r.val) res.append_metric("val", k, v);
@@ -254,35 +308,53 @@ int run_experiment(const RunOptions& ro) {
     res.append_metric("epoch", "index", static_cast<double>(r.epoch));
     res.flush();
     progress.epoch(r);
+    if (diverged.empty()) {
+      diverged = non_finite_loss(r);
+      if (!diverged.empty()) g_stop.store(true);
+    }
+  };
+  const auto interrupted = [&](const std::string& why) {
+    res.set_attr("interrupted_during", why);
+    res.set_status(results::Status::Interrupted);
+    if (!ro.quiet) spdlog::warn("{}; partial results in {}", why, path);
+    return 130;
+  };
+  const auto failed = [&](const std::exception& e) {
+    res.set_attr("error", message_without_backtrace(e));
+    res.set_status(results::Status::Failed);
   };
 
   FitResult fit;
   try {
     fit = trainer->fit(tc);
+  } catch (const Interrupted& e) {
+    if (diverged.empty()) return interrupted(e.what());
+    fit = FitResult::Diverged;
   } catch (const std::exception& e) {
-    res.set_attr("error", message_without_backtrace(e));
-    res.set_status(results::Status::Failed);
+    failed(e);
     throw;
   }
-  if (fit == FitResult::Interrupted) {
-    res.set_status(results::Status::Interrupted);
-    if (!ro.quiet) spdlog::warn("interrupted; partial results in {}", path);
-    return 130;
-  }
-  if (fit == FitResult::Diverged) {
+  if (fit == FitResult::Diverged || !diverged.empty()) {
+    res.set_attr("diverged", diverged.empty() ? std::string("train loss is not finite") : diverged);
     res.set_status(results::Status::Diverged);
-    spdlog::error("training diverged (loss is not finite); results in {}", path);
+    spdlog::error("training diverged ({}); results in {}", diverged.empty() ? "loss is not finite" : diverged, path);
     return 2;
   }
+  if (fit == FitResult::Interrupted || g_stop.load()) return interrupted("interrupted during training");
   try {
     trainer->evaluate(tc);
+    throw_if_stopped("the trainer's evaluation");
     if (model) {
       evaluate(eval_spec, model, *dataset, res, ro.quiet);
-      evaluate_split(eval_spec, model, *dataset, res, tc.checkpoint_dir + "/best.pt", ro.quiet);
+      throw_if_stopped("translating the evaluate samples");
+      test_signal_at("evaluate_split");
+      evaluate_split(eval_spec, model, *dataset, res, tc.checkpoint_dir + "/best.pt", ro.quiet, &g_stop);
+      throw_if_stopped("the split evaluation");
     }
+  } catch (const Interrupted& e) {
+    return interrupted(e.what());
   } catch (const std::exception& e) {
-    res.set_attr("error", message_without_backtrace(e));
-    res.set_status(results::Status::Failed);
+    failed(e);
     throw;
   }
   res.set_status(results::Status::Completed);

@@ -4,12 +4,15 @@
 #include <attnlab/config/load.hpp>
 #include <attnlab/error.hpp>
 #include <attnlab/train/experiment.hpp>
+#include <attnlab/train/trainer.hpp>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <optional>
 #include <thread>
 
 namespace attnlab::train {
@@ -38,6 +41,44 @@ void apply_threads(const config::Options& top) {
   torch::set_num_threads(static_cast<int>(std::min(asked, cores)));
 }
 
+/// "num_hiddens=32, num_layers=2, ..." : the scalar options a plugin was built with.
+std::string scalar_options(const plugin::Registry& registry, const std::string& path) {
+  for (const auto& r : registry.resolved()) {
+    if (r.path() != path) continue;
+    std::vector<std::string> parts;
+    for (const auto& key : r.keys()) {
+      if (key != "plugin" && r.at(key).is_scalar()) parts.push_back(fmt::format("{}={}", key, r.at(key).str()));
+    }
+    return fmt::format("'{}' ({})", r.has("plugin") ? r.at("plugin").str() : "?", fmt::join(parts, ", "));
+  }
+  return "?";
+}
+
+/// One teacher-forced forward of a 1-sentence batch (eval mode, no gradient, no randomness drawn):
+/// an encoder and a decoder that do not fit together (a GRU decoder of 16 hiddens after an encoder
+/// of 32) fail here, at build time, with one error naming both and their options, not mid-run.
+void check_fits_together(nn::EncoderDecoder& model, const plugin::BuildContext& ctx, const plugin::Registry& registry,
+                         const config::Node& model_node) {
+  const bool training = model->is_training();
+  model->eval();
+  try {
+    torch::NoGradGuard no_grad;
+    const auto ids = torch::TensorOptions().dtype(torch::kLong).device(ctx.device);
+    const int64_t bos = std::max<int64_t>(ctx.data.bos_id, 0);
+    auto src = torch::zeros({1, 2}, ids);
+    auto tgt = torch::full({1, 2}, bos, ids);
+    auto valid = torch::full({1}, 2, ids);
+    model->forward(src, valid, tgt);
+  } catch (const std::exception& e) {
+    model->train(training);
+    throw ConfigError(fmt::format("{}: encoder {} and decoder {} do not fit together: {} (at '{}')",
+                                  model_node.location().str(), scalar_options(registry, model_node.path() + ".encoder"),
+                                  scalar_options(registry, model_node.path() + ".decoder"),
+                                  message_without_backtrace(e), model_node.path()));
+  }
+  model->train(training);
+}
+
 }  // namespace
 
 Setup build_setup(const config::Options& top, const std::vector<std::string>& plugin_dirs) {
@@ -55,6 +96,23 @@ Setup build_setup(const config::Options& top, const std::vector<std::string>& pl
   s.ctx.seed = static_cast<int64_t>(seed);
   s.ctx.data_dir = top.get_string("data_dir");
 
+  // Every plugin section is checked (plugin found, options valid) before the dataset fetches or
+  // reads anything: a typo in `trainer:` must not wait for a download, or fail on it first.
+  const config::Node& model_node = top.node("model");
+  s.registry->validate<data::Dataset>(top.node("dataset"));
+  std::optional<config::Options> model_opts;
+  if (model_node.has("plugin")) {
+    s.registry->validate<nn::Model>(model_node);
+  } else if (model_node.size() > 0) {
+    model_opts.emplace(model_node,
+                       config::Schema{config::opt_node("encoder", config::Type::Map, std::nullopt, "encoder plugin"),
+                                      config::opt_node("decoder", config::Type::Map, std::nullopt, "decoder plugin")},
+                       "the model section (an encoder + decoder, or {plugin: <model>})", std::vector<std::string>{});
+    s.registry->validate<nn::Encoder>(model_opts->node("encoder"));
+    s.registry->validate<nn::Decoder>(model_opts->node("decoder"));
+  }
+  s.registry->validate<train::Trainer>(top.node("trainer"));
+
   s.dataset = s.registry->create<data::Dataset>(top.node("dataset"), s.ctx);
   s.dataset_name = top.node("dataset").at("plugin").str();
   try {
@@ -66,19 +124,15 @@ Setup build_setup(const config::Options& top, const std::vector<std::string>& pl
   }
   s.ctx.data = s.dataset->info();
   // The model: an encoder + decoder pair, a "model" plugin, or nothing (the trainer builds it).
-  const config::Node& model_node = top.node("model");
   if (model_node.has("plugin")) {
     s.custom = s.registry->create<nn::Model>(model_node, s.ctx);
     s.custom->to(s.ctx.device);
-  } else if (model_node.size() > 0) {
-    config::Options model_opts(model_node,
-                               {config::opt_node("encoder", config::Type::Map, std::nullopt, "encoder plugin"),
-                                config::opt_node("decoder", config::Type::Map, std::nullopt, "decoder plugin")},
-                               "the model section (an encoder + decoder, or {plugin: <model>})", {});
-    auto encoder = s.registry->create<nn::Encoder>(model_opts.node("encoder"), s.ctx);
-    auto decoder = s.registry->create<nn::Decoder>(model_opts.node("decoder"), s.ctx);
+  } else if (model_opts) {
+    auto encoder = s.registry->create<nn::Encoder>(model_opts->node("encoder"), s.ctx);
+    auto decoder = s.registry->create<nn::Decoder>(model_opts->node("decoder"), s.ctx);
     s.model = nn::EncoderDecoder(encoder, decoder);
     s.model->to(s.ctx.device);
+    check_fits_together(s.model, s.ctx, *s.registry, model_node);
   }
   return s;
 }

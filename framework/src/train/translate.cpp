@@ -25,6 +25,10 @@ Translation translate_split(nn::EncoderDecoder& model, const data::Dataset& data
   const auto device = params.empty() ? torch::Device(torch::kCPU) : params.front().device();
   const auto start = std::chrono::steady_clock::now();
   for (const auto& cpu_batch : dataset.batches(split, false, 0)) {
+    if (options.stop != nullptr && options.stop->load()) {
+      throw Interrupted(fmt::format("interrupted while translating the '{}' split ({} of {} sentences done)",
+                                    data::split_name(split), t.hypotheses.size(), t.references.size()));
+    }
     auto b = cpu_batch.to(device);
     const int64_t steps = options.max_steps > 0 ? options.max_steps
                           : info.num_steps > 0  ? info.num_steps

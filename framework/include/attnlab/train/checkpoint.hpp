@@ -51,6 +51,10 @@ TrainingState read_training_state(const std::string& path);
 /// Only the model's parameters and buffers (`runner eval`); RNG and optimizer are left alone.
 void load_model_weights(const std::string& path, torch::nn::Module& model);
 
+/// DataError (as load_checkpoint's) unless `path`'s model part has exactly `model`'s parameter and
+/// buffer names and shapes; reads the file only (a resume checks this before touching anything).
+void check_model_fits(const std::string& path, const torch::nn::Module& model);
+
 /// The model part as flat "encoder.blks.0.attention.W_q.weight" -> tensor (CPU), for tests and
 /// tools that compare checkpoints.
 std::map<std::string, torch::Tensor> checkpoint_tensors(const std::string& path);

@@ -7,6 +7,7 @@
 #include <attnlab/nn/encoder_decoder.hpp>
 #include <attnlab/results/results.hpp>
 
+#include <atomic>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -17,6 +18,8 @@ struct TranslateOptions {
   int64_t beam_size = 1;        // 1 = greedy decoding (identical to beam search with one beam)
   double length_penalty = 0.6;  // GNMT alpha (beam.hpp); unused by greedy decoding
   int64_t max_steps = 0;        // tokens per output; 0 = the dataset's num_steps, else 2 * S + 10
+  /// Checked before each batch: when set, translate_split throws Interrupted.
+  const std::atomic<bool>* stop = nullptr;
 };
 
 struct Translation {
