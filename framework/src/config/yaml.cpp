@@ -30,6 +30,16 @@ void count_node(size_t& count, const Location& loc) {
                 loc.str(), kMaxConfigNodes);
 }
 
+/// ConfigError at `loc` unless `text` (a scalar or a map key) is UTF-8 text.
+void require_utf8(const std::string& text, const Location& loc, const std::string& path, const char* what) {
+  const size_t at = detail::bad_utf8_offset(text);
+  ATTNLAB_CHECK(at == std::string::npos, ConfigError,
+                "{}: the {} at '{}' is not UTF-8 text: byte 0x{:02x} at offset {} starts a malformed sequence or a "
+                "Unicode noncharacter (config files must be UTF-8)",
+                loc.str(), what, path.empty() ? std::string("<top level>") : path,
+                static_cast<unsigned char>(text[at]), at);
+}
+
 /// `loc` is where the value should be reported: its own mark for scalars, its key's mark for
 /// collections and nulls given as map values (the key line is what the user looks for).
 Node convert(const YAML::Node& y, const std::string& file, const Location& loc, const std::string& path,
@@ -39,8 +49,11 @@ Node convert(const YAML::Node& y, const std::string& file, const Location& loc, 
     case YAML::NodeType::Undefined:
     case YAML::NodeType::Null:
       return Node::null(loc, path);
-    case YAML::NodeType::Scalar:
-      return Node::scalar(y.Scalar(), location_of(y.Mark(), file), path);
+    case YAML::NodeType::Scalar: {
+      const Location here = location_of(y.Mark(), file);
+      require_utf8(y.Scalar(), here, path, "value");
+      return Node::scalar(y.Scalar(), here, path);
+    }
     case YAML::NodeType::Sequence: {
       Node out = Node::seq(loc, path);
       size_t i = 0;
@@ -61,6 +74,7 @@ Node convert(const YAML::Node& y, const std::string& file, const Location& loc, 
         }
         const std::string key = kv.first.Scalar();
         const std::string p = key_path(path, key);
+        require_utf8(key, key_loc, p, "key");
         if (auto it = seen.find(key); it != seen.end()) {
           throw ConfigError(fmt::format("{}: duplicate key '{}' at '{}' (first given at line {}, again at line {})",
                                         key_loc.str(), key, p, it->second.line, key_loc.line));
@@ -102,6 +116,25 @@ void emit(YAML::Emitter& out, const Node& n) {
 }  // namespace
 
 namespace detail {
+
+size_t bad_utf8_offset(const std::string& s) {
+  for (size_t i = 0; i < s.size();) {
+    const auto b0 = static_cast<unsigned char>(s[i]);
+    const size_t len = b0 < 0x80 ? 1 : (b0 & 0xE0) == 0xC0 ? 2 : (b0 & 0xF0) == 0xE0 ? 3 : (b0 & 0xF8) == 0xF0 ? 4 : 0;
+    if (len == 0 || i + len > s.size()) return i;
+    auto cp = static_cast<char32_t>(len == 1 ? b0 : (b0 & (0x7Fu >> len)));
+    for (size_t k = 1; k < len; ++k) {
+      const auto b = static_cast<unsigned char>(s[i + k]);
+      if ((b & 0xC0) != 0x80) return i;
+      cp = (cp << 6) | (b & 0x3F);
+    }
+    static constexpr char32_t kMin[] = {0, 0, 0x80, 0x800, 0x10000};
+    if (cp < kMin[len] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return i;
+    if ((cp >= 0xFDD0 && cp <= 0xFDEF) || (cp & 0xFFFE) == 0xFFFE) return i;
+    i += len;
+  }
+  return std::string::npos;
+}
 
 void relocate(Node& node, const Location& loc) {
   switch (node.kind()) {
