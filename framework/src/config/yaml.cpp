@@ -30,6 +30,11 @@ void count_node(size_t& count, const Location& loc) {
                 loc.str(), kMaxConfigNodes);
 }
 
+/// The deepest nesting converted. yaml-cpp 0.7 refuses documents nested deeper than about 500
+/// itself ("bad file"), but an alias inside the node it names (`a: &x [*x]`) is a cycle that
+/// recursed here until the stack overflowed (a segfault of the runner).
+constexpr int kMaxDepth = 1000;
+
 /// ConfigError at `loc` unless `text` (a scalar or a map key) is UTF-8 text.
 void require_utf8(const std::string& text, const Location& loc, const std::string& path, const char* what) {
   const size_t at = detail::bad_utf8_offset(text);
@@ -43,8 +48,12 @@ void require_utf8(const std::string& text, const Location& loc, const std::strin
 /// `loc` is where the value should be reported: its own mark for scalars, its key's mark for
 /// collections and nulls given as map values (the key line is what the user looks for).
 Node convert(const YAML::Node& y, const std::string& file, const Location& loc, const std::string& path,
-             size_t& count) {
+             size_t& count, int depth = 0) {
   count_node(count, loc);
+  ATTNLAB_CHECK(depth <= kMaxDepth, ConfigError,
+                "{}: the YAML tree nests deeper than {} levels at '{}' (an alias inside the value it names, like "
+                "`a: &x [*x]`?)",
+                loc.str(), kMaxDepth, path.empty() ? std::string("<top level>") : path.substr(0, 200) + "...");
   switch (y.Type()) {
     case YAML::NodeType::Undefined:
     case YAML::NodeType::Null:
@@ -59,7 +68,7 @@ Node convert(const YAML::Node& y, const std::string& file, const Location& loc, 
       size_t i = 0;
       for (const auto& item : y) {
         const Location item_loc = location_of(item.Mark(), file);
-        out.push_back(convert(item, file, item_loc, fmt::format("{}[{}]", path, i++), count));
+        out.push_back(convert(item, file, item_loc, fmt::format("{}[{}]", path, i++), count, depth + 1));
       }
       return out;
     }
@@ -81,7 +90,7 @@ Node convert(const YAML::Node& y, const std::string& file, const Location& loc, 
         }
         seen.emplace(key, key_loc);
         const Location value_loc = kv.second.IsScalar() ? location_of(kv.second.Mark(), file) : key_loc;
-        out.set(key, convert(kv.second, file, value_loc, p, count));
+        out.set(key, convert(kv.second, file, value_loc, p, count, depth + 1));
       }
       return out;
     }
