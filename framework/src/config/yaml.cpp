@@ -98,13 +98,21 @@ Node convert(const YAML::Node& y, const std::string& file, const Location& loc, 
   return Node();
 }
 
+/// One scalar or key. yaml-cpp's emitter writes a carriage return unquoted, and its parser reads a
+/// CR at the end of a line as part of the line break, so "a\r" came back as "a": such text is
+/// written double-quoted, where the CR is the escape "\r".
+void emit_scalar(YAML::Emitter& out, const std::string& text) {
+  if (text.find('\r') != std::string::npos) out << YAML::DoubleQuoted;
+  out << text;
+}
+
 void emit(YAML::Emitter& out, const Node& n) {
   switch (n.kind()) {
     case Node::Kind::Null:
       out << YAML::Null;
       break;
     case Node::Kind::Scalar:
-      out << n.str();
+      emit_scalar(out, n.str());
       break;
     case Node::Kind::Seq:
       out << YAML::BeginSeq;
@@ -114,7 +122,9 @@ void emit(YAML::Emitter& out, const Node& n) {
     case Node::Kind::Map:
       out << YAML::BeginMap;
       for (const auto& k : n.keys()) {
-        out << YAML::Key << k << YAML::Value;
+        out << YAML::Key;
+        emit_scalar(out, k);
+        out << YAML::Value;
         emit(out, *n.find(k));
       }
       out << YAML::EndMap;
