@@ -98,11 +98,15 @@ Node convert(const YAML::Node& y, const std::string& file, const Location& loc, 
   return Node();
 }
 
-/// One scalar or key. yaml-cpp's emitter writes a carriage return unquoted, and its parser reads a
-/// CR at the end of a line as part of the line break, so "a\r" came back as "a": such text is
-/// written double-quoted, where the CR is the escape "\r".
+/// One scalar or key, double-quoted where yaml-cpp's emitter would write it plain but its parser
+/// would read something else back:
+/// - a carriage return: written unquoted, a CR at the end of a line is read as part of the line
+///   break ("a\r" came back as "a"); double-quoted, it is the escape "\r";
+/// - a leading "---" or "...": a top-level key written plain at column 0 is read as a document
+///   marker (the stored config no longer parsed).
 void emit_scalar(YAML::Emitter& out, const std::string& text) {
-  if (text.find('\r') != std::string::npos) out << YAML::DoubleQuoted;
+  const bool marker = text.rfind("---", 0) == 0 || text.rfind("...", 0) == 0;
+  if (marker || text.find('\r') != std::string::npos) out << YAML::DoubleQuoted;
   out << text;
 }
 
