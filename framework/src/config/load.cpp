@@ -121,6 +121,11 @@ std::vector<Step> parse_key(const std::string& key, const std::string& assignmen
     return ConfigError(fmt::format("<command line>: malformed override '{}': {}", assignment, why));
   };
   if (key.empty()) throw bad("empty key (expected a.b.c=value)");
+  if (const size_t at = detail::bad_utf8_offset(key); at != std::string::npos) {
+    throw bad(fmt::format("the key is not UTF-8 text: byte 0x{:02x} at offset {} starts a malformed sequence or a "
+                          "Unicode noncharacter",
+                          static_cast<unsigned char>(key[at]), at));
+  }
   std::vector<Step> steps;
   size_t start = 0;
   while (true) {

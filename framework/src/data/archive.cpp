@@ -7,11 +7,13 @@
 #include <zip.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
 #include <memory>
 #include <sstream>
+#include <vector>
 
 namespace attnlab::data {
 namespace {
@@ -94,13 +96,17 @@ std::string read_zip_member(const std::string& zip_path, const std::string& memb
                                                        &zip_fclose);
   ATTNLAB_CHECK(f != nullptr, DataError, "cannot open '{}' in zip archive {}: {}", member, zip_path,
                 zip_strerror(z.get()));
-  std::string out(static_cast<size_t>(st.size), '\0');
-  size_t done = 0;
-  while (done < out.size()) {
-    const zip_int64_t got = zip_fread(f.get(), out.data() + done, out.size() - done);
+  // st.size is what the archive's directory claims: the buffer grows with the data that arrives
+  // instead of being allocated at that size up front (a damaged directory claimed gigabytes).
+  std::string out;
+  out.reserve(static_cast<size_t>(std::min<zip_uint64_t>(st.size, zip_uint64_t{64} << 20)));
+  std::vector<char> buf(1 << 16);
+  while (out.size() < st.size) {
+    const auto want = static_cast<zip_uint64_t>(std::min<zip_uint64_t>(buf.size(), st.size - out.size()));
+    const zip_int64_t got = zip_fread(f.get(), buf.data(), want);
     ATTNLAB_CHECK(got > 0, DataError, "cannot read '{}' in zip archive {} ({} of {} bytes read): {}", member,
-                  zip_path, done, out.size(), got < 0 ? zip_file_strerror(f.get()) : "unexpected end of data");
-    done += static_cast<size_t>(got);
+                  zip_path, out.size(), st.size, got < 0 ? zip_file_strerror(f.get()) : "unexpected end of data");
+    out.append(buf.data(), static_cast<size_t>(got));
   }
   return out;
 }

@@ -177,6 +177,19 @@ std::vector<std::string> read_strings(hid_t type, hid_t space, size_t n, const s
 
 size_t npoints(hid_t space) { return static_cast<size_t>(std::max<hssize_t>(0, H5Sget_simple_extent_npoints(space))); }
 
+/// The number of strings to read: the shape's, when the bytes stored for the object hold that many
+/// elements of `type`; a damaged shape claiming more (up to 2^64, whose buffer size wrapped to 0
+/// and crashed inside H5Dread) is a ResultsError.
+size_t stored_strings(hid_t type, hid_t space, hsize_t stored_bytes, const std::string& file,
+                      const std::string& what) {
+  const size_t n = npoints(space);
+  const size_t size = std::max<size_t>(1, H5Tget_size(type));
+  ATTNLAB_CHECK(n <= stored_bytes / size, ResultsError,
+                "{} in results file {} claims {} strings of {} bytes but stores {} bytes (a damaged file?)", what, file,
+                n, size, stored_bytes);
+  return n;
+}
+
 }  // namespace
 
 void write_string_attr(hid_t obj, const std::string& name, const std::string& value, const std::string& file) {
@@ -213,7 +226,8 @@ std::vector<std::string> read_strings_attr(hid_t obj, const std::string& name, c
   Handle attr = check(H5Aopen(obj, name.c_str(), H5P_DEFAULT), file, fmt::format("cannot open {}", what));
   Handle type = check(H5Aget_type(attr.get()), file, fmt::format("cannot read the type of {}", what));
   Handle space = check(H5Aget_space(attr.get()), file, fmt::format("cannot read the shape of {}", what));
-  return read_strings(type.get(), space.get(), npoints(space.get()), file, what,
+  return read_strings(type.get(), space.get(),
+                      stored_strings(type.get(), space.get(), H5Aget_storage_size(attr.get()), file, what), file, what,
                       [&](hid_t mem, void* buf) { return H5Aread(attr.get(), mem, buf); });
 }
 
@@ -277,7 +291,9 @@ std::vector<std::string> read_string_dataset(hid_t loc, const std::string& path,
   Handle ds = open_dataset(loc, path, file);
   Handle type = check(H5Dget_type(ds.get()), file, fmt::format("cannot read the type of {}", path));
   Handle space = check(H5Dget_space(ds.get()), file, fmt::format("cannot read the shape of {}", path));
-  return read_strings(type.get(), space.get(), npoints(space.get()), file, fmt::format("dataset {}", path),
+  const std::string what = fmt::format("dataset {}", path);
+  return read_strings(type.get(), space.get(),
+                      stored_strings(type.get(), space.get(), H5Dget_storage_size(ds.get()), file, what), file, what,
                       [&](hid_t mem, void* buf) { return H5Dread(ds.get(), mem, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf); });
 }
 
