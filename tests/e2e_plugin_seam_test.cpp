@@ -117,19 +117,33 @@ TEST_F(PluginSeamTest, AskingForABrokenLibrarysPluginNamesTheLibraryAndWhy) {
 }
 
 TEST_F(PluginSeamTest, ErrorAttributeHoldsTheMessageNotABacktrace) {
-  // A decoder narrower than its encoder fails inside torch on the first batch.
-  REQUIRE_FRA_ENG();
+  // A trainer plugin fails inside torch at its second epoch; torch's message carries a C++
+  // backtrace, which the error attribute (and the one line printed) must leave out.
   auto results = tmp_ + "/failed.h5";
-  auto r = run({"experiments/bahdanau_fra_eng.yaml", "model.decoder.num_hiddens=16", "trainer.max_epochs=1",
-                "data_dir=" + data_dir_, "--results", results});
+  auto r = run({"--plugin-path", fs::path(test_plugin("attnlab_trainer_test_reporting")).parent_path().string(),
+                "experiments/tests/tiny_synthetic.yaml", "trainer={plugin: test_reporting, fail_at_epoch: 2}",
+                "--results", results});
   EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("deliberate failure at epoch 2"), std::string::npos) << r.err;
   EXPECT_EQ(r.err.find("Exception raised from"), std::string::npos) << r.err;
   results::ResultsReader run(results);
   EXPECT_EQ(run.status(), results::Status::Failed);
+  EXPECT_EQ(run.metric("train", "loss").size(), 1u);  // the first epoch's numbers are kept
   const auto error = run.attr_string("error");
-  EXPECT_FALSE(error.empty());
+  EXPECT_NE(error.find("deliberate failure at epoch 2"), std::string::npos) << error;
   EXPECT_EQ(error.find("Exception raised from"), std::string::npos) << error;
   EXPECT_EQ(error.find("frame #"), std::string::npos) << error;
+}
+
+TEST_F(PluginSeamTest, AGruDecoderNarrowerThanItsEncoderIsAConfigErrorBeforeAnyFile) {
+  // It failed inside torch on the first batch; now the dry forward at build time refuses it.
+  REQUIRE_FRA_ENG();
+  auto results = tmp_ + "/never.h5";
+  auto r = run({"experiments/bahdanau_fra_eng.yaml", "model.decoder.num_hiddens=16", "trainer.max_epochs=1",
+                "data_dir=" + data_dir_, "--results", results});
+  expect_one_error_line(r, "config error: ");
+  EXPECT_NE(r.err.find("decoder 'gru_bahdanau' (embed_size=32, num_hiddens=16"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(results));
 }
 
 // Trainer, model and dataset that do not fit together: one config error naming the plugins,
