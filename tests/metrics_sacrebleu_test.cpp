@@ -210,6 +210,7 @@ const std::pair<const char*, const char*> kTokenized[] = {
     {"{x}[y](z)<w>|v|\\u^t_s`r~q", "{ x } [ y ] ( z ) < w > | v | \\ u ^ t _ s ` r ~ q"},
     {"", ""},
 };
+// (end of generated values)
 
 TEST(SacreBleu, MatchesSacreBleuOnGoldenCases) {
   for (const auto& c : kCases) {

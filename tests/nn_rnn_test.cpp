@@ -50,6 +50,7 @@ const std::vector<float> kGruDecoderLogits = {
     -0.71005255f, 0.432286292f,  -0.63666451f,  1.32233906f,   -1.29664874f,  -0.327264845f, 0.90027523f,
     -1.92318666f, 1.45065832f,   1.03475583f,   -0.745347977f, 0.487768799f,  -0.693396568f, 1.38458848f,
     -1.32745636f, -0.402051806f, 0.997548401f,  -1.93234158f,  1.518996f};
+// (end of generated values)
 
 using testutil::golden::ids;
 using testutil::golden::weight;

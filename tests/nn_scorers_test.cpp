@@ -32,6 +32,7 @@ const std::vector<float> kAdditiveWeights = {
 const std::vector<float> kAdditiveWeights2d = {
     1.0f,         0.0f,         0.0f, 0.0f, 0.317665428f, 0.366534382f, 0.31580013f,  0.0f,
     0.487176239f, 0.512823761f, 0.0f, 0.0f, 0.237627581f, 0.243153363f, 0.271481842f, 0.247737169f};
+// (end of generated values)
 
 using testutil::golden::data;
 using testutil::golden::weight;

@@ -3,12 +3,15 @@
 Carries copies of d2l 1.0.3's code (MTFraEng._preprocess/_tokenize/_build_arrays, Vocab, bleu)
 without importing d2l. Run with the project's venv:
 
-    ~/.cache/attnlab/venv-torch-2.11.0/bin/python tests/python/data_golden.py [path/to/fra-eng.zip]
+    ~/.cache/attnlab/venv-torch-2.11.0/bin/python tests/python/data_golden.py [--json] [path/to/fra-eng.zip]
 
-The zip defaults to $ATTNLAB_DATA_MIRROR/fra-eng/fra-eng.zip (the corpus section is skipped when
-neither is given).
+prints the C++ blocks to paste, or with --json the values for tests/python/golden_check.py (ctest
+golden.data_golden). The zip defaults to $ATTNLAB_DATA_MIRROR/fra-eng/fra-eng.zip; without either,
+the fra-eng block is left out (a note on stderr), and --json refuses to run.
 """
+import argparse
 import collections
+import functools
 import hashlib
 import math
 import os
@@ -16,6 +19,8 @@ import sys
 import zipfile
 
 import torch
+
+from golden_out import Golden
 
 
 # ---- d2l 1.0.3, verbatim in substance ----------------------------------------------------------
@@ -44,6 +49,7 @@ class Vocab:
         return self.token_to_idx['<unk>']
 
 
+@functools.lru_cache(maxsize=None)  # the whole corpus is preprocessed once, not per configuration
 def preprocess(text):  # MTFraEng._preprocess
     text = text.replace('\u202f', ' ').replace('\xa0', ' ')
     no_space = lambda char, prev_char: char in ',.!?' and prev_char != ' '
@@ -111,67 +117,101 @@ def weighted_sum(t):
     return int((flat * torch.arange(1, flat.numel() + 1, dtype=torch.int64)).sum())
 
 
-def text_section():
-    print('== text (tests/data_text_test.cpp)')
-    for s in ['Go.\tVa !', 'Hi.\u202fHello!', 'Ça alors\xa0!', 'ÉTÉ, À Noël?', 'Wait ?', '.Hi', 'Ой, ΣΟΦΟΣ.']:
-        print(f'preprocess({s!r}) = {preprocess(s)!r}')
+# Inputs of d2l_preprocess: a tab, U+202F and U+00A0, upper case beyond ASCII, a mark already
+# preceded by a space ('Wait ?'), a mark at position 0 that never gets one ('.Hi'), a final sigma.
+PREPROCESS = ['Go.\tVa !', 'Hi.\u202fHello!', 'Ça alors\xa0!', 'ÉTÉ, À Noël?', 'Wait ?', '.Hi', 'Ой, ΣΟΦΟΣ.', '']
+# Inputs of utf8_lower: Latin-1, Latin Extended-A, İ (Python expands it to i + U+0307), Greek with
+# final sigmas, Cyrillic, and characters lower() leaves alone.
+LOWER = ['ÀÉÎÕÜ×ÞŸ', 'ŁĄŒŽ', 'İ', 'ΟΔΟΣ ΣΑΣ Σ', 'ЁЖИК Ѣ', 'ß 日本 €']
+VOCAB_CORPUS = [s.split(' ') for s in ['the cat sat', 'the dog sat', 'a cat', 'zebra été', 'été Été']]
+VOCAB_QUERY = 'the été zebra dog ?'.split(' ')
+BLEU = [('il est <unk> .', 'il est calme .', 2), ('va !', 'va !', 2), ('je suis <unk> .', 'je suis chez moi .', 2),
+        ('il court .', 'il court très vite .', 2), ('il court .', 'il court très vite .', 4),
+        ('a b a b a', 'a b', 1),  # clipped unigram counts
+        ('a b c d', 'd c b a', 1),
+        ('a  b', 'a b', 1),  # split(' ') keeps the empty token
+        ('a b c', 'a b c d e f', 3),  # brevity penalty exp(1 - 6/3)
+        ('the cat the cat on the mat', 'the cat is on the mat', 3), ('le chat le chat', 'le chat', 2),
+        ('x', 'y', 2), ('', 'a b', 2)]
+# d2l's build(): new sentences encoded with the trained vocabularies (d2l 1.0 defaults).
+BUILD_ENG = ['go .', "i lost .", "he's calm .", "i'm home .", 'Hello, World!']
+BUILD_FRA = ['va !', "j'ai perdu .", 'il est calme .', 'je suis chez moi .', 'x']
+
+
+def text_block(golden):
+    golden.block('tests/data_text_test.cpp')
+    golden.comment('MTFraEng._preprocess: {text, result}')
+    golden.const('std::pair<const char*, const char*>[]', 'kPreprocessed', [(t, preprocess(t)) for t in PREPROCESS])
+    golden.comment("Python's str.lower: {text, result}")
+    golden.const('std::pair<const char*, const char*>[]', 'kLowered', [(t, t.lower()) for t in LOWER])
     # Python's lower() of every code point in the blocks utf8_lower covers, one at a time.
     blocks = [(0, 0x180), (0x370, 0x530)]
     joined = ''.join(chr(c).lower() for lo, hi in blocks for c in range(lo, hi))
-    print(f'sha256 of per-code-point lower over U+0000..U+017F, U+0370..U+052F: {sha256(joined)}')
-    print(f"lower('ΟΔΟΣ ΣΑΣ Σ') = {'ΟΔΟΣ ΣΑΣ Σ'.lower()!r}")
-    corpus = [s.split(' ') for s in ['the cat sat', 'the dog sat', 'a cat', 'zebra été', 'été Été']]
+    golden.comment('sha256 of the per-code-point lower() of U+0000..U+017F and U+0370..U+052F, concatenated')
+    golden.const('char* const', 'kLowerBlocksSha256', sha256(joined))
+    golden.comment('d2l.Vocab(kVocabCorpus, min_freq, reserved): its tokens, and the ids of kVocabQuery')
+    golden.const('std::vector<Tokens>', 'kVocabCorpus', VOCAB_CORPUS)
+    golden.const('Tokens', 'kVocabQuery', VOCAB_QUERY)
+    cases = []
     for min_freq, reserved in [(1, []), (2, []), (2, ['<pad>', '<bos>', '<eos>'])]:
-        v = Vocab(corpus, min_freq=min_freq, reserved_tokens=reserved)
-        print(f'Vocab(min_freq={min_freq}, reserved={reserved}): {v.idx_to_token}')
-        print(f'  ids of "the été zebra dog ?": {v["the été zebra dog ?".split(" ")]}')
+        v = Vocab(VOCAB_CORPUS, min_freq=min_freq, reserved_tokens=reserved)
+        cases.append({'min_freq': min_freq, 'reserved': reserved, 'tokens': v.idx_to_token, 'ids': v[VOCAB_QUERY]})
+    golden.const('VocabCase[]', 'kVocabCases', cases)
 
 
-def bleu_section():
-    print('== bleu (tests/metrics_bleu_test.cpp)')
-    cases = [('il est <unk> .', 'il est calme .', 2), ('va !', 'va !', 2), ('je suis <unk> .', 'je suis chez moi .', 2),
-             ('il court .', 'il court très vite .', 2), ('il court .', 'il court très vite .', 4),
-             ('a b a b a', 'a b', 1), ('a b c d', 'd c b a', 1), ('a  b', 'a b', 1), ('a b c', 'a b c d e f', 3),
-             ('the cat the cat on the mat', 'the cat is on the mat', 3), ('le chat le chat', 'le chat', 2),
-             ('x', 'y', 2), ('', 'a b', 2)]
-    for p, l, k in cases:
-        print(f'bleu({p!r}, {l!r}, {k}) = {bleu(p, l, k)!r}')
+def bleu_block(golden):
+    golden.block('tests/metrics_bleu_test.cpp')
+    golden.comment('d2l.bleu(pred, label, k): {pred, label, k, bleu}')
+    golden.const('BleuCase[]', 'kBleuCases', [(p, l, k, bleu(p, l, k)) for p, l, k in BLEU])
 
 
-def corpus_section(zip_path):
-    print(f'== fra-eng (tests/fra_eng_test.cpp) from {zip_path}')
+def corpus_block(golden, zip_path):
+    golden.block('tests/fra_eng_test.cpp', f'from {os.path.basename(zip_path)}')
     with zipfile.ZipFile(zip_path) as z:
         raw = z.read('fra-eng/fra.txt').decode('utf-8')
-    print(f'sha256 of preprocess(fra.txt): {sha256(preprocess(raw))}')
-    for num_steps, max_examples, label in [(9, 512 + 128, 'd2l 1.0 defaults'), (10, 600, 'num_examples=600')]:
+    for num_steps, max_examples, name in [(9, 512 + 128, 'kFraEngD2l10'), (10, 600, 'kFraEngD2l017')]:
         (src, tgt_in, src_len, tgt_out), sv, tv = build_arrays(raw, num_steps, max_examples)
         tgt_len = (tgt_out != tv['<pad>']).type(torch.int32).sum(1)
-        print(f'-- {label}: num_steps={num_steps}, max_examples={max_examples}')
-        print(f'pairs {src.shape[0]}, src vocab {len(sv)}, tgt vocab {len(tv)}')
-        print(f"tgt ids: pad {tv['<pad>']}, bos {tv['<bos>']}, eos {tv['<eos>']}, unk {tv.unk};"
-              f" src ids: pad {sv['<pad>']}, eos {sv['<eos>']}, unk {sv.unk}")
-        print(f'weighted sums: src {weighted_sum(src)}, tgt_in {weighted_sum(tgt_in)}, '
-              f'tgt_out {weighted_sum(tgt_out)}, src_len {weighted_sum(src_len)}, tgt_len {weighted_sum(tgt_len)}')
-        print(f'src[0] {src[0].tolist()}, tgt_in[0] {tgt_in[0].tolist()}, tgt_out[0] {tgt_out[0].tolist()}')
-        print(f'src vocab first 12: {sv.idx_to_token[:12]}')
-        print(f'tgt vocab last 5: {tv.idx_to_token[-5:]}')
-        if label.startswith('d2l 1.0'):
-            # d2l's build(): encode new sentences with the trained vocabularies.
-            engs = ['go .', "i lost .", "he's calm .", "i'm home .", 'Hello, World!']
-            fras = ['va !', "j'ai perdu .", 'il est calme .', 'je suis chez moi .', 'x']
-            (bsrc, _, blen, _), _, _ = build_arrays('\n'.join(e + '\t' + f for e, f in zip(engs, fras)),
+        golden.const('FraEngGolden', name, {
+            'num_steps': num_steps, 'max_examples': max_examples,
+            'pairs': src.shape[0], 'src_vocab_size': len(sv), 'tgt_vocab_size': len(tv),
+            'tgt_pad': tv['<pad>'], 'tgt_bos': tv['<bos>'], 'tgt_eos': tv['<eos>'], 'tgt_unk': tv.unk,
+            'src_pad': sv['<pad>'], 'src_eos': sv['<eos>'], 'src_unk': sv.unk,
+            'src_sum': weighted_sum(src), 'tgt_in_sum': weighted_sum(tgt_in), 'tgt_out_sum': weighted_sum(tgt_out),
+            'src_len_sum': weighted_sum(src_len), 'tgt_len_sum': weighted_sum(tgt_len),
+            'src0': src[0].tolist(), 'tgt_in0': tgt_in[0].tolist(), 'tgt_out0': tgt_out[0].tolist(),
+            'src_len0': int(src_len[0]), 'tgt_len0': int(tgt_len[0]),
+            'src_vocab_first12': sv.idx_to_token[:12], 'tgt_vocab_last5': tv.idx_to_token[-5:]})
+        if name == 'kFraEngD2l10':
+            (bsrc, _, blen, _), _, _ = build_arrays('\n'.join(e + '\t' + f for e, f in zip(BUILD_ENG, BUILD_FRA)),
                                                      num_steps, max_examples, sv, tv)
-            print(f'build(src): {bsrc.tolist()}, valid {blen.tolist()}')
+            golden.comment("d2l's build(kBuildSentences) with the vocabularies of kFraEngD2l10: src rows, valid lengths")
+            golden.const('Tokens', 'kBuildSentences', BUILD_ENG)
+            golden.const('std::vector<std::vector<int64_t>>', 'kBuildSrc', bsrc.tolist())
+            golden.const('std::vector<int64_t>', 'kBuildValidLens', blen.tolist())
+    golden.comment('sha256 of MTFraEng._preprocess(fra.txt)')
+    golden.const('char* const', 'kPreprocessedSha256', sha256(preprocess(raw)))
 
 
 def main():
-    text_section()
-    bleu_section()
-    zip_path = sys.argv[1] if len(sys.argv) > 1 else None
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument('--json', action='store_true')
+    p.add_argument('zip', nargs='?')
+    args = p.parse_args()
+    zip_path = args.zip
     if zip_path is None and os.environ.get('ATTNLAB_DATA_MIRROR'):
         zip_path = os.path.join(os.environ['ATTNLAB_DATA_MIRROR'].removeprefix('file://'), 'fra-eng', 'fra-eng.zip')
+    if zip_path is None and args.json:
+        sys.exit('data_golden.py: the fra-eng values need the corpus: set ATTNLAB_DATA_MIRROR or name the zip')
+    golden = Golden('data_golden.py', args.json)
+    text_block(golden)
+    bleu_block(golden)
     if zip_path:
-        corpus_section(zip_path)
+        corpus_block(golden, zip_path)
+    else:
+        print('data_golden.py: no fra-eng.zip (ATTNLAB_DATA_MIRROR unset): the fra-eng block is left out',
+              file=sys.stderr)
+    golden.finish()
 
 
 if __name__ == '__main__':

@@ -1,6 +1,6 @@
 """What the golden-value scripts (nn_golden.py, chapter_golden.py) share with each other and with
 the C++ tests (tests/testing/golden.hpp): the closed formulas for inputs, token ids and weights,
-and the printing of values as C++ initialisers.
+and the recording of a tensor's values as a golden constant (golden_out.py prints it).
   weight(k, shape) = 0.5 * sin(0.7 * arange(n) + k + 1), k = index in sorted parameter names
   data(phase, shape) = cos(0.3 * arange(n) + phase)
   ids(shape, vocab, mult, add) = (arange(n) * mult + add) % vocab
@@ -32,17 +32,8 @@ def fill(module):
             p.copy_(weight(k, p.shape))
 
 
-def literal(v):
-    text = f"{v:.9g}"
-    if "." not in text and "e" not in text:
-        text += ".0"
-    return text + "f"
-
-
-def cpp(name, t, step=1):
-    """Prints every step-th value of t as `const std::vector<float> name = {...};`."""
+def put_tensor(golden, name, t, step=1):
+    """Every step-th value of t as the float32 golden constant `const std::vector<float> name`."""
     vals = t.detach().flatten()[::step].tolist()
-    lines = [", ".join(literal(v) for v in vals[i:i + 6]) for i in range(0, len(vals), 6)]
-    body = ",\n    ".join(lines)
-    print(f"// {name}: shape {list(t.shape)}, every {step}th value, sum {t.sum().item():.8g}")
-    print(f"const std::vector<float> {name} = {{\n    {body}}};")
+    golden.const("std::vector<float>", name, vals, float32=True,
+                 comment=f"{name}: shape {list(t.shape)}, every {step}th value, sum {t.sum().item():.8g}")
