@@ -4,9 +4,16 @@
 #include <attnlab/results/reader.hpp>
 #include <attnlab/results/results.hpp>
 
+#include <fmt/format.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 
+#include "results/lock.hpp"
 #include "testing/testing.hpp"
 
 namespace {
@@ -108,6 +115,62 @@ TEST_F(ResultsReopen, RefusesWhatIsNotAResultsFile) {
   EXPECT_EQ(message(dir_), "not an attnlab results file: " + dir_ + " (it is a directory)");
   std::ofstream(file("text.h5")) << "not hdf5";
   EXPECT_NE(message(file("text.h5")).find("not an HDF5 file"), std::string::npos);
+}
+
+// Not foreign, but busy: a file whose writer lock a live process holds is named as being written
+// (by whom), both to a reader (HDF5 cannot read a file that was only just created) and to a second
+// writer. The lock is taken here on another open file description, as another process would.
+TEST_F(ResultsReopen, AFileBeingWrittenIsNamedAsSuchNotCalledForeign) {
+  const auto path = file("live.h5");
+  std::ofstream(path) << "";  // created, nothing written yet
+  attnlab::results::WriterLock lock(path);
+  const auto pid = fmt::format("(pid {})", ::getpid());
+  try {
+    ResultsReader reader(path);
+    FAIL() << "a file being written was read";
+  } catch (const ResultsError& e) {
+    const std::string message = e.what();
+    EXPECT_NE(message.find("is being written by a running run " + pid), std::string::npos) << message;
+    EXPECT_EQ(message.find("not an attnlab results file"), std::string::npos) << message;
+  }
+  try {
+    Results writer(path, Results::Open::Existing);
+    FAIL() << "a second writer opened a file being written";
+  } catch (const ResultsError& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("another run is writing " + path + " " + pid + "; ", 0), 0u) << e.what();
+  }
+}
+
+// A results file the user may not write is named read-only when reopened for writing (`runner
+// eval`, `--resume`), and still reads. Root writes through mode bits, so as root the file is made
+// immutable (chattr +i; the test fails if the file system cannot).
+TEST_F(ResultsReopen, AReadOnlyFileIsNamedReadOnlyAndStillReads) {
+  const auto path = file("done.h5");
+  {
+    Results r(path, "exp");
+    r.set_status(Status::Completed);
+  }
+  const bool root = ::geteuid() == 0;
+  const auto chattr = [&](const char* flag) { return std::system(fmt::format("chattr {} '{}' 2>&1", flag, path).c_str()); };
+  if (root) {
+    ASSERT_EQ(chattr("+i"), 0) << "chattr +i " << path << " failed: cannot make a file read-only for root here";
+  } else {
+    ASSERT_EQ(::chmod(path.c_str(), 0444), 0);
+  }
+  struct Restore {
+    std::function<void()> undo;
+    ~Restore() { undo(); }
+  } restore{[&] { root ? (void)chattr("-i") : (void)::chmod(path.c_str(), 0644); }};
+  try {
+    Results r(path, Results::Open::Existing);
+    FAIL() << "a read-only file was opened for writing";
+  } catch (const ResultsError& e) {
+    const std::string message = e.what();
+    EXPECT_EQ(message.rfind("results file " + path + " is read-only (", 0), 0u) << message;
+    EXPECT_EQ(message.find("not an attnlab results file"), std::string::npos) << message;
+  }
+  ResultsReader reader(path);
+  EXPECT_EQ(reader.status(), Status::Completed);
 }
 
 }  // namespace
