@@ -2,6 +2,7 @@
 // --resume (a failed run and a missing file rerun, completed ones untouched), SIGINT to the sweep
 // (no run left `running`), threads per run, sweep files, and the errors that stop it before anything runs.
 #include <attnlab/results/reader.hpp>
+#include <attnlab/results/results.hpp>
 
 #include "testing/runner.hpp"
 #include "testing/testing.hpp"
@@ -158,6 +159,37 @@ TEST_F(Sweep, ThreadsPerRunUnlessSetAndSweepFiles) {
   EXPECT_TRUE(contains(r.out, "4 runs into " + tmp_ + "/from-file")) << r.out;
   EXPECT_TRUE(contains(r.out, "model.norm=last_seed=4: ")) << r.out;
   EXPECT_EQ(count(r.out, "trainer.max_epochs=1"), 4u) << r.out;
+}
+
+TEST_F(Sweep, CompareGroupsTheSweepFolder) {
+  const auto dir = tmp_ + "/groups";
+  auto r = run({"sweep", kTiny, "model.norm=first,last", "seed=0,1,2", "trainer.max_epochs=2", "--jobs", "2", "-o", dir});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  {  // A failed run is left out of the groups.
+    results::Results edit(dir + "/model.norm=last_seed=2.h5", results::Results::Open::Existing);
+    edit.set_status(results::Status::Failed);
+  }
+  r = run({"compare", dir, "--group-by", "model.norm", "--plot", tmp_ + "/groups.png"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(contains(r.out, "5 runs in 2 groups by model.norm")) << r.out;
+  EXPECT_TRUE(contains(r.out, "model.norm=first (n=3)")) << r.out;
+  EXPECT_TRUE(contains(r.out, "model.norm=last (n=2)")) << r.out;
+  EXPECT_TRUE(contains(r.out, "p (Welch)")) << r.out;
+  EXPECT_TRUE(contains(r.out, "Hedges' g")) << r.out;
+  EXPECT_TRUE(contains(r.out, "attention encoder_self layer 1 head 1")) << r.out;
+  EXPECT_TRUE(contains(r.err, "model.norm=last_seed=2.h5 left out of the groups: its status is 'failed'")) << r.err;
+  EXPECT_TRUE(contains(r.err, "wrote " + tmp_ + "/groups.png")) << r.err;
+  EXPECT_GT(fs::file_size(tmp_ + "/groups.png"), 1000u);
+  // Three groups: no test, the same columns otherwise; markdown as compare writes it.
+  r = run({"compare", dir, "--group-by", "seed", "--format", "markdown", "--no-attention"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(contains(r.out, "5 runs in 3 groups by seed")) << r.out;
+  EXPECT_TRUE(contains(r.out, "| seed=0 (n=2) |")) << r.out;
+  EXPECT_FALSE(contains(r.out, "Welch")) << r.out;
+  EXPECT_FALSE(contains(r.out, "attention")) << r.out;
+  r = run({"compare", dir, "--group-by", "model.nrom"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_TRUE(contains(r.err, "'model.nrom' is in no run's config; did you mean 'model.norm'?")) << r.err;
 }
 
 TEST_F(Sweep, MistakesStopItBeforeAnythingRuns) {
