@@ -192,6 +192,27 @@ TEST_F(Sweep, CompareGroupsTheSweepFolder) {
   EXPECT_TRUE(contains(r.err, "'model.nrom' is in no run's config; did you mean 'model.norm'?")) << r.err;
 }
 
+TEST_F(Sweep, SlurmDryRunPrintsOneArrayScript) {
+  const auto dir = tmp_ + "/slurm";
+  auto r = run({"sweep", kTiny, "model.norm=first,last", "seed=0,1,2", "--jobs", "2", "--launcher", "slurm",
+                "--sbatch-arg=--time=0:10:00", "--dry-run", "-o", dir});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(r.out.starts_with("#!/bin/bash\n")) << r.out;
+  EXPECT_TRUE(contains(r.out, "#SBATCH --array=0-5%2\n")) << r.out;
+  EXPECT_TRUE(contains(r.out, "#SBATCH --time=0:10:00\n")) << r.out;
+  EXPECT_TRUE(contains(r.out, "#SBATCH --output=" + dir + "/slurm-%A_%a.out\n")) << r.out;
+  EXPECT_EQ(count(r.out, "    exec " + runner_), 6u) << r.out;
+  EXPECT_TRUE(contains(r.out, "  5)  # model.norm=last_seed=2\n")) << r.out;
+  EXPECT_TRUE(contains(r.out, " model.norm=last seed=2 --results " + dir + "/model.norm=last_seed=2.h5 >> " + dir +
+                                  "/model.norm=last_seed=2.log 2>&1 ;;"))
+      << r.out;
+  EXPECT_FALSE(contains(r.out, "threads=")) << r.out;  // Slurm gives the cores
+  EXPECT_FALSE(fs::exists(dir));
+  // The script is valid bash.
+  std::ofstream(tmp_ + "/s.sh") << r.out;
+  EXPECT_EQ(std::system(("bash -n " + tmp_ + "/s.sh").c_str()), 0);
+}
+
 TEST_F(Sweep, MistakesStopItBeforeAnythingRuns) {
   const auto dir = tmp_ + "/never";
   auto expect_error = [&](const std::vector<std::string>& args, const std::string& message) {

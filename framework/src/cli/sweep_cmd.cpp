@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <map>
 #include <thread>
@@ -19,6 +20,7 @@
 #include "cli/commands.hpp"
 #include "cli/sweep_local.hpp"
 #include "cli/sweep_manifest.hpp"
+#include "cli/sweep_slurm.hpp"
 #include "cli/sweep_spec.hpp"
 #include "train/setup.hpp"
 
@@ -89,6 +91,10 @@ std::vector<Job> resume_jobs(const std::string& dir, Manifest& m) {
     auto& r = m.runs[i];
     const auto results = (fs::path(dir) / r.results).string();
     const auto stored = stored_status(results);
+    if ((r.status == "pending" || r.status == "running") && (stored == "completed" || stored == "diverged")) {
+      r.status = stored;  // finished where the manifest did not see it (a Slurm task, a killed sweep)
+      continue;
+    }
     if (r.status == "completed" || r.status == "diverged") {
       if (stored == r.status) continue;
       ++why["missing"];
@@ -123,7 +129,8 @@ void print_dry_run(const std::string& dir, const Manifest& m, const std::vector<
 int cmd_sweep(int argc, char** argv) {
   CLI::App app{"Run an experiment over a grid of overrides (local processes), or resume a sweep folder"};
   std::vector<std::string> positional, plugin_dirs;
-  std::string output;
+  std::string output, launcher;
+  std::vector<std::string> sbatch_args;
   int n_jobs = 0;
   bool fail_fast = false, dry_run = false, resume = false;
   app.add_option("target", positional,
@@ -137,6 +144,10 @@ int cmd_sweep(int argc, char** argv) {
   app.add_flag("--fail-fast", fail_fast, "after the first failed run, start no other and stop the running ones");
   app.add_flag("--dry-run", dry_run, "check every run and print their command lines; run nothing");
   app.add_flag("--resume", resume, "rerun what is missing, failed or interrupted in the sweep folder");
+  app.add_option("--launcher", launcher, "local (default: child processes here) or slurm (one sbatch --array job)")
+      ->check(CLI::IsMember({"local", "slurm"}));
+  app.add_option("--sbatch-arg", sbatch_args, "with slurm: one more '#SBATCH ARG' line, e.g. --sbatch-arg=--time=1:00:00")
+      ->allow_extra_args(false);
   add_plugin_path_option(app, plugin_dirs);
   app.footer("Values: key=a,b is an axis, key=range(0,10[,step]) one of integers; quote a value holding a\n"
              "comma (key=\"'a,b'\") or write it as YAML (key=[1,2]). key=value alone applies to every run.\n"
@@ -157,6 +168,7 @@ int cmd_sweep(int argc, char** argv) {
     dir = target;
     m = read_manifest(dir);
     if (!plugin_dirs.empty()) m.plugin_dirs = plugin_dirs;
+    if (!launcher.empty()) m.launcher = launcher;
     if (n_jobs > 0) {
       m.jobs = n_jobs;
       if (m.threads) m.threads = threads_per_run(n_jobs);
@@ -188,7 +200,9 @@ int cmd_sweep(int argc, char** argv) {
       run.log = r.name + ".log";
       m.runs.push_back(std::move(run));
     }
-    if (!check_runs(m, plugin_dirs)) m.threads = threads_per_run(m.jobs);
+    m.launcher = launcher.empty() ? "local" : launcher;
+    // A Slurm task gets its cores from Slurm (--sbatch-arg=--cpus-per-task=N), not from --jobs.
+    if (!check_runs(m, plugin_dirs) && m.launcher == "local") m.threads = threads_per_run(m.jobs);
     dir = !output.empty() ? output : !m.spec.output.empty() ? m.spec.output : default_folder(experiment_name(m.spec.experiment));
     ATTNLAB_CHECK(!fs::exists(fs::path(dir) / kManifestName), Error,
                   "{} holds a sweep already ({}): resume it with `runner sweep {} --resume`, or choose another -o", dir,
@@ -196,14 +210,35 @@ int cmd_sweep(int argc, char** argv) {
     for (size_t i = 0; i < m.runs.size(); ++i) jobs.push_back({i, false});
   }
   dir = fs::absolute(dir).lexically_normal().string();
+  const std::string runner = fs::read_symlink("/proc/self/exe").string();
   if (dry_run) {
-    print_dry_run(dir, m, jobs, m.jobs);
+    if (m.launcher == "slurm") {
+      std::cout << (jobs.empty() ? std::string("# nothing to submit\n") : slurm_script(runner, dir, m, jobs, sbatch_args));
+    } else {
+      print_dry_run(dir, m, jobs, m.jobs);
+    }
     return 0;
   }
   if (!resume) {
     fs::create_directories(dir);
     m.created = utc_now();
     write_manifest(dir, m);
+  }
+  if (m.launcher == "slurm") {
+    write_manifest(dir, m);  // the statuses --resume found
+    if (jobs.empty()) return 0;
+    const auto script = (fs::path(dir) / "sweep.sbatch").string();
+    {
+      std::ofstream out(script);
+      out << slurm_script(runner, dir, m, jobs, sbatch_args);
+      ATTNLAB_CHECK(out.good(), ResultsError, "cannot write {}", script);
+    }
+    m.slurm_job = submit_slurm(script);
+    write_manifest(dir, m);
+    std::cerr << fmt::format("runner sweep: submitted Slurm job {} ({} runs, {} at a time; script {}). When it has "
+                             "finished: runner sweep {} --resume --dry-run shows what is left.\n",
+                             m.slurm_job, jobs.size(), m.jobs, script, dir);
+    return 0;
   }
   std::cerr << fmt::format("runner sweep: {} runs in {} ({} at a time)\n", jobs.size(), dir, m.jobs);
   return run_local(dir, m, jobs, {m.jobs, fail_fast});

@@ -49,6 +49,8 @@ std::string emit(const Manifest& m) {
   e << YAML::Key << "command_line" << YAML::Value << m.command_line;
   e << YAML::Key << "created" << YAML::Value << m.created;
   e << YAML::Key << "jobs" << YAML::Value << m.jobs;
+  e << YAML::Key << "launcher" << YAML::Value << m.launcher;
+  e << YAML::Key << "slurm_job" << YAML::Value << m.slurm_job;
   e << YAML::Key << "threads" << YAML::Value;
   emit_optional(e, m.threads);
   e << YAML::Key << "plugin_path" << YAML::Value;
@@ -120,6 +122,8 @@ Manifest read_manifest(const std::string& dir) {
   const auto root = config::parse_yaml(ss.str(), path);
   m.command_line = scalar_or_empty(root, "command_line");
   m.created = scalar_or_empty(root, "created");
+  m.slurm_job = scalar_or_empty(root, "slurm_job");
+  if (const auto launcher = scalar_or_empty(root, "launcher"); !launcher.empty()) m.launcher = launcher;
   if (const auto* j = root.find("jobs"); j != nullptr && j->is_scalar()) m.jobs = static_cast<int>(j->as_int());
   if (const auto* t = root.find("threads"); t != nullptr && t->is_scalar()) m.threads = static_cast<int>(t->as_int());
   if (const auto* p = root.find("plugin_path")) m.plugin_dirs = strings(*p);

@@ -30,6 +30,8 @@ struct Manifest {
   Spec spec;                              // experiment (absolute), axes, plain overrides
   std::string command_line, created;      // the sweep's first command line and its UTC time
   int jobs = 1;                           // --jobs of the last launch
+  std::string launcher = "local";         // of the last launch: local or slurm
+  std::string slurm_job;                  // the last sbatch job id (slurm)
   std::optional<int> threads;             // threads= given to each run (unset: the experiment sets it)
   std::vector<std::string> plugin_dirs;   // --plugin-path, passed to each run
   std::vector<ManifestRun> runs;
