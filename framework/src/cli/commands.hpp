@@ -52,4 +52,8 @@ int cmd_summary(int argc, char** argv);
 /// draws (epoch e shuffled with seed + e), written to HDF5 as int64 ids and lengths.
 int cmd_batches(int argc, char** argv);
 
+/// `runner sweep EXPERIMENT|SWEEP.yaml [key=a,b ...] [-o DIR] [--jobs N] [--fail-fast] [--dry-run]`,
+/// `runner sweep DIR --resume`: a grid of runs as local processes, with a manifest (sweep_cmd.cpp).
+int cmd_sweep(int argc, char** argv);
+
 }  // namespace attnlab::cli

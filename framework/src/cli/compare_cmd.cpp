@@ -1,5 +1,7 @@
-// `runner compare A.h5 B.h5 [...]`: runs side by side from their results files.
+// `runner compare A.h5 B.h5 [...]`: runs side by side from their results files; with --group-by,
+// groups of runs side by side (group.cpp).
 #include "cli/commands.hpp"
+#include "cli/group.hpp"
 #include "cli/plot/figures.hpp"
 #include "cli/runs.hpp"
 #include "cli/table.hpp"
@@ -7,8 +9,9 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <filesystem>
 #include <iostream>
-#include <set>
 
 namespace attnlab::cli {
 namespace {
@@ -18,19 +21,6 @@ std::string run_id(size_t i) {
 }
 
 std::string num(double v) { return fmt::format("{:.4g}", v); }
-
-/// Every module/layer/head that any run recorded (runs may differ in depth or heads).
-AttentionStats union_of_heads(const std::vector<Run>& runs) {
-  AttentionStats all;
-  for (const auto& r : runs) {
-    for (const auto& [m, layers] : r.attention) {
-      for (const auto& [l, heads] : layers) {
-        for (const auto& [h, s] : heads) all[m][l][h] = s;
-      }
-    }
-  }
-  return all;
-}
 
 /// One row per run: who it is and how it went.
 Table runs_table(const std::vector<Run>& runs, const std::vector<std::string>& keys) {
@@ -62,15 +52,6 @@ Table metrics_table(const std::vector<Run>& runs, const std::vector<std::string>
     t.rows.push_back(std::move(best));
   }
   return t;
-}
-
-/// Every /eval/<name> any run has, sorted.
-std::vector<std::string> eval_names(const std::vector<Run>& runs) {
-  std::set<std::string> names;
-  for (const auto& r : runs) {
-    for (const auto& [name, unused] : r.evals) names.insert(name);
-  }
-  return {names.begin(), names.end()};
 }
 
 /// evaluation | decoding | A | B ...: sacreBLEU (and d2l's mean sentence BLEU) per run.
@@ -115,12 +96,7 @@ Table attention_table(const std::vector<Run>& runs) {
       for (const auto& [h, unused] : heads) {
         std::vector<std::string> row{m, std::to_string(l + 1), std::to_string(h + 1)};
         for (const auto& r : runs) {
-          const HeadStats* s = nullptr;
-          if (auto mi = r.attention.find(m); mi != r.attention.end()) {
-            if (auto li = mi->second.find(l); li != mi->second.end()) {
-              if (auto hi = li->second.find(h); hi != li->second.end()) s = &hi->second;
-            }
-          }
+          const HeadStats* s = find_head(r, m, l, h);
           row.push_back(s ? fmt::format("{:.3f} / {:.3f}", s->entropy, s->max_weight) : "-");
         }
         t.rows.push_back(std::move(row));
@@ -171,13 +147,9 @@ Table csv_table(const std::vector<Run>& runs, const std::vector<std::string>& ke
       for (const auto& [l, heads] : layers) {
         for (const auto& [h, unused] : heads) {
           std::string e, x;
-          if (auto mi = r.attention.find(m); mi != r.attention.end()) {
-            if (auto li = mi->second.find(l); li != mi->second.end()) {
-              if (auto hi = li->second.find(h); hi != li->second.end()) {
-                e = fmt::format("{:.6g}", hi->second.entropy);
-                x = fmt::format("{:.6g}", hi->second.max_weight);
-              }
-            }
+          if (const HeadStats* s = find_head(r, m, l, h)) {
+            e = fmt::format("{:.6g}", s->entropy);
+            x = fmt::format("{:.6g}", s->max_weight);
           }
           row.push_back(e);
           row.push_back(x);
@@ -189,15 +161,75 @@ Table csv_table(const std::vector<Run>& runs, const std::vector<std::string>& ke
   return t;
 }
 
+/// The files to read: each argument, a folder standing for the .h5 files directly inside it (a
+/// sweep folder), sorted.
+std::vector<std::string> expand_folders(const std::vector<std::string>& args) {
+  namespace fs = std::filesystem;
+  std::vector<std::string> files;
+  for (const auto& a : args) {
+    if (!fs::is_directory(a)) {
+      files.push_back(a);
+      continue;
+    }
+    std::vector<std::string> inside;
+    for (const auto& e : fs::directory_iterator(a)) {
+      if (e.is_regular_file() && e.path().extension() == ".h5") inside.push_back(e.path().string());
+    }
+    ATTNLAB_CHECK(!inside.empty(), Error, "{} is a folder without results files (.h5)", a);
+    std::sort(inside.begin(), inside.end());
+    files.insert(files.end(), inside.begin(), inside.end());
+  }
+  return files;
+}
+
+/// --group-by: completed runs in groups; the others are named on stderr and left out.
+int compare_groups(const std::vector<Run>& all, const std::vector<std::string>& keys, const std::vector<std::string>& wanted,
+                   TableFormat format, bool attention, const std::string& plot_path, plot::PixelSize size, bool log_losses) {
+  std::vector<Run> runs;
+  for (const auto& r : all) {
+    if (r.status == "completed") {
+      runs.push_back(r);
+    } else {
+      std::cerr << fmt::format("compare: {} left out of the groups: its status is '{}'\n", r.path, r.status);
+    }
+  }
+  ATTNLAB_CHECK(!runs.empty(), Error, "--group-by: none of the {} runs completed", all.size());
+  const auto groups = group_runs(runs, keys);
+  const auto metrics = select_metrics(shared_metrics(runs), wanted);
+  const auto qs = quantities(runs, metrics, attention);
+  if (format == TableFormat::Csv) {
+    std::cout << render(grouped_csv(groups, qs, keys), format);
+  } else {
+    const bool md = format == TableFormat::Markdown;
+    auto heading = [&](const std::string& s) { std::cout << (md ? "### " + s + "\n\n" : s + "\n"); };
+    std::cout << fmt::format("{} runs in {} groups by {}\n\n", runs.size(), groups.size(), fmt::join(keys, ", "));
+    heading("Groups");
+    std::cout << render(groups_table(groups), format) << "\n";
+    heading(groups.size() == 2 ? "Mean ± sd [min, max] per group; p: Welch's two-sided t-test; g: Hedges' g "
+                                 "(bias-corrected Cohen's d, pooled sd) of the first group minus the second"
+                               : "Mean ± sd [min, max] per group (sd: sample, n - 1)");
+    std::cout << render(grouped_table(groups, qs), format);
+  }
+  if (!plot_path.empty()) {
+    plot::group_figure(groups, metrics, plot_path, size, log_losses);
+    std::cerr << "wrote " << plot_path << "\n";
+  }
+  return 0;
+}
+
 }  // namespace
 
 int cmd_compare(int argc, char** argv) {
   CLI::App app{"Compare runs from their results files: differing config keys, metrics, attention statistics"};
-  std::vector<std::string> files, wanted;
+  std::vector<std::string> files, wanted, group_by;
   std::string format = "table", plot_path;
   int width = 0, height = 0;
   bool linear = false, no_attention = false;
-  app.add_option("files", files, "results files (.h5) of the runs to compare")->required()->expected(1, -1);
+  app.add_option("files", files, "results files (.h5) of the runs to compare, or folders of them (a sweep's)")
+      ->required()
+      ->expected(1, -1);
+  app.add_option("--group-by", group_by, "config keys (comma-separated): mean ± sd per group, Welch's test for two")
+      ->delimiter(',');
   app.add_option("--metric", wanted, "metric to show, 'group/name' or 'name' (repeatable; default: all shared)")
       ->delimiter(',');
   app.add_option("--format", format, "table (aligned text), markdown or csv")
@@ -207,11 +239,15 @@ int cmd_compare(int argc, char** argv) {
   app.add_option("--height", height, "plot height in pixels (default: natural size)");
   app.add_flag("--linear", linear, "linear y axis in the plot (default: log for losses)");
   app.add_flag("--no-attention", no_attention, "leave out the attention statistics");
-  app.footer("Example:\n  runner compare results/corners_norm_first-*.h5 results/corners_norm_last-*.h5 "
-             "--plot compare.png");
+  app.footer("Examples:\n  runner compare results/corners_norm_first-*.h5 results/corners_norm_last-*.h5 "
+             "--plot compare.png\n  runner compare results/norm-sweep --group-by model.norm --plot sweep.png");
   if (auto code = parse_command_line(app, argc, argv, "runner compare")) return *code;
   std::vector<Run> runs;
-  for (const auto& f : files) runs.push_back(load_run(f));  // ResultsError for non-results files
+  for (const auto& f : expand_folders(files)) runs.push_back(load_run(f));  // ResultsError for non-results files
+  if (!group_by.empty()) {
+    return compare_groups(runs, group_by, wanted, parse_table_format(format), !no_attention, plot_path,
+                          {width, height}, !linear);
+  }
   const auto keys = differing_keys(runs);
   const auto metrics = select_metrics(shared_metrics(runs), wanted);
   const auto fmt_kind = parse_table_format(format);

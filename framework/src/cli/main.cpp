@@ -20,6 +20,7 @@ using attnlab::cli::Command;
 const Command kCommands[] = {
     {"plugins", "list plugins, or show one plugin's options", attnlab::cli::cmd_plugins},
     {"compare", "compare runs from their results files (table, markdown, csv, --plot)", attnlab::cli::cmd_compare},
+    {"sweep", "run an experiment over a grid of overrides (axes), or resume a sweep folder", attnlab::cli::cmd_sweep},
     {"plot", "draw a run's attention heatmaps, loss curves and predictions", attnlab::cli::cmd_plot},
     {"eval", "translate a split with a run's best checkpoint and score it (sacreBLEU)", attnlab::cli::cmd_eval},
     {"summary", "print an experiment's model: layers, parameter counts, output shape", attnlab::cli::cmd_summary},

@@ -221,6 +221,35 @@ MetricSummary summarize(const Run& run, const std::string& metric) {
   return s;
 }
 
+AttentionStats union_of_heads(const std::vector<Run>& runs) {
+  AttentionStats all;
+  for (const auto& r : runs) {
+    for (const auto& [m, layers] : r.attention) {
+      for (const auto& [l, heads] : layers) {
+        for (const auto& [h, s] : heads) all[m][l][h] = s;
+      }
+    }
+  }
+  return all;
+}
+
+const HeadStats* find_head(const Run& run, const std::string& module, int64_t layer, int64_t head) {
+  const auto mi = run.attention.find(module);
+  if (mi == run.attention.end()) return nullptr;
+  const auto li = mi->second.find(layer);
+  if (li == mi->second.end()) return nullptr;
+  const auto hi = li->second.find(head);
+  return hi == li->second.end() ? nullptr : &hi->second;
+}
+
+std::vector<std::string> eval_names(const std::vector<Run>& runs) {
+  std::set<std::string> names;
+  for (const auto& r : runs) {
+    for (const auto& [name, unused] : r.evals) names.insert(name);
+  }
+  return {names.begin(), names.end()};
+}
+
 std::string format_seconds(double s) {
   if (s < 60) return fmt::format("{:.1f}s", s);
   const auto t = static_cast<int64_t>(std::lround(s));

@@ -72,6 +72,13 @@ struct MetricSummary {
 };
 MetricSummary summarize(const Run& run, const std::string& metric);
 
+/// Every module/layer/head that any run recorded (runs may differ in depth or heads).
+AttentionStats union_of_heads(const std::vector<Run>& runs);
+/// One head's statistics in a run, nullptr when the run did not record it.
+const HeadStats* find_head(const Run& run, const std::string& module, int64_t layer, int64_t head);
+/// Every /eval/<name> any run has, sorted.
+std::vector<std::string> eval_names(const std::vector<Run>& runs);
+
 /// "12.3s", "4m05s", "1h02m"
 std::string format_seconds(double s);
 

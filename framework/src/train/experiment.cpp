@@ -209,9 +209,7 @@ int run_experiment(const RunOptions& ro) {
   Node root = config::load_experiment(ro.experiment_path, ro.overrides);
   config::Options top(root, experiment_schema(), "the experiment", {});
   const auto name = top.get_string("experiment");
-  config::Options results_opts(top.node("results"),
-                               {config::opt_string("path", "", "results file (default results/<experiment>-<time>.h5)")},
-                               "the results section", {});
+  const config::Options results_opts = results_options(top);
   auto eval_spec = parse_evaluate(top.node("evaluate"));
 
   const auto seed = static_cast<uint64_t>(top.get_int("seed"));

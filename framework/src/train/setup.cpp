@@ -1,6 +1,8 @@
 // Registry, device, dataset and model from a validated experiment.
 #include "train/setup.hpp"
 
+#include "train/evaluate.hpp"
+
 #include <attnlab/config/load.hpp>
 #include <attnlab/error.hpp>
 #include <attnlab/train/experiment.hpp>
@@ -79,7 +81,41 @@ void check_fits_together(nn::EncoderDecoder& model, const plugin::BuildContext& 
   model->train(training);
 }
 
+/// The model section as an encoder + decoder pair.
+config::Options encoder_decoder_options(const config::Node& model_node) {
+  return config::Options(model_node,
+                         config::Schema{config::opt_node("encoder", config::Type::Map, std::nullopt, "encoder plugin"),
+                                        config::opt_node("decoder", config::Type::Map, std::nullopt, "decoder plugin")},
+                         "the model section (an encoder + decoder, or {plugin: <model>})", std::vector<std::string>{});
+}
+
 }  // namespace
+
+void validate_sections(const config::Options& top, const plugin::Registry& registry) {
+  const config::Node& model_node = top.node("model");
+  registry.validate<data::Dataset>(top.node("dataset"));
+  if (model_node.has("plugin")) {
+    registry.validate<nn::Model>(model_node);
+  } else if (model_node.size() > 0) {
+    const auto model_opts = encoder_decoder_options(model_node);
+    registry.validate<nn::Encoder>(model_opts.node("encoder"));
+    registry.validate<nn::Decoder>(model_opts.node("decoder"));
+  }
+  registry.validate<train::Trainer>(top.node("trainer"));
+}
+
+void validate_experiment(const config::Node& root, const plugin::Registry& registry) {
+  config::Options top(root, experiment_schema(), "the experiment", {});
+  results_options(top);
+  parse_evaluate(top.node("evaluate"));
+  validate_sections(top, registry);
+}
+
+config::Options results_options(const config::Options& top) {
+  return config::Options(top.node("results"),
+                         {config::opt_string("path", "", "results file (default results/<experiment>-<time>.h5)")},
+                         "the results section", {});
+}
 
 Setup build_setup(const config::Options& top, const std::vector<std::string>& plugin_dirs) {
   Setup s;
@@ -98,20 +134,10 @@ Setup build_setup(const config::Options& top, const std::vector<std::string>& pl
 
   // Every plugin section is checked (plugin found, options valid) before the dataset fetches or
   // reads anything: a typo in `trainer:` must not wait for a download, or fail on it first.
+  validate_sections(top, *s.registry);
   const config::Node& model_node = top.node("model");
-  s.registry->validate<data::Dataset>(top.node("dataset"));
   std::optional<config::Options> model_opts;
-  if (model_node.has("plugin")) {
-    s.registry->validate<nn::Model>(model_node);
-  } else if (model_node.size() > 0) {
-    model_opts.emplace(model_node,
-                       config::Schema{config::opt_node("encoder", config::Type::Map, std::nullopt, "encoder plugin"),
-                                      config::opt_node("decoder", config::Type::Map, std::nullopt, "decoder plugin")},
-                       "the model section (an encoder + decoder, or {plugin: <model>})", std::vector<std::string>{});
-    s.registry->validate<nn::Encoder>(model_opts->node("encoder"));
-    s.registry->validate<nn::Decoder>(model_opts->node("decoder"));
-  }
-  s.registry->validate<train::Trainer>(top.node("trainer"));
+  if (!model_node.has("plugin") && model_node.size() > 0) model_opts.emplace(encoder_decoder_options(model_node));
 
   s.dataset = s.registry->create<data::Dataset>(top.node("dataset"), s.ctx);
   s.dataset_name = top.node("dataset").at("plugin").str();

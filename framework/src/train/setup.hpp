@@ -27,6 +27,18 @@ struct Setup {
 /// ConfigError/PluginError/DataError as run_experiment documents.
 Setup build_setup(const config::Options& top, const std::vector<std::string>& plugin_dirs);
 
+/// Checks every plugin section of a validated experiment against its plugin's schema (plugin found,
+/// options valid), creating nothing: what build_setup checks before the dataset reads anything.
+void validate_sections(const config::Options& top, const plugin::Registry& registry);
+
+/// Everything run_experiment checks of an experiment (after defaults and overrides) before it
+/// builds the dataset: the experiment schema, the results and evaluate sections, every plugin
+/// section. `runner sweep` checks each run this way before starting any.
+void validate_experiment(const config::Node& root, const plugin::Registry& registry);
+
+/// The experiment's `results:` section ({path: ...}), validated.
+config::Options results_options(const config::Options& top);
+
 /// For tools that take an experiment like the runner (`summary`, `batches`): loads the file with
 /// its key=value overrides (`args` = file, overrides...), validates it against the experiment
 /// schema and builds the setup. `experiment` gets the experiment's name.

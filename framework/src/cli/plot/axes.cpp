@@ -88,6 +88,41 @@ void draw_legend(const Canvas& c, const std::vector<Series>& entries, double rig
   }
 }
 
+namespace {
+
+/// The series' band (lo..hi) as filled polygons in its colour, translucent; a gap wherever a value
+/// is missing (on a log axis a band edge at or below 0 is drawn at a tenth of the line's value).
+template <class PX, class PY>
+void draw_band(const Canvas& c, const Series& s, bool logy, const PX& px, const PY& py) {
+  const size_t n = std::min({s.x.size(), s.y.size(), s.lo.size(), s.hi.size()});
+  auto edge = [&](double v, size_t i) {
+    if (logy && !(v > 0)) v = s.y[i] / 10;
+    return py(logy ? std::log10(v) : v);
+  };
+  auto ok = [&](size_t i) {
+    return std::isfinite(s.x[i]) && std::isfinite(s.y[i]) && std::isfinite(s.lo[i]) && std::isfinite(s.hi[i]) &&
+           (!logy || s.y[i] > 0);
+  };
+  cairo_t* cr = c.cr();
+  c.set_color(s.color.with_alpha(0.2));
+  for (size_t i = 0; i < n;) {
+    if (!ok(i)) {
+      ++i;
+      continue;
+    }
+    size_t j = i;
+    while (j < n && ok(j)) ++j;
+    cairo_move_to(cr, px(s.x[i]), edge(s.lo[i], i));
+    for (size_t k = i + 1; k < j; ++k) cairo_line_to(cr, px(s.x[k]), edge(s.lo[k], k));
+    for (size_t k = j; k-- > i;) cairo_line_to(cr, px(s.x[k]), edge(s.hi[k], k));
+    cairo_close_path(cr);
+    cairo_fill(cr);
+    i = j;
+  }
+}
+
+}  // namespace
+
 void draw_axes(const Canvas& c, const Axes& a, double bx, double by, double bw, double bh) {
   // Data ranges (log space for y when logy).
   Range xr, yr;
@@ -96,6 +131,11 @@ void draw_axes(const Canvas& c, const Axes& a, double bx, double by, double bw, 
       if (a.logy && !(s.y[i] > 0)) continue;
       xr.add(s.x[i]);
       yr.add(a.logy ? std::log10(s.y[i]) : s.y[i]);
+    }
+    for (size_t i = 0; i < std::min(s.lo.size(), s.hi.size()); ++i) {
+      for (double v : {s.lo[i], s.hi[i]}) {
+        if (std::isfinite(v) && (!a.logy || v > 0)) yr.add(a.logy ? std::log10(v) : v);
+      }
     }
   }
   auto [x0, x1] = a.xlim ? *a.xlim : padded(xr);
@@ -166,6 +206,7 @@ void draw_axes(const Canvas& c, const Axes& a, double bx, double by, double bw, 
     const size_t n = std::min(s.x.size(), s.y.size());
     auto ok = [&](size_t i) { return std::isfinite(s.x[i]) && std::isfinite(s.y[i]) && (!a.logy || s.y[i] > 0); };
     auto yv = [&](size_t i) { return py(a.logy ? std::log10(s.y[i]) : s.y[i]); };
+    if (!s.lo.empty()) draw_band(c, s, a.logy, px, py);
     if (s.line) {
       cairo_save(cr);
       if (s.dashed) {

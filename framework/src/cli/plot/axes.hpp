@@ -20,6 +20,7 @@ struct Series {
   double width = 1.8;
   Marker marker = Marker::None;
   double marker_size = 3.0;
+  std::vector<double> lo = {}, hi = {};  // a band filled between lo and hi at the same x, under the line (empty: none)
 };
 
 struct Axes {

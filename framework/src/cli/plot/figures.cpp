@@ -5,6 +5,7 @@
 #include "cli/plot/axes.hpp"
 #include "cli/plot/canvas.hpp"
 #include "cli/plot/heatmap.hpp"
+#include "cli/stats.hpp"
 
 #include <attnlab/error.hpp>
 
@@ -87,13 +88,19 @@ std::vector<double> to_vector(const torch::Tensor& t) {
   return {c.data_ptr<double>(), c.data_ptr<double>() + c.numel()};
 }
 
-}  // namespace
+/// An empty panel for one metric over epochs (log y for a loss when `log_losses`).
+Axes epoch_axes(const std::string& metric, bool log_losses) {
+  Axes a;
+  a.title = metric;
+  a.xlabel = "epoch";
+  a.integer_x = true;
+  a.logy = log_losses && is_loss(metric);
+  return a;
+}
 
-void compare_figure(const std::vector<Run>& runs, const std::vector<std::string>& metrics,
-                    const std::vector<std::string>& differing, const std::string& path, PixelSize size,
-                    bool log_losses) {
-  // Curves only: a metric with one value per run (a test loss) is left to the table, unless
-  // nothing else was chosen.
+/// Curves only: a metric with one value per run (a test loss) is left to the table, unless
+/// nothing else was chosen.
+std::vector<std::string> curve_metrics(const std::vector<Run>& runs, const std::vector<std::string>& metrics) {
   std::vector<std::string> curves;
   for (const auto& m : metrics) {
     if (std::any_of(runs.begin(), runs.end(), [&](const Run& r) {
@@ -103,14 +110,69 @@ void compare_figure(const std::vector<Run>& runs, const std::vector<std::string>
       curves.push_back(m);
     }
   }
-  if (curves.empty()) curves = metrics;
+  return curves.empty() ? metrics : curves;
+}
+
+/// The group's mean curve of `metric` with lo/hi = mean -/+ sample sd, row by row over the runs
+/// that have a finite value in that row; x from the longest run's epochs.
+Series group_series(const Group& g, const std::string& metric, Color color) {
+  size_t rows = 0;
+  const Run* longest = nullptr;
+  for (const Run* r : g.runs) {
+    auto it = r->metrics.find(metric);
+    if (it != r->metrics.end() && it->second.size() > rows) {
+      rows = it->second.size();
+      longest = r;
+    }
+  }
+  std::vector<double> mean(rows, NAN), lo(rows, NAN), hi(rows, NAN);
+  for (size_t i = 0; i < rows; ++i) {
+    std::vector<double> v;
+    for (const Run* r : g.runs) {
+      auto it = r->metrics.find(metric);
+      if (it != r->metrics.end() && i < it->second.size() && std::isfinite(it->second[i])) v.push_back(it->second[i]);
+    }
+    const auto d = stats::describe(v);
+    mean[i] = d.mean;
+    if (d.n >= 2) {
+      lo[i] = d.mean - d.sd;
+      hi[i] = d.mean + d.sd;
+    }
+  }
+  Series s = metric_series(g.label, mean, longest ? longest->epochs : std::vector<double>{}, color);
+  s.lo = std::move(lo);
+  s.hi = std::move(hi);
+  return s;
+}
+
+}  // namespace
+
+void group_figure(const std::vector<Group>& groups, const std::vector<std::string>& metrics, const std::string& path,
+                  PixelSize size, bool log_losses) {
+  std::vector<Run> runs;
+  for (const auto& g : groups) {
+    for (const Run* r : g.runs) runs.push_back(*r);
+  }
   std::vector<Axes> panels;
-  for (const auto& m : curves) {
-    Axes a;
-    a.title = m;
-    a.xlabel = "epoch";
-    a.integer_x = true;
-    a.logy = log_losses && is_loss(m);
+  for (const auto& m : curve_metrics(runs, metrics)) {
+    Axes a = epoch_axes(m, log_losses);
+    for (size_t i = 0; i < groups.size(); ++i) a.series.push_back(group_series(groups[i], m, palette(static_cast<int>(i))));
+    panels.push_back(std::move(a));
+  }
+  std::vector<Series> legend;
+  for (size_t i = 0; i < groups.size(); ++i) {
+    legend.push_back({fmt::format("{} (n={}): mean ± 1 sd", groups[i].label, groups[i].runs.size()), {}, {},
+                      palette(static_cast<int>(i))});
+  }
+  panels_figure(std::move(panels), "", legend, path, size);
+}
+
+void compare_figure(const std::vector<Run>& runs, const std::vector<std::string>& metrics,
+                    const std::vector<std::string>& differing, const std::string& path, PixelSize size,
+                    bool log_losses) {
+  std::vector<Axes> panels;
+  for (const auto& m : curve_metrics(runs, metrics)) {
+    Axes a = epoch_axes(m, log_losses);
     for (size_t i = 0; i < runs.size(); ++i) {
       auto it = runs[i].metrics.find(m);
       if (it == runs[i].metrics.end()) continue;

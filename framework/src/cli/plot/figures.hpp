@@ -1,5 +1,6 @@
 #pragma once
 // The figures `runner plot` and `runner compare --plot` draw, each into one PNG or SVG file.
+#include "cli/group.hpp"
 #include "cli/runs.hpp"
 
 #include <attnlab/results/reader.hpp>
@@ -17,6 +18,11 @@ struct PixelSize {
 /// compare --plot: one panel per metric, one curve per run, legend from the differing keys.
 void compare_figure(const std::vector<Run>& runs, const std::vector<std::string>& metrics,
                     const std::vector<std::string>& differing, const std::string& path, PixelSize size, bool log_losses);
+
+/// compare --group-by --plot: one panel per metric, per group the mean curve over its runs with a
+/// band of ±1 sample sd (where at least two runs have the epoch), legend from the group labels.
+void group_figure(const std::vector<Group>& groups, const std::vector<std::string>& metrics, const std::string& path,
+                  PixelSize size, bool log_losses);
 
 /// Loss curves (and every other metric series) of one run; train and val of one name share a
 /// panel, "<name>_train_mode"/"<name>_eval_mode" share one too. False when the run has no series.

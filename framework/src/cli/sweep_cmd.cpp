@@ -1,0 +1,247 @@
+// `runner sweep EXPERIMENT.yaml|SWEEP.yaml [key=a,b ...] [-o DIR] [--jobs N] [--fail-fast] [--dry-run]`
+// and `runner sweep DIR --resume`: expand, check every run, then launch them (sweep_local.cpp).
+#include <attnlab/config/load.hpp>
+#include <attnlab/error.hpp>
+#include <attnlab/plugin/registry.hpp>
+#include <attnlab/results/reader.hpp>
+
+#include <CLI/CLI.hpp>
+#include <fmt/chrono.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <thread>
+
+#include "cli/commands.hpp"
+#include "cli/sweep_local.hpp"
+#include "cli/sweep_manifest.hpp"
+#include "cli/sweep_slurm.hpp"
+#include "cli/sweep_spec.hpp"
+#include "train/setup.hpp"
+
+namespace attnlab::cli {
+namespace {
+namespace fs = std::filesystem;
+using namespace sweep;
+
+/// Every run's config, as the runner will load it, checked before anything starts; an error names
+/// the run. Returns whether any run sets `threads` (the experiment, an axis or an override).
+bool check_runs(const Manifest& m, const std::vector<std::string>& plugin_dirs) {
+  plugin::Registry registry;
+  for (const auto& d : plugin_dirs) registry.add_search_dir(d);
+  registry.discover();
+  bool sets_threads = false;
+  for (const auto& r : m.runs) {
+    std::vector<std::string> overrides = m.spec.overrides;
+    overrides.insert(overrides.end(), r.overrides.begin(), r.overrides.end());
+    try {
+      const auto root = config::load_experiment(m.spec.experiment, overrides);
+      train::validate_experiment(root, registry);
+      sets_threads = sets_threads || root.has("threads");
+    } catch (const ConfigError& e) {
+      throw ConfigError(fmt::format("sweep run '{}': {}", r.name, e.what()));
+    } catch (const PluginError& e) {
+      throw PluginError(fmt::format("sweep run '{}': {}", r.name, e.what()));
+    }
+  }
+  return sets_threads;
+}
+
+int threads_per_run(int jobs) {
+  const int cores = static_cast<int>(std::max(1U, std::thread::hardware_concurrency()));
+  return std::max(1, cores / std::max(1, jobs));
+}
+
+/// The experiment's name (for the default folder): `experiment:` after defaults, else the file stem.
+std::string experiment_name(const std::string& path) {
+  const auto root = config::load_experiment(path);
+  const auto* n = root.find("experiment");
+  return n != nullptr && n->is_scalar() ? n->str() : fs::path(path).stem().string();
+}
+
+std::string default_folder(const std::string& experiment) {
+  std::string stem;
+  for (unsigned char c : experiment.substr(0, 100)) stem += std::isalnum(c) || c == '-' || c == '_' ? c : '_';
+  const auto now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+  auto path = fs::path("results") / fmt::format("sweep-{}-{:%Y%m%d-%H%M%S}", stem, fmt::gmtime(now));
+  for (int i = 2; fs::exists(path); ++i) path += fmt::format("-{}", i);
+  return path.string();
+}
+
+/// The status a results file records, or "" when it cannot be read.
+std::string stored_status(const std::string& path) {
+  try {
+    return results::ResultsReader(path).attr_string("status");
+  } catch (const std::exception&) {
+    return "";
+  }
+}
+
+/// What --resume runs: missing (a done run whose file is gone or says otherwise), pending, failed,
+/// interrupted, running (a sweep killed outright); with --resume RUN.h5 where its checkpoint exists.
+std::vector<Job> resume_jobs(const std::string& dir, Manifest& m) {
+  std::vector<Job> jobs;
+  std::map<std::string, int> why;
+  for (size_t i = 0; i < m.runs.size(); ++i) {
+    auto& r = m.runs[i];
+    const auto results = (fs::path(dir) / r.results).string();
+    const auto stored = stored_status(results);
+    if ((r.status == "pending" || r.status == "running") && (stored == "completed" || stored == "diverged")) {
+      r.status = stored;  // finished where the manifest did not see it (a Slurm task, a killed sweep)
+      continue;
+    }
+    if (r.status == "completed" || r.status == "diverged") {
+      if (stored == r.status) continue;
+      ++why["missing"];
+      r.status = "pending";
+      jobs.push_back({i, false});
+      continue;
+    }
+    ++why[r.status];
+    const bool resumable = !stored.empty() && r.status != "failed" && r.status != "pending" &&
+                           fs::exists(results + ".ckpt/last.pt");
+    jobs.push_back({i, resumable});
+  }
+  std::string reasons;
+  for (const auto& [status, n] : why) reasons += fmt::format("{}{} {}", reasons.empty() ? "" : ", ", n, status);
+  std::cerr << fmt::format("runner sweep: {} of {} runs to run{}\n", jobs.size(), m.runs.size(),
+                           reasons.empty() ? "" : " (" + reasons + ")");
+  return jobs;
+}
+
+void print_dry_run(const std::string& dir, const Manifest& m, const std::vector<Job>& jobs, int n_jobs) {
+  std::cout << fmt::format("{} runs into {} ({} at a time, {})\n", jobs.size(), dir, n_jobs,
+                           m.threads ? fmt::format("threads={} each", *m.threads) : std::string("threads as set"));
+  for (const auto& job : jobs) {
+    std::string line;
+    for (const auto& a : run_command("runner", dir, m, job)) line += (line.empty() ? "" : " ") + shell_quote(a);
+    std::cout << m.runs[job.run].name << ": " << line << "\n";
+  }
+}
+
+}  // namespace
+
+int cmd_sweep(int argc, char** argv) {
+  CLI::App app{"Run an experiment over a grid of overrides (local processes), or resume a sweep folder"};
+  std::vector<std::string> positional, plugin_dirs;
+  std::string output, launcher;
+  std::vector<std::string> sbatch_args;
+  int n_jobs = 0;
+  bool fail_fast = false, dry_run = false, resume = false;
+  app.add_option("target", positional,
+                 "experiment or sweep file, then key=a,b / key=range(0,10) axes and key=value overrides; "
+                 "or a sweep folder with --resume")
+      ->required();
+  app.add_option("-o,--output", output, "the sweep folder (default results/sweep-<experiment>-<UTC time>)")
+      ->check(not_an_option());
+  app.add_option("--jobs", n_jobs, "runs at a time (default 1); each gets threads=max(1, cores/jobs) unless set")
+      ->check(CLI::Range(1, 1024));
+  app.add_flag("--fail-fast", fail_fast, "after the first failed run, start no other and stop the running ones");
+  app.add_flag("--dry-run", dry_run, "check every run and print their command lines; run nothing");
+  app.add_flag("--resume", resume, "rerun what is missing, failed or interrupted in the sweep folder");
+  app.add_option("--launcher", launcher, "local (default: child processes here) or slurm (one sbatch --array job)")
+      ->check(CLI::IsMember({"local", "slurm"}));
+  app.add_option("--sbatch-arg", sbatch_args, "with slurm: one more '#SBATCH ARG' line, e.g. --sbatch-arg=--time=1:00:00")
+      ->allow_extra_args(false);
+  add_plugin_path_option(app, plugin_dirs);
+  app.footer("Values: key=a,b is an axis, key=range(0,10[,step]) one of integers; quote a value holding a\n"
+             "comma (key=\"'a,b'\") or write it as YAML (key=[1,2]). key=value alone applies to every run.\n"
+             "Examples:\n"
+             "  runner sweep experiments/corners_norm_first.yaml model.norm=first,last seed=range(0,10) --jobs 2\n"
+             "  runner sweep results/sweep-corners_norm_first-20261123-200000 --resume\n"
+             "  runner compare results/sweep-corners_norm_first-20261123-200000 --group-by model.norm");
+  if (auto code = parse_command_line(app, argc, argv, "runner sweep")) return *code;
+  const std::string target = positional[0];
+  const std::vector<std::string> args(positional.begin() + 1, positional.end());
+
+  Manifest m;
+  std::string dir;
+  std::vector<Job> jobs;
+  if (resume) {
+    ATTNLAB_CHECK(args.empty() && output.empty(), Error,
+                  "runner sweep --resume takes the sweep folder alone (its manifest holds the axes and overrides)");
+    dir = target;
+    m = read_manifest(dir);
+    if (!plugin_dirs.empty()) m.plugin_dirs = plugin_dirs;
+    if (!launcher.empty()) m.launcher = launcher;
+    if (n_jobs > 0) {
+      m.jobs = n_jobs;
+      if (m.threads) m.threads = threads_per_run(n_jobs);
+    }
+    check_runs(m, m.plugin_dirs);
+    jobs = resume_jobs(dir, m);
+  } else {
+    ATTNLAB_CHECK(!fs::is_directory(target), Error, "{} is a folder: {}", target,
+                  fs::exists(fs::path(target) / kManifestName) ? "resume its sweep with --resume"
+                                                                : "expected an experiment or sweep file");
+    if (is_sweep_file(target)) {
+      m.spec = read_sweep_file(target);
+    } else {
+      m.spec.experiment = target;
+    }
+    add_arguments(m.spec, args);
+    ATTNLAB_CHECK(fs::is_regular_file(m.spec.experiment), ConfigError, "sweep: experiment file '{}' not found",
+                  m.spec.experiment);
+    m.spec.experiment = fs::absolute(m.spec.experiment).lexically_normal().string();
+    m.jobs = std::max(1, n_jobs);
+    m.plugin_dirs = plugin_dirs;
+    m.command_line = "runner sweep";
+    for (int i = 1; i < argc; ++i) m.command_line += " " + shell_quote(argv[i]);
+    for (const auto& r : expand(m.spec)) {
+      ManifestRun run;
+      run.name = r.name;
+      run.overrides = r.overrides;
+      run.results = r.name + ".h5";
+      run.log = r.name + ".log";
+      m.runs.push_back(std::move(run));
+    }
+    m.launcher = launcher.empty() ? "local" : launcher;
+    // A Slurm task gets its cores from Slurm (--sbatch-arg=--cpus-per-task=N), not from --jobs.
+    if (!check_runs(m, plugin_dirs) && m.launcher == "local") m.threads = threads_per_run(m.jobs);
+    dir = !output.empty() ? output : !m.spec.output.empty() ? m.spec.output : default_folder(experiment_name(m.spec.experiment));
+    ATTNLAB_CHECK(!fs::exists(fs::path(dir) / kManifestName), Error,
+                  "{} holds a sweep already ({}): resume it with `runner sweep {} --resume`, or choose another -o", dir,
+                  kManifestName, dir);
+    for (size_t i = 0; i < m.runs.size(); ++i) jobs.push_back({i, false});
+  }
+  dir = fs::absolute(dir).lexically_normal().string();
+  const std::string runner = fs::read_symlink("/proc/self/exe").string();
+  if (dry_run) {
+    if (m.launcher == "slurm") {
+      std::cout << (jobs.empty() ? std::string("# nothing to submit\n") : slurm_script(runner, dir, m, jobs, sbatch_args));
+    } else {
+      print_dry_run(dir, m, jobs, m.jobs);
+    }
+    return 0;
+  }
+  if (!resume) {
+    fs::create_directories(dir);
+    m.created = utc_now();
+    write_manifest(dir, m);
+  }
+  if (m.launcher == "slurm") {
+    write_manifest(dir, m);  // the statuses --resume found
+    if (jobs.empty()) return 0;
+    const auto script = (fs::path(dir) / "sweep.sbatch").string();
+    {
+      std::ofstream out(script);
+      out << slurm_script(runner, dir, m, jobs, sbatch_args);
+      ATTNLAB_CHECK(out.good(), ResultsError, "cannot write {}", script);
+    }
+    m.slurm_job = submit_slurm(script);
+    write_manifest(dir, m);
+    std::cerr << fmt::format("runner sweep: submitted Slurm job {} ({} runs, {} at a time; script {}). When it has "
+                             "finished: runner sweep {} --resume --dry-run shows what is left.\n",
+                             m.slurm_job, jobs.size(), m.jobs, script, dir);
+    return 0;
+  }
+  std::cerr << fmt::format("runner sweep: {} runs in {} ({} at a time)\n", jobs.size(), dir, m.jobs);
+  return run_local(dir, m, jobs, {m.jobs, fail_fast});
+}
+
+}  // namespace attnlab::cli

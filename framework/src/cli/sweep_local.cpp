@@ -1,0 +1,264 @@
+#include "cli/sweep_local.hpp"
+
+#include <attnlab/error.hpp>
+
+#include <fcntl.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <thread>
+
+#include "cli/runs.hpp"
+
+namespace attnlab::cli::sweep {
+namespace {
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+std::atomic<int> g_signal{0};
+extern "C" void on_sweep_signal(int sig) { g_signal.store(sig); }
+
+/// SIGINT/SIGTERM/SIGHUP set g_signal while the sweep runs; the old handlers come back after.
+class SignalScope {
+ public:
+  SignalScope() {
+    g_signal.store(0);
+    struct sigaction sa {};
+    sa.sa_handler = on_sweep_signal;
+    sigemptyset(&sa.sa_mask);
+    for (size_t i = 0; i < 3; ++i) sigaction(kSignals[i], &sa, &old_[i]);
+  }
+  ~SignalScope() {
+    for (size_t i = 0; i < 3; ++i) sigaction(kSignals[i], &old_[i], nullptr);
+  }
+  SignalScope(const SignalScope&) = delete;
+  SignalScope& operator=(const SignalScope&) = delete;
+
+ private:
+  static constexpr int kSignals[3] = {SIGINT, SIGTERM, SIGHUP};
+  struct sigaction old_[3] {};
+};
+
+}  // namespace
+
+std::string shell_quote(const std::string& s) {
+  if (!s.empty() && s.find_first_of(" '\"\\$`*?[]{}()<>|&;!#~") == std::string::npos) return s;
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+namespace {
+
+struct Child {
+  size_t run;
+  Clock::time_point start;
+};
+
+/// Starts `args` with stdout and stderr appended to `log` (after a header line), in a process group
+/// of its own (a terminal's ^C reaches the sweep alone, which forwards SIGTERM), and with SIGTERM
+/// as its parent-death signal (a sweep killed outright takes its runs with it).
+pid_t spawn(const std::vector<std::string>& args, const std::string& log, int attempt) {
+  std::string header = fmt::format("==== {} attempt {}:", utc_now(), attempt);
+  for (const auto& a : args) header += " " + shell_quote(a);
+  header += "\n";
+  const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  ATTNLAB_CHECK(fd >= 0, ResultsError, "cannot open the run's log {}", log);
+  if (::write(fd, header.data(), header.size()) < 0) {
+    ::close(fd);
+    throw ResultsError(fmt::format("cannot write the run's log {}", log));
+  }
+  std::vector<char*> argv;
+  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  const pid_t parent = getpid();
+  const pid_t pid = fork();
+  if (pid == 0) {
+    setpgid(0, 0);
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (getppid() != parent) _exit(130);
+    dup2(fd, STDOUT_FILENO);
+    dup2(fd, STDERR_FILENO);
+    const int null = ::open("/dev/null", O_RDONLY);
+    if (null >= 0) dup2(null, STDIN_FILENO);
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, nullptr);
+    execv(argv[0], argv.data());
+    std::fprintf(stderr, "runner sweep: cannot start %s\n", argv[0]);
+    _exit(127);
+  }
+  ::close(fd);
+  ATTNLAB_CHECK(pid > 0, Error, "runner sweep: fork failed");
+  return pid;
+}
+
+/// The runner's exit status -> the run's status. `stopped`: the sweep sent SIGTERM to it.
+std::string status_of(int exit_code, bool stopped) {
+  if (exit_code == 0) return "completed";
+  if (exit_code == 2) return "diverged";
+  if (exit_code == 130 || (stopped && exit_code > 128)) return "interrupted";
+  return "failed";
+}
+
+/// One line "sweep: 3/8 done (1 failed), 2 running, 3 pending, ETA 1m20s"; on a terminal it
+/// rewrites itself, elsewhere it is printed when it changes.
+class ProgressLine {
+ public:
+  explicit ProgressLine(int jobs) : jobs_(jobs), tty_(isatty(STDERR_FILENO) != 0) {}
+  void show(const Manifest& m, const std::map<pid_t, Child>& running, size_t pending_jobs, bool final_line = false) {
+    size_t done = 0, failed = 0, interrupted = 0;
+    double seconds = 0;
+    size_t timed = 0;
+    for (const auto& r : m.runs) {
+      if (r.status == "completed" || r.status == "diverged") ++done;
+      if (r.status == "failed") ++failed;
+      if (r.status == "interrupted") ++interrupted;
+      if (r.status == "completed" && r.seconds > 0) {
+        seconds += r.seconds;
+        ++timed;
+      }
+    }
+    const size_t left = pending_jobs + running.size();
+    const double per_run = timed > 0 ? seconds / static_cast<double>(timed) : -1;
+    const auto slots = static_cast<double>(std::max<size_t>(1, std::min<size_t>(static_cast<size_t>(jobs_), left)));
+    const std::string eta = left == 0 ? std::string("0s")
+                            : per_run < 0 ? std::string("?")
+                                          : format_seconds(per_run * static_cast<double>(left) / slots);
+    auto line = fmt::format("sweep: {}/{} done, {} failed, {} interrupted, {} running, {} pending, ETA {}", done,
+                            m.runs.size(), failed, interrupted, running.size(), pending_jobs, eta);
+    if (tty_) {
+      std::fprintf(stderr, "\r%s\033[K%s", line.c_str(), final_line ? "\n" : "");
+    } else if (line.substr(0, line.find(", ETA")) != last_.substr(0, last_.find(", ETA"))) {
+      std::fprintf(stderr, "%s\n", line.c_str());
+    }
+    std::fflush(stderr);
+    last_ = line;
+  }
+
+ private:
+  int jobs_;
+  bool tty_;
+  std::string last_;
+};
+
+}  // namespace
+
+std::vector<std::string> run_command(const std::string& runner, const std::string& dir, const Manifest& m,
+                                     const Job& job) {
+  const auto& r = m.runs[job.run];
+  std::vector<std::string> args{runner, m.spec.experiment};
+  args.insert(args.end(), m.spec.overrides.begin(), m.spec.overrides.end());
+  args.insert(args.end(), r.overrides.begin(), r.overrides.end());
+  if (m.threads) args.push_back(fmt::format("threads={}", *m.threads));
+  args.push_back(job.resume ? "--resume" : "--results");
+  args.push_back((fs::path(dir) / r.results).string());
+  for (const auto& d : m.plugin_dirs) {
+    args.push_back("--plugin-path");
+    args.push_back(d);
+  }
+  return args;
+}
+
+int run_local(const std::string& dir, Manifest& m, const std::vector<Job>& jobs, const LaunchOptions& options) {
+  const std::string runner = fs::read_symlink("/proc/self/exe").string();
+  SignalScope signals;
+  ProgressLine progress(options.jobs);
+  std::map<pid_t, Child> running;
+  std::map<pid_t, bool> stopped;  // children the sweep sent SIGTERM
+  size_t next = 0;
+  bool any_failed = false;
+  const auto save = [&] { write_manifest(dir, m); };
+
+  const auto reap = [&](pid_t pid, int wstatus) {
+    auto it = running.find(pid);
+    if (it == running.end()) return;
+    auto& r = m.runs[it->second.run];
+    const int code = WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : 128 + WTERMSIG(wstatus);
+    r.exit_code = code;
+    r.status = status_of(code, stopped.count(pid) > 0);
+    r.finished = utc_now();
+    r.seconds = std::chrono::duration<double>(Clock::now() - it->second.start).count();
+    any_failed = any_failed || r.status == "failed";
+    running.erase(it);
+    save();
+  };
+  const auto stop_all = [&] {
+    for (const auto& [pid, child] : running) {
+      kill(pid, SIGTERM);
+      stopped[pid] = true;
+    }
+    while (!running.empty()) {
+      int wstatus = 0;
+      const pid_t pid = waitpid(-1, &wstatus, 0);
+      if (pid > 0) reap(pid, wstatus);
+      if (pid < 0 && errno == ECHILD) break;
+    }
+  };
+
+  auto last_show = Clock::now();
+  progress.show(m, running, jobs.size());
+  while (true) {
+    const bool halted = g_signal.load() != 0 || (options.fail_fast && any_failed);
+    while (!halted && running.size() < static_cast<size_t>(options.jobs) && next < jobs.size()) {
+      const Job& job = jobs[next++];
+      auto& r = m.runs[job.run];
+      r.status = "running";
+      r.exit_code.reset();
+      r.started = utc_now();
+      r.finished.clear();
+      r.seconds = 0;
+      ++r.attempts;
+      save();  // "running" is on disk before the child exists: a crash here leaves it for --resume
+      const pid_t pid = spawn(run_command(runner, dir, m, job), (fs::path(dir) / r.log).string(), r.attempts);
+      running[pid] = {job.run, Clock::now()};
+      progress.show(m, running, jobs.size() - next);
+    }
+    if (halted) {
+      stop_all();
+      break;
+    }
+    if (running.empty() && next >= jobs.size()) break;
+    int wstatus = 0;
+    const pid_t pid = waitpid(-1, &wstatus, WNOHANG);
+    if (pid > 0) {
+      reap(pid, wstatus);
+      progress.show(m, running, jobs.size() - next);
+      continue;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // a signal wakes it early
+    if (Clock::now() - last_show > std::chrono::seconds(1)) {
+      progress.show(m, running, jobs.size() - next);
+      last_show = Clock::now();
+    }
+  }
+  progress.show(m, running, jobs.size() - next, true);
+  save();
+  if (const int sig = g_signal.load(); sig != 0) {
+    std::fprintf(stderr, "runner sweep: stopped by signal %d; running runs were interrupted. Resume with: "
+                         "runner sweep %s --resume\n", sig, dir.c_str());
+    return 130;
+  }
+  size_t failed = 0, not_done = 0;
+  for (const auto& r : m.runs) {
+    failed += r.status == "failed";
+    not_done += r.status != "completed" && r.status != "diverged";
+  }
+  if (not_done > 0) {
+    std::fprintf(stderr, "runner sweep: %zu of %zu runs did not complete (%zu failed); see their logs in %s\n",
+                 not_done, m.runs.size(), failed, dir.c_str());
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace attnlab::cli::sweep

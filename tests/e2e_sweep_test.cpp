@@ -1,0 +1,238 @@
+// `runner sweep` end to end with the real runner on tiny corner runs: a 2x3 grid with two jobs,
+// --resume (a failed run and a missing file rerun, completed ones untouched), SIGINT to the sweep
+// (no run left `running`), threads per run, sweep files, and the errors that stop it before anything runs.
+#include <attnlab/results/reader.hpp>
+#include <attnlab/results/results.hpp>
+
+#include "testing/runner.hpp"
+#include "testing/testing.hpp"
+
+#include <fmt/format.h>
+
+#include <csignal>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+namespace {
+using namespace attnlab;
+namespace fs = std::filesystem;
+using testutil::contains;
+
+const std::string kTiny = "experiments/tests/tiny_corners.yaml";
+
+/// Occurrences of `part` in `text`.
+size_t count(const std::string& text, const std::string& part) {
+  size_t n = 0;
+  for (auto at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) ++n;
+  return n;
+}
+
+std::string status_of(const std::string& results) { return results::ResultsReader(results).attr_string("status"); }
+
+class Sweep : public testutil::RunnerFixture {
+ protected:
+  std::string scratch_prefix() const override { return "attnlab-sweep"; }
+  std::string manifest(const std::string& dir) { return testutil::read_file(dir + "/sweep.yaml"); }
+};
+
+TEST_F(Sweep, TwoByThreeGridWithTwoJobs) {
+  const auto dir = tmp_ + "/grid";
+  auto r = run({"sweep", kTiny, "model.norm=first,last", "seed=0,1,2", "trainer.max_epochs=2", "--jobs", "2", "-o", dir});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_TRUE(contains(r.err, "sweep: 6/6 done, 0 failed, 0 interrupted, 0 running, 0 pending")) << r.err;
+  const auto m = manifest(dir);
+  EXPECT_EQ(count(m, "status: completed"), 6u) << m;
+  EXPECT_TRUE(contains(m, "model.norm: [first, last]")) << m;
+  EXPECT_TRUE(contains(m, "overrides: [trainer.max_epochs=2]")) << m;
+  for (const char* norm : {"first", "last"}) {
+    for (int seed = 0; seed < 3; ++seed) {
+      const auto name = fmt::format("{}/model.norm={}_seed={}", dir, norm, seed);
+      ASSERT_TRUE(fs::exists(name + ".h5")) << name;
+      results::ResultsReader in(name + ".h5");
+      EXPECT_EQ(in.attr_string("status"), "completed");
+      EXPECT_EQ(in.attr_int("seed"), seed);
+      EXPECT_TRUE(contains(in.config(), fmt::format("norm: {}", norm))) << in.config();
+      EXPECT_EQ(in.metric("train", "loss").size(), 2u);
+      const auto log = testutil::read_file(name + ".log");
+      EXPECT_TRUE(contains(log, "attempt 1:")) << log;
+      EXPECT_TRUE(contains(log, "epoch 2/2")) << log;
+    }
+  }
+  // The folder holds a sweep now: starting another there is refused.
+  auto again = run({"sweep", kTiny, "seed=0,1", "-o", dir});
+  EXPECT_EQ(again.exit_code, 1);
+  EXPECT_TRUE(contains(again.err, "holds a sweep already")) << again.err;
+}
+
+TEST_F(Sweep, ResumeRerunsFailedAndMissingOnly) {
+  const auto dir = tmp_ + "/resume";
+  // A folder where seed=1's results file should be: that run fails when it creates its file.
+  fs::create_directories(dir + "/seed=1.h5");
+  auto r = run({"sweep", kTiny, "seed=0,1,2", "trainer.max_epochs=1", "-o", dir});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_TRUE(contains(r.err, "1 of 3 runs did not complete (1 failed)")) << r.err;
+  auto m = manifest(dir);
+  EXPECT_EQ(count(m, "status: completed"), 2u) << m;
+  EXPECT_EQ(count(m, "status: failed"), 1u) << m;
+  EXPECT_TRUE(contains(testutil::read_file(dir + "/seed=1.log"), "error")) << testutil::read_file(dir + "/seed=1.log");
+
+  fs::remove(dir + "/seed=1.h5");
+  fs::remove(dir + "/seed=2.h5");  // a completed run whose file is gone: missing
+  const auto kept = fs::last_write_time(dir + "/seed=0.h5");
+  r = run({"sweep", dir, "--resume"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(contains(r.err, "2 of 3 runs to run (1 failed, 1 missing)")) << r.err;
+  EXPECT_EQ(fs::last_write_time(dir + "/seed=0.h5"), kept);
+  for (const char* seed : {"0", "1", "2"}) EXPECT_EQ(status_of(dir + "/seed=" + seed + ".h5"), "completed") << seed;
+  m = manifest(dir);
+  EXPECT_EQ(count(m, "status: completed"), 3u) << m;
+  EXPECT_EQ(count(m, "attempts: 1"), 1u) << m;  // seed=0 ran once
+  EXPECT_EQ(count(m, "attempts: 2"), 2u) << m;
+  EXPECT_TRUE(contains(testutil::read_file(dir + "/seed=1.log"), "attempt 2:"));
+
+  // Nothing left to do: resume runs nothing and succeeds.
+  r = run({"sweep", dir, "--resume"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(contains(r.err, "0 of 3 runs to run")) << r.err;
+  EXPECT_EQ(fs::last_write_time(dir + "/seed=0.h5"), kept);
+}
+
+TEST_F(Sweep, SigintInterruptsRunningRunsAndLeavesNoneRunning) {
+  const auto dir = tmp_ + "/sigint";
+  bool signalled = false;
+  auto r = run({"sweep", kTiny, "seed=0,1,2", "trainer.max_epochs=100000", "--jobs", "2", "-o", dir},
+               [&](pid_t pid, const std::string&) {
+                 // Both first runs training (an epoch line in each log), then ^C to the sweep.
+                 for (int i = 0; i < 1200 && !signalled; ++i) {
+                   std::this_thread::sleep_for(std::chrono::milliseconds(100));
+                   const auto a = testutil::read_file(dir + "/seed=0.log"), b = testutil::read_file(dir + "/seed=1.log");
+                   if (contains(a, "1/100000") && contains(b, "1/100000")) {
+                     kill(pid, SIGINT);
+                     signalled = true;
+                   }
+                 }
+                 if (!signalled) kill(pid, SIGKILL);
+               });
+  ASSERT_TRUE(signalled) << r.err;
+  EXPECT_EQ(r.exit_code, 130) << r.err;
+  EXPECT_TRUE(contains(r.err, "stopped by signal 2")) << r.err;
+  const auto m = manifest(dir);
+  EXPECT_EQ(count(m, "status: running"), 0u) << m;
+  EXPECT_EQ(count(m, "status: interrupted"), 2u) << m;
+  EXPECT_EQ(count(m, "status: pending"), 1u) << m;
+  EXPECT_EQ(status_of(dir + "/seed=0.h5"), "interrupted");
+  EXPECT_EQ(status_of(dir + "/seed=1.h5"), "interrupted");
+  EXPECT_FALSE(fs::exists(dir + "/seed=2.h5"));
+  EXPECT_FALSE(fs::exists(dir + "/sweep.yaml.tmp"));
+  auto dry = run({"sweep", dir, "--resume", "--dry-run"});
+  EXPECT_EQ(dry.exit_code, 0) << dry.err;
+  EXPECT_TRUE(contains(dry.err, "3 of 3 runs to run (2 interrupted, 1 pending)")) << dry.err;
+}
+
+TEST_F(Sweep, ThreadsPerRunUnlessSetAndSweepFiles) {
+  // tiny_corners sets threads: 1 (corners_base.yaml), so no run gets threads=.
+  auto r = run({"sweep", kTiny, "seed=0,1", "--jobs", "2", "--dry-run", "-o", tmp_ + "/d"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(contains(r.out, "2 runs into")) << r.out;
+  EXPECT_FALSE(contains(r.out, "threads=")) << r.out;
+  // An experiment without threads: each run gets max(1, cores / jobs).
+  const int cores = static_cast<int>(std::max(1U, std::thread::hardware_concurrency()));
+  r = run({"sweep", "experiments/nadaraya_watson.yaml", "seed=0,1", "--jobs", "2", "--dry-run", "-o", tmp_ + "/d"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(count(r.out, fmt::format(" threads={} --results", std::max(1, cores / 2))), 2u) << r.out;
+  // ... unless an axis sets them.
+  r = run({"sweep", "experiments/nadaraya_watson.yaml", "threads=1,2", "--dry-run", "-o", tmp_ + "/d"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(count(r.out, " threads=1 --results"), 1u) << r.out;
+  EXPECT_EQ(count(r.out, " threads=2 --results"), 1u) << r.out;
+  EXPECT_TRUE(contains(r.out, "threads as set")) << r.out;
+  EXPECT_FALSE(fs::exists(tmp_ + "/d"));  // a dry run creates nothing
+
+  const auto file = tmp_ + "/norm.yaml";
+  std::ofstream(file) << "sweep:\n  experiment: " << source_ << "/" << kTiny
+                      << "\n  axes: {model.norm: [first, last]}\n  overrides: {trainer.max_epochs: 1}\n"
+                      << "  output: " << tmp_ << "/from-file\n";
+  r = run({"sweep", file, "seed=3,4", "--dry-run"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(contains(r.out, "4 runs into " + tmp_ + "/from-file")) << r.out;
+  EXPECT_TRUE(contains(r.out, "model.norm=last_seed=4: ")) << r.out;
+  EXPECT_EQ(count(r.out, "trainer.max_epochs=1"), 4u) << r.out;
+}
+
+TEST_F(Sweep, CompareGroupsTheSweepFolder) {
+  const auto dir = tmp_ + "/groups";
+  auto r = run({"sweep", kTiny, "model.norm=first,last", "seed=0,1,2", "trainer.max_epochs=2", "--jobs", "2", "-o", dir});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  {  // A failed run is left out of the groups.
+    results::Results edit(dir + "/model.norm=last_seed=2.h5", results::Results::Open::Existing);
+    edit.set_status(results::Status::Failed);
+  }
+  r = run({"compare", dir, "--group-by", "model.norm", "--plot", tmp_ + "/groups.png"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(contains(r.out, "5 runs in 2 groups by model.norm")) << r.out;
+  EXPECT_TRUE(contains(r.out, "model.norm=first (n=3)")) << r.out;
+  EXPECT_TRUE(contains(r.out, "model.norm=last (n=2)")) << r.out;
+  EXPECT_TRUE(contains(r.out, "p (Welch)")) << r.out;
+  EXPECT_TRUE(contains(r.out, "Hedges' g")) << r.out;
+  EXPECT_TRUE(contains(r.out, "attention encoder_self layer 1 head 1")) << r.out;
+  EXPECT_TRUE(contains(r.err, "model.norm=last_seed=2.h5 left out of the groups: its status is 'failed'")) << r.err;
+  EXPECT_TRUE(contains(r.err, "wrote " + tmp_ + "/groups.png")) << r.err;
+  EXPECT_GT(fs::file_size(tmp_ + "/groups.png"), 1000u);
+  // Three groups: no test, the same columns otherwise; markdown as compare writes it.
+  r = run({"compare", dir, "--group-by", "seed", "--format", "markdown", "--no-attention"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(contains(r.out, "5 runs in 3 groups by seed")) << r.out;
+  EXPECT_TRUE(contains(r.out, "| seed=0 (n=2) |")) << r.out;
+  EXPECT_FALSE(contains(r.out, "Welch")) << r.out;
+  EXPECT_FALSE(contains(r.out, "attention")) << r.out;
+  r = run({"compare", dir, "--group-by", "model.nrom"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_TRUE(contains(r.err, "'model.nrom' is in no run's config; did you mean 'model.norm'?")) << r.err;
+}
+
+TEST_F(Sweep, SlurmDryRunPrintsOneArrayScript) {
+  const auto dir = tmp_ + "/slurm";
+  auto r = run({"sweep", kTiny, "model.norm=first,last", "seed=0,1,2", "--jobs", "2", "--launcher", "slurm",
+                "--sbatch-arg=--time=0:10:00", "--dry-run", "-o", dir});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(r.out.starts_with("#!/bin/bash\n")) << r.out;
+  EXPECT_TRUE(contains(r.out, "#SBATCH --array=0-5%2\n")) << r.out;
+  EXPECT_TRUE(contains(r.out, "#SBATCH --time=0:10:00\n")) << r.out;
+  EXPECT_TRUE(contains(r.out, "#SBATCH --output=" + dir + "/slurm-%A_%a.out\n")) << r.out;
+  EXPECT_EQ(count(r.out, "    exec " + runner_), 6u) << r.out;
+  EXPECT_TRUE(contains(r.out, "  5)  # model.norm=last_seed=2\n")) << r.out;
+  EXPECT_TRUE(contains(r.out, " model.norm=last seed=2 --results " + dir + "/model.norm=last_seed=2.h5 >> " + dir +
+                                  "/model.norm=last_seed=2.log 2>&1 ;;"))
+      << r.out;
+  EXPECT_FALSE(contains(r.out, "threads=")) << r.out;  // Slurm gives the cores
+  EXPECT_FALSE(fs::exists(dir));
+  // The script is valid bash.
+  std::ofstream(tmp_ + "/s.sh") << r.out;
+  EXPECT_EQ(std::system(("bash -n " + tmp_ + "/s.sh").c_str()), 0);
+}
+
+TEST_F(Sweep, MistakesStopItBeforeAnythingRuns) {
+  const auto dir = tmp_ + "/never";
+  auto expect_error = [&](const std::vector<std::string>& args, const std::string& message) {
+    auto all = args;
+    all.insert(all.begin(), "sweep");
+    auto r = run(all);
+    EXPECT_EQ(r.exit_code, 1) << r.err;
+    EXPECT_TRUE(contains(r.err, message)) << r.err;
+    EXPECT_EQ(testutil::count_lines(r.err), 1u) << r.err;
+  };
+  // The typo is in one run only (the last); the others would be valid.
+  expect_error({kTiny, "seed=0,1", "model.norm=first,lsat", "-o", dir}, "sweep run 'seed=0_model.norm=lsat'");
+  expect_error({kTiny, "model.nrom=first,last", "-o", dir}, "did you mean 'norm'");
+  expect_error({kTiny, "seed=1,,2", "-o", dir}, "has an empty value");
+  expect_error({kTiny, "seed=range(2,2)", "-o", dir}, "is empty");
+  expect_error({kTiny, "seed=1,2", "seed=3", "-o", dir}, "'seed' is given twice");
+  expect_error({"experiments/nope.yaml", "seed=1,2", "-o", dir}, "not found");
+  expect_error({tmp_, "--resume"}, "is not a sweep folder");
+  expect_error({tmp_ + "/x", "--resume", "seed=1"}, "takes the sweep folder alone");
+  EXPECT_FALSE(fs::exists(dir));
+}
+
+}  // namespace
