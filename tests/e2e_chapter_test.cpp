@@ -142,6 +142,22 @@ TEST_F(ChapterRunner, TransformerWithAdditiveEncoderScorerRecordsItsWeights) {
   EXPECT_LT(enc.weights.narrow(3, 4, 6).abs().max().item<float>(), 1e-5f);  // source padding masked
 }
 
+TEST_F(ChapterRunner, PluginsShowsTheAttentionScorerOptions) {
+  auto decoder = run({"plugins", "decoder/transformer"});
+  ASSERT_EQ(decoder.exit_code, 0) << decoder.err;
+  for (const char* option : {"attention.scorer ", "attention.self_scorer ", "attention.cross_scorer "}) {
+    EXPECT_NE(decoder.out.find(option), std::string::npos) << option << "\n" << decoder.out;
+  }
+  EXPECT_NE(decoder.out.find("the cross-attention's scorer"), std::string::npos) << decoder.out;
+  auto encoder = run({"plugins", "encoder/transformer"});
+  ASSERT_EQ(encoder.exit_code, 0) << encoder.err;
+  EXPECT_NE(encoder.out.find("attention.self_scorer "), std::string::npos) << encoder.out;
+  EXPECT_EQ(encoder.out.find("attention.cross_scorer"), std::string::npos) << encoder.out;
+  auto gru = run({"plugins", "gru_bahdanau"});
+  EXPECT_NE(gru.out.find("attention.cross_scorer "), std::string::npos) << gru.out;
+  EXPECT_EQ(gru.out.find("attention.self_scorer"), std::string::npos) << gru.out;
+}
+
 TEST_F(ChapterRunner, PluginsListsTheChapter) {
   auto r = run({"plugins"});
   ASSERT_EQ(r.exit_code, 0) << r.err;

@@ -72,7 +72,7 @@ TEST(PluginLoader, FactoryExceptionIsWrappedWithPluginName) {
   r.load(test_plugin("attnlab_scorer_test_throws"));
   plugin::BuildContext ctx;
   auto node = config::parse_yaml("plugin: test_scorer\n", "inline.yaml");
-  auto msg = message_of<PluginError>([&] { r.create<nn::Scorer>(node, ctx); });
+  auto msg = message_of<PluginError>([&] { r.create<nn::Scorer>(node, ctx, nn::ScorerContext{}); });
   EXPECT_NE(msg.find("scorer 'test_scorer'"), std::string::npos) << msg;
   EXPECT_NE(msg.find("deliberate failure in the factory"), std::string::npos) << msg;
 }
@@ -83,7 +83,7 @@ TEST(PluginLoader, UnknownPluginSuggestsAName) {
   r.load(test_plugin("attnlab_scorer_test_good"));
   plugin::BuildContext ctx;
   auto node = config::parse_yaml("scorer: test_scorr\n", "exp.yaml");
-  auto msg = message_of<ConfigError>([&] { r.create<nn::Scorer>(node.at("scorer"), ctx); });
+  auto msg = message_of<ConfigError>([&] { r.create<nn::Scorer>(node.at("scorer"), ctx, nn::ScorerContext{}); });
   EXPECT_NE(msg.find("exp.yaml:1:9"), std::string::npos) << msg;
   EXPECT_NE(msg.find("did you mean 'test_scorer'"), std::string::npos) << msg;
 }
@@ -94,7 +94,8 @@ TEST(PluginLoader, UnknownOptionIsAConfigErrorWithLocation) {
   r.load(test_plugin("attnlab_scorer_test_good"));
   plugin::BuildContext ctx;
   auto node = config::parse_yaml("attention:\n  scorer:\n    plugin: test_scorer\n    scael: 2\n", "exp.yaml");
-  auto msg = message_of<ConfigError>([&] { r.create<nn::Scorer>(node.at("attention").at("scorer"), ctx); });
+  auto msg = message_of<ConfigError>(
+      [&] { r.create<nn::Scorer>(node.at("attention").at("scorer"), ctx, nn::ScorerContext{}); });
   EXPECT_NE(msg.find("exp.yaml:4:"), std::string::npos) << msg;
   EXPECT_NE(msg.find("attention.scorer.scael"), std::string::npos) << msg;
   EXPECT_NE(msg.find("did you mean 'scale'"), std::string::npos) << msg;
@@ -108,11 +109,11 @@ TEST(PluginLoader, CreatedObjectWorksAndKeepsLibraryAlive) {
     r.load(test_plugin("attnlab_scorer_test_good"));
     plugin::BuildContext ctx;
     auto node = config::parse_yaml("plugin: test_scorer\nscale: 2\n", "inline.yaml");
-    scorer = r.create<nn::Scorer>(node, ctx);
+    scorer = r.create<nn::Scorer>(node, ctx, nn::ScorerContext{});
     ASSERT_EQ(r.used().size(), 1u);
   }  // registry (and its handle on the library) gone: the object must still work
   auto q = torch::ones({1, 2, 3}), k = torch::ones({1, 4, 3});
-  auto s = scorer->score(q, k);  // [1, 2, 4], every entry 2 * 3
+  auto s = scorer->score(q, k, {});  // [1, 2, 4], every entry 2 * 3
   EXPECT_ALLCLOSE(s, torch::full({1, 2, 4}, 6.0));
   scorer.reset();  // destroys the object, then unloads the library
 }
@@ -143,7 +144,7 @@ TEST(PluginLoader, ConfigErrorFromAFactoryOutlivesTheRegistry) {
     plugin::BuildContext ctx;
     auto node = config::parse_yaml("scorer:\n  plugin: test_config_error\n  scale: 2\n", "exp.yaml");
     try {
-      r.create<nn::Scorer>(node.at("scorer"), ctx);
+      r.create<nn::Scorer>(node.at("scorer"), ctx, nn::ScorerContext{});
     } catch (...) {
       caught = std::current_exception();
     }

@@ -22,7 +22,7 @@ using namespace attnlab;
 class TestScorer final : public nn::Scorer {
  public:
   explicit TestScorer(double scale) : scale_(scale) {}
-  torch::Tensor score(const torch::Tensor& q, const torch::Tensor& k) override {
+  torch::Tensor score(const torch::Tensor& q, const torch::Tensor& k, const nn::Positions&) override {
     return torch::bmm(q, k.transpose(1, 2)) * scale_;  // [B, Q, K]
   }
 
@@ -32,7 +32,7 @@ class TestScorer final : public nn::Scorer {
 
 config::Schema schema() { return {config::opt_float("scale", 1.0, "multiplies the scores")}; }
 
-std::shared_ptr<nn::Scorer> make(const config::Options& o, const plugin::BuildContext&) {
+std::shared_ptr<nn::Scorer> make(const config::Options& o, const plugin::BuildContext&, const nn::ScorerContext&) {
 #ifdef TEST_SCORER_THROWS
   throw std::runtime_error("deliberate failure in the factory");
 #endif

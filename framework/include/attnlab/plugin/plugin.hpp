@@ -4,9 +4,13 @@
 //   #include <attnlab/plugin/plugin.hpp>
 //   namespace {
 //   config::Schema schema() { return {config::opt_int("hidden", 8, "width", 1)}; }
-//   std::shared_ptr<attnlab::nn::Scorer> make(const config::Options& o, const plugin::BuildContext& c) {...}
+//   std::shared_ptr<attnlab::nn::Scorer> make(const config::Options& o, const plugin::BuildContext& c,
+//                                             const attnlab::nn::ScorerContext& sc) {...}
 //   }
 //   ATTNLAB_PLUGIN(attnlab::nn::Scorer, "additive", "Bahdanau additive scorer", schema, make)
+//
+// The factory's signature is the kind's (FactorySignature<Interface>): options and BuildContext,
+// then whatever that kind alone needs (a scorer: nn::ScorerContext).
 //
 // The descriptor is plain data; the loader reads abi_version first and refuses a mismatch
 // before touching anything else, then compares sdk_hash: the hash of every public SDK header
@@ -29,8 +33,15 @@ namespace attnlab::plugin {
 template <class Interface>
 struct KindOf;
 
+/// The function type of a kind's factory: options and BuildContext, plus, for a kind that needs
+/// more, its own arguments (specialised next to the interface; a scorer gets nn::ScorerContext).
 template <class Interface>
-using Factory = std::shared_ptr<Interface> (*)(const config::Options&, const BuildContext&);
+struct FactorySignature {
+  using type = std::shared_ptr<Interface>(const config::Options&, const BuildContext&);
+};
+
+template <class Interface>
+using Factory = typename FactorySignature<Interface>::type*;
 
 struct Descriptor {
   // The first six fields are frozen across ABI versions: the loader reads them from any plugin,
@@ -44,7 +55,10 @@ struct Descriptor {
   // From here on the layout belongs to abi_version.
   const char* description;      // one line
   config::Schema (*schema)();   // options with types/defaults/descriptions
-  void* factory;                // Factory<Interface> for the kind's interface
+  // Factory<Interface> for the kind's interface. Its signature (FactorySignature) is part of the
+  // SDK headers, not of this layout: changing it changes the SDK hash, which refuses plugins built
+  // against the old one, so it needs no kAbiVersion bump.
+  void* factory;
 };
 
 /// The SDK hash of this libattnlab (what every plugin's sdk_hash must equal).
