@@ -1,6 +1,7 @@
 // Plugin loader failure paths (pluginlib's habit): missing file, not a plugin, ABI mismatch,
 // duplicate kind+name, a factory that throws; and the happy path keeping the library alive.
 #include <attnlab/config/node.hpp>
+#include <attnlab/nn/attention.hpp>
 #include <attnlab/nn/scorer.hpp>
 #include <attnlab/plugin/registry.hpp>
 
@@ -116,6 +117,37 @@ TEST(PluginLoader, CreatedObjectWorksAndKeepsLibraryAlive) {
   auto s = scorer->score(q, k, {});  // [1, 2, 4], every entry 2 * 3
   EXPECT_ALLCLOSE(s, torch::full({1, 2, 4}, 6.0));
   scorer.reset();  // destroys the object, then unloads the library
+}
+
+TEST(PluginLoader, AnExceptionFromScoreMidRunNamesThePlugin) {
+  // Thrown by the plugin's score() at its 2nd call, inside the framework's attention: it leaves as
+  // a PluginError naming the plugin, its library and its place in the experiment file.
+  REQUIRE_TEST_PLUGINS();
+  plugin::Registry r;
+  const auto path = test_plugin("attnlab_scorer_test_good");
+  r.load(path);
+  plugin::BuildContext ctx;
+  auto node =
+      config::parse_yaml("model:\n  attention:\n    scorer: {plugin: test_scorer, throw_at_call: 2}\n", "exp.yaml");
+  auto scorer = r.create<nn::Scorer>(node.at("model").at("attention").at("scorer"), ctx, nn::ScorerContext{});
+  EXPECT_EQ(scorer->made_by(), "scorer 'test_scorer' (" + path + ") at 'model.attention.scorer'");
+  nn::Attention attention(scorer, 0.0);
+  auto q = torch::ones({1, 2, 3}), kv = torch::ones({1, 4, 3});
+  attention->forward(q, kv, kv);  // call 1 works
+  auto msg = message_of<PluginError>([&] { attention->forward(q, kv, kv); });
+  EXPECT_EQ(msg, "plugin scorer 'test_scorer' (" + path +
+                     ") at 'model.attention.scorer' failed in score(): deliberate failure in score() call 2");
+}
+
+TEST(PluginLoader, AnExceptionFromAScorerNoRegistryMadePassesUnchanged) {
+  struct Throws final : nn::Scorer {
+    torch::Tensor score(const torch::Tensor&, const torch::Tensor&, const nn::Positions&) override {
+      throw std::runtime_error("not a plugin");
+    }
+  };
+  nn::Attention attention(std::make_shared<Throws>(), 0.0);
+  auto q = torch::ones({1, 2, 3});
+  EXPECT_EQ(message_of<std::runtime_error>([&] { attention->forward(q, q, q); }), "not a plugin");
 }
 
 /// A folder holding copies of libraries under the given file names (discover() reads libattnlab_*.so).

@@ -6,6 +6,7 @@
 #include <torch/torch.h>
 
 #include <cmath>
+#include <optional>
 
 namespace attnlab::nn {
 
@@ -50,11 +51,20 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& queries, const torch::
               values.size(1));
   if (!recording_) {
     weights_ = torch::Tensor();
-    auto fused =
-        scorer_->attend(queries, keys, values, valid_lens, positions, dropout_->options.p(), is_training());
-    if (fused) return *fused;  // [B, Q, Dv]
+    std::optional<torch::Tensor> fused;  // [B, Q, Dv] when the scorer has a fused path
+    try {
+      fused = scorer_->attend(queries, keys, values, valid_lens, positions, dropout_->options.p(), is_training());
+    } catch (...) {
+      plugin::rethrow_naming(*scorer_, "attend()");
+    }
+    if (fused) return *fused;
   }
-  auto scores = scorer_->score(queries, keys, positions);  // [B, Q, K]
+  torch::Tensor scores;  // [B, Q, K]
+  try {
+    scores = scorer_->score(queries, keys, positions);
+  } catch (...) {
+    plugin::rethrow_naming(*scorer_, "score()");
+  }
   auto weights = masked_softmax(scores, valid_lens);    // [B, Q, K]
   if (recording_) weights_ = weights.detach();          // before dropout, as d2l keeps them
   return torch::bmm(dropout_->forward(weights), values);  // [B, Q, Dv]

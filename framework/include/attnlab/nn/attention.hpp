@@ -18,7 +18,8 @@ namespace attnlab::nn {
 torch::Tensor masked_softmax(const torch::Tensor& scores, const torch::Tensor& valid_lens);
 
 /// Attention pooling: weights = dropout(masked_softmax(scorer(q, k))), output = weights @ v.
-/// When recording is on, the last weights are kept ([B, Q, K]).
+/// When recording is on, the last weights are kept ([B, Q, K]). An exception from a plugin
+/// scorer's score() or attend() leaves naming the plugin (plugin::rethrow_naming).
 class AttentionImpl : public torch::nn::Module {
  public:
   AttentionImpl(std::shared_ptr<Scorer> scorer, double dropout);

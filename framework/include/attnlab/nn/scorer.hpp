@@ -41,7 +41,7 @@ struct Positions {
   int64_t key_offset = 0;
 };
 
-class Scorer : public torch::nn::Module {
+class Scorer : public torch::nn::Module, public plugin::Made {
  public:
   ~Scorer() override = default;
   /// queries [B, Q, Dq], keys [B, K, Dk] -> scores [B, Q, K], before masking and softmax. A scorer

@@ -26,6 +26,8 @@
 #include <boost/dll/alias.hpp>
 
 #include <memory>
+#include <string>
+#include <utility>
 
 namespace attnlab::plugin {
 
@@ -42,6 +44,28 @@ struct FactorySignature {
 
 template <class Interface>
 using Factory = typename FactorySignature<Interface>::type*;
+
+/// Base of the interfaces whose methods the framework calls during a run (nn::Scorer,
+/// nn::Encoder, nn::Decoder). Registry::create records here which plugin made the object, so that
+/// an exception from its score() or forward() can name it (rethrow_naming).
+class Made {
+ public:
+  /// "scorer 'alibi' (<its library>) at 'model.encoder.attention.scorer'"; empty for an object no
+  /// registry made (built directly, as tests do).
+  const std::string& made_by() const { return made_by_; }
+  void set_made_by(std::string who) { made_by_ = std::move(who); }
+
+ private:
+  std::string made_by_;
+};
+
+/// Called in a catch block around a call into `object` (`method`: "score()", "forward()", ...):
+/// rethrows the exception in flight, as it is when the object was made by no registry, when it is
+/// an Interrupted or a PluginError (already naming a plugin, e.g. a scorer inside an encoder);
+/// else as a new error made here naming the plugin: ConfigError, DataError and ResultsError keep
+/// their type, anything else becomes a PluginError
+/// "plugin scorer 'alibi' (…) at '…' failed in score(): <message without torch's backtrace>".
+[[noreturn]] ATTNLAB_API void rethrow_naming(const Made& object, const char* method);
 
 struct Descriptor {
   // The first six fields are frozen across ABI versions: the loader reads them from any plugin,

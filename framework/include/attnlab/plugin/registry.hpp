@@ -66,7 +66,8 @@ class Registry {
   /// the kind's own factory arguments after the BuildContext (FactorySignature<Interface>; a
   /// scorer: its nn::ScorerContext). Exceptions from plugin code are re-created here, in
   /// libattnlab, before they leave: attnlab's error types keep their type and message, anything
-  /// else becomes a PluginError naming the plugin and its library.
+  /// else becomes a PluginError naming the plugin and its library. An object of an interface
+  /// deriving from Made is told which plugin made it (kind, name, library, YAML path).
   template <class Interface, class... Extra>
   std::shared_ptr<Interface> create(const config::Node& node, const BuildContext& ctx, const Extra&... extra);
 
@@ -129,6 +130,10 @@ std::shared_ptr<Interface> Registry::create(const config::Node& node, const Buil
   }
   ATTNLAB_CHECK(obj != nullptr, PluginError, "plugin {} '{}' ({}) returned no object", r.info->kind,
                 r.info->name, r.info->path);
+  if constexpr (std::is_base_of_v<Made, Interface>) {
+    obj->set_made_by(fmt::format("{} '{}' ({}) at '{}'", r.info->kind, r.info->name, r.info->path,
+                                 node.path().empty() ? std::string("<root>") : node.path()));
+  }
   mark_used(*r.info);
   return keep_library_alive(std::move(obj), r.info->library);
 }
