@@ -14,7 +14,7 @@ namespace {
 
 constexpr int64_t kVocab = 13, kBos = 1, kEos = 2, kSteps = 9;
 
-std::shared_ptr<nn::Scorer> dot(int64_t, int64_t) { return std::make_shared<nn::DotProductScorerImpl>(); }
+std::shared_ptr<nn::Scorer> dot(const nn::ScorerContext&) { return std::make_shared<nn::DotProductScorerImpl>(); }
 
 /// A random 2-block transformer; `eos_bias` raises <eos>'s logit so that some outputs end early.
 nn::EncoderDecoder small_model(uint64_t seed, double eos_bias) {

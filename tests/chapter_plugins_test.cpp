@@ -30,8 +30,8 @@ class ChapterPlugins : public testutil::SeededTest {
     ctx.data.tgt_vocab_size = 21;
   }
   config::Node yaml(const std::string& text) { return config::parse_yaml("x: " + text, "test.yaml").at("x"); }
-  plugin::BuildContext sized(int64_t q, int64_t k) {
-    auto c = ctx;
+  static nn::ScorerContext sized(int64_t q, int64_t k) {
+    nn::ScorerContext c;
     c.query_size = q;
     c.key_size = k;
     return c;
@@ -42,33 +42,37 @@ class ChapterPlugins : public testutil::SeededTest {
 };
 
 TEST_F(ChapterPlugins, ScorersFromTheRegistry) {
-  auto additive = registry.create<nn::Scorer>(yaml("additive"), sized(5, 3));
+  auto additive = registry.create<nn::Scorer>(yaml("additive"), ctx, sized(5, 3));
   auto* a = dynamic_cast<nn::AdditiveScorerImpl*>(additive.get());
   ASSERT_NE(a, nullptr);
   EXPECT_EQ(a->W_q->weight.sizes(), (Sizes{3, 5}));  // num_hiddens 0 = the key size
   EXPECT_EQ(a->W_k->weight.sizes(), (Sizes{3, 3}));
-  auto wide = registry.create<nn::Scorer>(yaml("{plugin: additive, num_hiddens: 8}"), sized(5, 3));
+  auto wide = registry.create<nn::Scorer>(yaml("{plugin: additive, num_hiddens: 8}"), ctx, sized(5, 3));
   EXPECT_EQ(dynamic_cast<nn::AdditiveScorerImpl*>(wide.get())->w_v->weight.sizes(), (Sizes{1, 8}));
 
-  auto kernel = registry.create<nn::Scorer>(yaml("{plugin: gaussian_kernel, learnable: true, w: 0.5}"), sized(1, 1));
+  auto kernel =
+      registry.create<nn::Scorer>(yaml("{plugin: gaussian_kernel, learnable: true, w: 0.5}"), ctx, sized(1, 1));
   auto* g = dynamic_cast<nn::GaussianKernelScorerImpl*>(kernel.get());
   ASSERT_NE(g, nullptr);
   EXPECT_TRUE(g->learnable());
   EXPECT_FLOAT_EQ(g->w().item<float>(), 0.5f);
   EXPECT_EQ(kernel->parameters().size(), 1u);
-  auto fixed = registry.create<nn::Scorer>(yaml("gaussian_kernel"), sized(1, 1));
+  auto fixed = registry.create<nn::Scorer>(yaml("gaussian_kernel"), ctx, sized(1, 1));
   EXPECT_TRUE(fixed->parameters().empty());
-  EXPECT_NE(dynamic_cast<nn::AverageScorerImpl*>(registry.create<nn::Scorer>(yaml("average"), ctx).get()), nullptr);
+  EXPECT_NE(dynamic_cast<nn::AverageScorerImpl*>(
+                registry.create<nn::Scorer>(yaml("average"), ctx, nn::ScorerContext{}).get()),
+            nullptr);
 }
 
 TEST_F(ChapterPlugins, ScorerErrorsNameThePlaceAndTheSizes) {
-  auto no_sizes = message_of<ConfigError>([&] { registry.create<nn::Scorer>(yaml("{plugin: additive}"), ctx); });
+  auto no_sizes = message_of<ConfigError>(
+      [&] { registry.create<nn::Scorer>(yaml("{plugin: additive}"), ctx, nn::ScorerContext{}); });
   EXPECT_NE(no_sizes.find("scorer 'additive'"), std::string::npos) << no_sizes;
   EXPECT_NE(no_sizes.find("query size 0 and key size 0"), std::string::npos) << no_sizes;
-  auto sizes = message_of<ConfigError>([&] { registry.create<nn::Scorer>(yaml("gaussian_kernel"), sized(2, 3)); });
+  auto sizes = message_of<ConfigError>([&] { registry.create<nn::Scorer>(yaml("gaussian_kernel"), ctx, sized(2, 3)); });
   EXPECT_NE(sizes.find("query size 2 and key size 3"), std::string::npos) << sizes;
   auto typo = message_of<ConfigError>(
-      [&] { registry.create<nn::Scorer>(yaml("{plugin: gaussian_kernel, learnabel: true}"), sized(1, 1)); });
+      [&] { registry.create<nn::Scorer>(yaml("{plugin: gaussian_kernel, learnabel: true}"), ctx, sized(1, 1)); });
   EXPECT_NE(typo.find("did you mean 'learnable'"), std::string::npos) << typo;
 }
 

@@ -38,7 +38,7 @@ bool have_cuda() { return torch::cuda::is_available(); }
 
 const torch::Device kGpu(torch::kCUDA);
 
-std::shared_ptr<nn::Scorer> dot(int64_t, int64_t) { return std::make_shared<nn::DotProductScorerImpl>(); }
+std::shared_ptr<nn::Scorer> dot(const nn::ScorerContext&) { return std::make_shared<nn::DotProductScorerImpl>(); }
 
 /// Two copies of one model: built from the same seed, one left on the CPU, one moved to the GPU.
 template <typename Make>
@@ -111,7 +111,7 @@ TEST_F(Cuda, BahdanauGruLogitsAndGradientsEqualTheCpu) {
 TEST_F(Cuda, SdpaFastPathEqualsExplicitPathOnTheGpu) {
   for (bool training : {true, false}) {
     for (const auto& valid : {torch::Tensor(), torch::tensor({2, 6, 4}), torch::tensor({0, 3, 6})}) {
-      nn::Attention attention(dot(0, 0), 0.0);
+      nn::Attention attention(dot({}), 0.0);
       attention->train(training);
       attention->to(kGpu);
       auto opts = torch::TensorOptions().device(kGpu).requires_grad(true);

@@ -1,6 +1,7 @@
 // End to end: every experiment of the attention chapter through the real runner binary, read back
 // from its results file. Translation runs are shortened to 2 epochs; Nadaraya-Watson runs in full
 // (5 full-batch epochs on 50 points) to check the parametric kernel learns.
+#include <attnlab/config/node.hpp>
 #include <attnlab/results/reader.hpp>
 
 #include <gtest/gtest.h>
@@ -142,10 +143,61 @@ TEST_F(ChapterRunner, TransformerWithAdditiveEncoderScorerRecordsItsWeights) {
   EXPECT_LT(enc.weights.narrow(3, 4, 6).abs().max().item<float>(), 1e-5f);  // source padding masked
 }
 
+TEST_F(ChapterRunner, TransformerWithAlibiScorersTwoEpochs) {
+  REQUIRE_FRA_ENG();
+  // attention: {scorer: alibi} in the encoder and the decoder (self- and cross-attention).
+  results::ResultsReader rd(experiment(
+      "transformer_fra_eng_d2l017.yaml",
+      {"trainer.max_epochs=2", "model.encoder.attention={scorer: alibi}", "model.decoder.attention={scorer: alibi}"}));
+  expect_translation_run(rd);
+  const auto model = config::parse_yaml(rd.config(), "config").at("model");
+  for (const char* side : {"encoder", "decoder"}) {
+    EXPECT_EQ(model.at(side).at("attention").at("scorer").at("plugin").str(), "alibi") << rd.config();
+  }
+  EXPECT_EQ(rd.config().find("dot_product"), std::string::npos) << rd.config();
+  auto self = rd.attention("i'm home .", "decoder_self");  // [blocks, heads, steps, steps]
+  EXPECT_EQ(self.weights.size(1), 4);
+  EXPECT_ALLCLOSE(self.weights.sum(-1), torch::ones({2, 4, self.weights.size(2)}), 1e-4, 1e-4);
+}
+
+TEST_F(ChapterRunner, TransformerWithAlibiSelfAndDotProductCrossAttention) {
+  REQUIRE_FRA_ENG();
+  results::ResultsReader rd(experiment("transformer_fra_eng_d2l017_alibi.yaml", {"trainer.max_epochs=2"}));
+  expect_translation_run(rd);
+  // The resolved config holds each scorer at its place, with its options.
+  const auto attention = config::parse_yaml(rd.config(), "config").at("model").at("decoder").at("attention");
+  EXPECT_EQ(attention.at("self_scorer").at("plugin").str(), "alibi") << rd.config();
+  EXPECT_EQ(attention.at("self_scorer").at("symmetric").str(), "true") << rd.config();
+  EXPECT_EQ(attention.at("cross_scorer").at("plugin").str(), "dot_product") << rd.config();
+  std::string plugins;
+  for (const auto& p : rd.attr_strings("plugins")) plugins += p + "\n";
+  EXPECT_NE(plugins.find("scorer/alibi "), std::string::npos) << plugins;
+  EXPECT_NE(plugins.find("scorer/dot_product "), std::string::npos) << plugins;
+}
+
+TEST_F(ChapterRunner, PluginsShowsTheAttentionScorerOptions) {
+  auto decoder = run({"plugins", "decoder/transformer"});
+  ASSERT_EQ(decoder.exit_code, 0) << decoder.err;
+  for (const char* option : {"attention.scorer ", "attention.self_scorer ", "attention.cross_scorer "}) {
+    EXPECT_NE(decoder.out.find(option), std::string::npos) << option << "\n" << decoder.out;
+  }
+  EXPECT_NE(decoder.out.find("the cross-attention's scorer"), std::string::npos) << decoder.out;
+  auto encoder = run({"plugins", "encoder/transformer"});
+  ASSERT_EQ(encoder.exit_code, 0) << encoder.err;
+  EXPECT_NE(encoder.out.find("attention.self_scorer "), std::string::npos) << encoder.out;
+  EXPECT_EQ(encoder.out.find("attention.cross_scorer"), std::string::npos) << encoder.out;
+  auto gru = run({"plugins", "gru_bahdanau"});
+  EXPECT_NE(gru.out.find("attention.cross_scorer "), std::string::npos) << gru.out;
+  EXPECT_EQ(gru.out.find("attention.self_scorer"), std::string::npos) << gru.out;
+  auto alibi = run({"plugins", "scorer/alibi"});
+  ASSERT_EQ(alibi.exit_code, 0) << alibi.err;
+  EXPECT_NE(alibi.out.find("symmetric"), std::string::npos) << alibi.out;
+}
+
 TEST_F(ChapterRunner, PluginsListsTheChapter) {
   auto r = run({"plugins"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  for (const char* want : {"additive", "gaussian_kernel", "average", "dot_product", "gru", "gru_bahdanau",
+  for (const char* want : {"additive", "alibi", "gaussian_kernel", "average", "dot_product", "gru", "gru_bahdanau",
                            "kernel_regression", "nadaraya_watson", "seq2seq_d2l017"}) {
     EXPECT_NE(r.out.find(want), std::string::npos) << want << "\n" << r.out;
   }

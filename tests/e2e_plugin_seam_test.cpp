@@ -135,6 +135,28 @@ TEST_F(PluginSeamTest, ErrorAttributeHoldsTheMessageNotABacktrace) {
   EXPECT_EQ(error.find("frame #"), std::string::npos) << error;
 }
 
+TEST_F(PluginSeamTest, AScorersExceptionMidRunNamesThePlugin) {
+  // The test scorer's score() throws at its 40th call, in the first epoch (after the dry forward
+  // at build time): one line naming the plugin, its library and its place in the experiment file,
+  // and the same in the results file's error attribute.
+  const auto dir = fs::path(test_plugin("attnlab_scorer_test_good")).parent_path().string();
+  auto results = tmp_ + "/failed.h5";
+  auto r = run({"--plugin-path", dir, "experiments/tests/tiny_synthetic.yaml",
+                "model.encoder.attention.scorer={plugin: test_scorer, throw_at_call: 40}", "--results", results});
+  expect_one_error_line({r.exit_code, r.out, last_line(r.err)}, "plugin error: plugin scorer 'test_scorer' (");
+  for (const char* part : {"libattnlab_scorer_test_good.so) at 'model.encoder.attention.scorer' failed in score(): ",
+                           "deliberate failure in score() call 40"}) {
+    EXPECT_NE(r.err.find(part), std::string::npos) << part << "\n" << r.err;
+  }
+  results::ResultsReader failed(results);
+  EXPECT_EQ(failed.status(), results::Status::Failed);
+  const auto error = failed.attr_string("error");
+  EXPECT_EQ(error.rfind("plugin scorer 'test_scorer' (", 0), 0u) << error;
+  EXPECT_NE(error.find("at 'model.encoder.attention.scorer' failed in score(): deliberate failure in score() call 40"),
+            std::string::npos)
+      << error;
+}
+
 TEST_F(PluginSeamTest, AGruDecoderNarrowerThanItsEncoderIsAConfigErrorBeforeAnyFile) {
   // It failed inside torch on the first batch; now the dry forward at build time refuses it.
   REQUIRE_FRA_ENG();

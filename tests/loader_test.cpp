@@ -1,6 +1,7 @@
 // Plugin loader failure paths (pluginlib's habit): missing file, not a plugin, ABI mismatch,
 // duplicate kind+name, a factory that throws; and the happy path keeping the library alive.
 #include <attnlab/config/node.hpp>
+#include <attnlab/nn/attention.hpp>
 #include <attnlab/nn/scorer.hpp>
 #include <attnlab/plugin/registry.hpp>
 
@@ -72,7 +73,7 @@ TEST(PluginLoader, FactoryExceptionIsWrappedWithPluginName) {
   r.load(test_plugin("attnlab_scorer_test_throws"));
   plugin::BuildContext ctx;
   auto node = config::parse_yaml("plugin: test_scorer\n", "inline.yaml");
-  auto msg = message_of<PluginError>([&] { r.create<nn::Scorer>(node, ctx); });
+  auto msg = message_of<PluginError>([&] { r.create<nn::Scorer>(node, ctx, nn::ScorerContext{}); });
   EXPECT_NE(msg.find("scorer 'test_scorer'"), std::string::npos) << msg;
   EXPECT_NE(msg.find("deliberate failure in the factory"), std::string::npos) << msg;
 }
@@ -83,7 +84,7 @@ TEST(PluginLoader, UnknownPluginSuggestsAName) {
   r.load(test_plugin("attnlab_scorer_test_good"));
   plugin::BuildContext ctx;
   auto node = config::parse_yaml("scorer: test_scorr\n", "exp.yaml");
-  auto msg = message_of<ConfigError>([&] { r.create<nn::Scorer>(node.at("scorer"), ctx); });
+  auto msg = message_of<ConfigError>([&] { r.create<nn::Scorer>(node.at("scorer"), ctx, nn::ScorerContext{}); });
   EXPECT_NE(msg.find("exp.yaml:1:9"), std::string::npos) << msg;
   EXPECT_NE(msg.find("did you mean 'test_scorer'"), std::string::npos) << msg;
 }
@@ -94,7 +95,8 @@ TEST(PluginLoader, UnknownOptionIsAConfigErrorWithLocation) {
   r.load(test_plugin("attnlab_scorer_test_good"));
   plugin::BuildContext ctx;
   auto node = config::parse_yaml("attention:\n  scorer:\n    plugin: test_scorer\n    scael: 2\n", "exp.yaml");
-  auto msg = message_of<ConfigError>([&] { r.create<nn::Scorer>(node.at("attention").at("scorer"), ctx); });
+  auto msg = message_of<ConfigError>(
+      [&] { r.create<nn::Scorer>(node.at("attention").at("scorer"), ctx, nn::ScorerContext{}); });
   EXPECT_NE(msg.find("exp.yaml:4:"), std::string::npos) << msg;
   EXPECT_NE(msg.find("attention.scorer.scael"), std::string::npos) << msg;
   EXPECT_NE(msg.find("did you mean 'scale'"), std::string::npos) << msg;
@@ -108,13 +110,44 @@ TEST(PluginLoader, CreatedObjectWorksAndKeepsLibraryAlive) {
     r.load(test_plugin("attnlab_scorer_test_good"));
     plugin::BuildContext ctx;
     auto node = config::parse_yaml("plugin: test_scorer\nscale: 2\n", "inline.yaml");
-    scorer = r.create<nn::Scorer>(node, ctx);
+    scorer = r.create<nn::Scorer>(node, ctx, nn::ScorerContext{});
     ASSERT_EQ(r.used().size(), 1u);
   }  // registry (and its handle on the library) gone: the object must still work
   auto q = torch::ones({1, 2, 3}), k = torch::ones({1, 4, 3});
-  auto s = scorer->score(q, k);  // [1, 2, 4], every entry 2 * 3
+  auto s = scorer->score(q, k, {});  // [1, 2, 4], every entry 2 * 3
   EXPECT_ALLCLOSE(s, torch::full({1, 2, 4}, 6.0));
   scorer.reset();  // destroys the object, then unloads the library
+}
+
+TEST(PluginLoader, AnExceptionFromScoreMidRunNamesThePlugin) {
+  // Thrown by the plugin's score() at its 2nd call, inside the framework's attention: it leaves as
+  // a PluginError naming the plugin, its library and its place in the experiment file.
+  REQUIRE_TEST_PLUGINS();
+  plugin::Registry r;
+  const auto path = test_plugin("attnlab_scorer_test_good");
+  r.load(path);
+  plugin::BuildContext ctx;
+  auto node =
+      config::parse_yaml("model:\n  attention:\n    scorer: {plugin: test_scorer, throw_at_call: 2}\n", "exp.yaml");
+  auto scorer = r.create<nn::Scorer>(node.at("model").at("attention").at("scorer"), ctx, nn::ScorerContext{});
+  EXPECT_EQ(scorer->made_by(), "scorer 'test_scorer' (" + path + ") at 'model.attention.scorer'");
+  nn::Attention attention(scorer, 0.0);
+  auto q = torch::ones({1, 2, 3}), kv = torch::ones({1, 4, 3});
+  attention->forward(q, kv, kv);  // call 1 works
+  auto msg = message_of<PluginError>([&] { attention->forward(q, kv, kv); });
+  EXPECT_EQ(msg, "plugin scorer 'test_scorer' (" + path +
+                     ") at 'model.attention.scorer' failed in score(): deliberate failure in score() call 2");
+}
+
+TEST(PluginLoader, AnExceptionFromAScorerNoRegistryMadePassesUnchanged) {
+  struct Throws final : nn::Scorer {
+    torch::Tensor score(const torch::Tensor&, const torch::Tensor&, const nn::Positions&) override {
+      throw std::runtime_error("not a plugin");
+    }
+  };
+  nn::Attention attention(std::make_shared<Throws>(), 0.0);
+  auto q = torch::ones({1, 2, 3});
+  EXPECT_EQ(message_of<std::runtime_error>([&] { attention->forward(q, q, q); }), "not a plugin");
 }
 
 /// A folder holding copies of libraries under the given file names (discover() reads libattnlab_*.so).
@@ -143,7 +176,7 @@ TEST(PluginLoader, ConfigErrorFromAFactoryOutlivesTheRegistry) {
     plugin::BuildContext ctx;
     auto node = config::parse_yaml("scorer:\n  plugin: test_config_error\n  scale: 2\n", "exp.yaml");
     try {
-      r.create<nn::Scorer>(node.at("scorer"), ctx);
+      r.create<nn::Scorer>(node.at("scorer"), ctx, nn::ScorerContext{});
     } catch (...) {
       caught = std::current_exception();
     }

@@ -9,6 +9,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -119,7 +121,7 @@ class AttentionPooling : public SeededTest {};
 
 TEST_F(AttentionPooling, DotProductScoresAreScaledBmm) {
   auto q = torch::randn({2, 3, 4}), k = torch::randn({2, 5, 4});
-  EXPECT_ALLCLOSE(DotProductScorer()->score(q, k), torch::bmm(q, k.transpose(1, 2)) / 2.0);
+  EXPECT_ALLCLOSE(DotProductScorer()->score(q, k, {}), torch::bmm(q, k.transpose(1, 2)) / 2.0);
 }
 
 TEST_F(AttentionPooling, RecordsWeightsOnlyWhileRecording) {
@@ -136,25 +138,58 @@ TEST_F(AttentionPooling, RecordsWeightsOnlyWhileRecording) {
   EXPECT_ALLCLOSE(out[1][0], v[1].slice(0, 0, 6).mean(0));
 }
 
+/// A scorer with a position-dependent bias: q k^T / sqrt(d) + bias_scale (j - i) with i, j the
+/// absolute positions; its attend() passes the bias to scaled_dot_product_attend. It keeps the
+/// positions of its last call.
+class BiasedDotProduct final : public Scorer {
+ public:
+  explicit BiasedDotProduct(double bias_scale) : bias_scale_(bias_scale) {}
+  torch::Tensor score(const torch::Tensor& q, const torch::Tensor& k, const Positions& positions) override {
+    last = positions;
+    return torch::bmm(q, k.transpose(1, 2)) / std::sqrt(static_cast<double>(q.size(-1))) +
+           bias(q.size(1), k.size(1), positions);  // [B, Q, K]
+  }
+  std::optional<torch::Tensor> attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                      const torch::Tensor& valid_lens, const Positions& positions, double dropout,
+                                      bool training) override {
+    last = positions;
+    return scaled_dot_product_attend(q, k, v, valid_lens, bias(q.size(1), k.size(1), positions),
+                                     training ? dropout : 0.0);
+  }
+  /// [Q, K]: bias_scale * (j - i)
+  torch::Tensor bias(int64_t queries, int64_t keys, const Positions& p) const {
+    auto i = torch::arange(p.query_offset, p.query_offset + queries, torch::kFloat).unsqueeze(1);  // [Q, 1]
+    auto j = torch::arange(p.key_offset, p.key_offset + keys, torch::kFloat).unsqueeze(0);         // [1, K]
+    return (j - i) * bias_scale_;
+  }
+  Positions last{-1, -1};
+
+ private:
+  double bias_scale_;
+};
+
 /// Explicit (score + masked softmax) and fused (SDPA) paths, forward and gradients.
-void expect_paths_equal(const torch::Tensor& valid_lens, bool training) {
-  Attention attention(dot(), 0.0);
+void expect_paths_equal(const torch::Tensor& valid_lens, bool training,
+                        std::shared_ptr<Scorer> scorer = std::make_shared<DotProductScorerImpl>(),
+                        const Positions& positions = {}) {
+  Attention attention(std::move(scorer), 0.0);
   attention->train(training);
   auto q = torch::randn({3, 4, 8}, torch::requires_grad()), k = torch::randn({3, 6, 8}, torch::requires_grad());
   auto v = torch::randn({3, 6, 5}, torch::requires_grad());
-  auto fused = attention->forward(q, k, v, valid_lens);  // [3, 4, 5]
+  auto fused = attention->forward(q, k, v, valid_lens, positions);  // [3, 4, 5]
   auto g = torch::autograd::grad({(fused * fused).sum()}, {q, k, v});
   attention->set_recording(true);
-  auto explicit_out = attention->forward(q, k, v, valid_lens);
+  auto explicit_out = attention->forward(q, k, v, valid_lens, positions);
   auto h = torch::autograd::grad({(explicit_out * explicit_out).sum()}, {q, k, v});
   EXPECT_ALLCLOSE(fused, explicit_out, 1e-5, 1e-5);
   for (size_t i = 0; i < g.size(); ++i) EXPECT_ALLCLOSE(g[i], h[i], 1e-4, 1e-5);
 }
 
 TEST_F(AttentionPooling, SdpaFastPathEqualsExplicitPath) {
-  ASSERT_TRUE(DotProductScorer()->attend(torch::zeros({1, 1, 2}), torch::zeros({1, 1, 2}), torch::zeros({1, 1, 2}),
-                                         {}, 0.0, false)
-                  .has_value());
+  ASSERT_TRUE(
+      DotProductScorer()
+          ->attend(torch::zeros({1, 1, 2}), torch::zeros({1, 1, 2}), torch::zeros({1, 1, 2}), {}, {}, 0.0, false)
+          .has_value());
   for (bool training : {true, false}) {
     SCOPED_TRACE(training ? "train" : "eval");
     expect_paths_equal({}, training);
@@ -163,6 +198,37 @@ TEST_F(AttentionPooling, SdpaFastPathEqualsExplicitPath) {
     expect_paths_equal(torch::tensor({{1, 2, 3, 4}, {0, 6, 2, 0}, {5, 1, 1, 9}}), training);
     expect_paths_equal(torch::tensor({2.5, 1.0, 7.0}), training);  // float lengths as d2l allows
   }
+}
+
+TEST_F(AttentionPooling, AScorersBiasIsKeptOnTheFusedPath) {
+  // A bias from the scorer reaches SDPA as an additive mask: fused = explicit, also for a row with
+  // nothing valid (uniform weights, the bias dropped as -1e6 drops it) and with positions moved.
+  for (bool training : {true, false}) {
+    SCOPED_TRACE(training ? "train" : "eval");
+    auto biased = [] { return std::make_shared<BiasedDotProduct>(0.7); };
+    expect_paths_equal({}, training, biased(), {2, 1});
+    expect_paths_equal(torch::tensor({0, 3, 6}), training, biased(), {5, 0});
+    expect_paths_equal(torch::tensor({{1, 2, 3, 4}, {0, 6, 2, 0}, {5, 1, 1, 9}}), training, biased());
+  }
+  // And the bias changes the result (it is not silently dropped on either path).
+  Attention plain(dot(), 0.0), with_bias(std::make_shared<BiasedDotProduct>(0.7), 0.0);
+  auto q = torch::randn({1, 2, 4}), kv = torch::randn({1, 3, 4});
+  EXPECT_FALSE(torch::allclose(plain->forward(q, kv, kv), with_bias->forward(q, kv, kv)));
+}
+
+TEST_F(AttentionPooling, PositionsReachTheScorerOnBothPaths) {
+  auto scorer = std::make_shared<BiasedDotProduct>(1.0);
+  Attention attention(scorer, 0.0);
+  auto q = torch::randn({2, 1, 4}), kv = torch::randn({2, 3, 4});
+  attention->forward(q, kv, kv, {}, {7, 2});  // fused
+  EXPECT_EQ(scorer->last.query_offset, 7);
+  EXPECT_EQ(scorer->last.key_offset, 2);
+  attention->set_recording(true);  // explicit
+  attention->forward(q, kv, kv, {}, {3, 0});
+  EXPECT_EQ(scorer->last.query_offset, 3);
+  EXPECT_EQ(scorer->last.key_offset, 0);
+  attention->forward(q, kv, kv);  // default: both 0
+  EXPECT_EQ(scorer->last.query_offset, 0);
 }
 
 // ------------------------------------------------------------- multi-head attention
@@ -199,6 +265,15 @@ TEST_F(MultiHead, MatchesPythonReference) {
     EXPECT_ALLCLOSE(w.sum(-1), torch::ones({2, 2, 3}));
     EXPECT_TRUE(w[1].slice(-1, 2).eq(0).all().item<bool>());
   }
+}
+
+TEST_F(MultiHead, PassesPositionsToItsScorer) {
+  auto scorer = std::make_shared<BiasedDotProduct>(0.5);
+  MultiHeadAttention mha(MultiHeadAttentionOptions(8, 2), scorer);
+  auto x = torch::randn({2, 3, 8});
+  mha->forward(x, x, x, {}, {4, 1});
+  EXPECT_EQ(scorer->last.query_offset, 4);
+  EXPECT_EQ(scorer->last.key_offset, 1);
 }
 
 TEST_F(MultiHead, OtherInputSizesAndRejectsIndivisibleHeads) {

@@ -135,8 +135,8 @@ TEST_F(Scorers, AdditiveHasNoBiasesAndChecksSizes) {
   std::vector<std::string> names;
   for (const auto& p : scorer->named_parameters()) names.push_back(p.key());
   EXPECT_EQ(names, (std::vector<std::string>{"W_q.weight", "W_k.weight", "w_v.weight"}));
-  EXPECT_EQ(scorer->score(torch::randn({2, 5, 6}), torch::randn({2, 7, 3})).sizes(), (Sizes{2, 5, 7}));
-  EXPECT_THROW(scorer->score(torch::randn({2, 5, 3}), torch::randn({2, 7, 3})), c10::Error);
+  EXPECT_EQ(scorer->score(torch::randn({2, 5, 6}), torch::randn({2, 7, 3}), {}).sizes(), (Sizes{2, 5, 7}));
+  EXPECT_THROW(scorer->score(torch::randn({2, 5, 3}), torch::randn({2, 7, 3}), {}), c10::Error);
   EXPECT_THROW(AdditiveScorer(0, 3, 4), c10::Error);
 }
 
@@ -146,18 +146,18 @@ TEST_F(Scorers, GaussianKernelIsMinusHalfSquaredScaledDistance) {
   auto q1 = torch::randn({2, 3, 1}), k1 = torch::randn({2, 5, 1});
   GaussianKernelScorer fixed(1.0, false), scaled(2.5, true);
   auto diff = q1 - k1.transpose(1, 2);  // [2, 3, 5]
-  EXPECT_ALLCLOSE(fixed->score(q1, k1), -diff.pow(2) / 2);
-  EXPECT_ALLCLOSE(scaled->score(q1, k1), -(diff * 2.5).pow(2) / 2);
+  EXPECT_ALLCLOSE(fixed->score(q1, k1, {}), -diff.pow(2) / 2);
+  EXPECT_ALLCLOSE(scaled->score(q1, k1, {}), -(diff * 2.5).pow(2) / 2);
   // Vectors: -w^2 |q - k|^2 / 2.
   auto q = torch::randn({2, 3, 4}), k = torch::randn({2, 5, 4});
   auto sq = (q.unsqueeze(2) - k.unsqueeze(1)).pow(2).sum(-1);  // [2, 3, 5]
-  EXPECT_ALLCLOSE(scaled->score(q, k), -6.25 * sq / 2, 1e-4, 1e-5);
+  EXPECT_ALLCLOSE(scaled->score(q, k, {}), -6.25 * sq / 2, 1e-4, 1e-5);
   // Fixed w is a buffer (nothing to train); learnable w is one parameter that gets a gradient.
   EXPECT_TRUE(fixed->parameters().empty());
   ASSERT_EQ(scaled->parameters().size(), 1u);
-  scaled->score(q1, k1).sum().backward();
+  scaled->score(q1, k1, {}).sum().backward();
   EXPECT_TRUE(scaled->w().grad().defined());
-  EXPECT_THROW(fixed->score(torch::randn({2, 3, 2}), torch::randn({2, 5, 3})), c10::Error);
+  EXPECT_THROW(fixed->score(torch::randn({2, 3, 2}), torch::randn({2, 5, 3}), {}), c10::Error);
 }
 
 TEST_F(Scorers, AverageIsTheMeanOfTheValidValues) {

@@ -56,7 +56,7 @@ using testutil::golden::weight;
 using testutil::golden::fill;
 using testutil::golden::matches;
 
-std::shared_ptr<Scorer> dot(int64_t, int64_t) { return std::make_shared<DotProductScorerImpl>(); }
+std::shared_ptr<Scorer> dot(const ScorerContext&) { return std::make_shared<DotProductScorerImpl>(); }
 
 TransformerDecoderState block_state(const torch::Tensor& enc, const torch::Tensor& valid, bool incremental) {
   TransformerDecoderState state;

@@ -15,7 +15,7 @@ namespace {
 
 using attnlab::testutil::SeededTest;
 
-std::shared_ptr<Scorer> dot(int64_t, int64_t) { return std::make_shared<DotProductScorerImpl>(); }
+std::shared_ptr<Scorer> dot(const ScorerContext&) { return std::make_shared<DotProductScorerImpl>(); }
 
 /// Copies every parameter of `from` into the same-named one of `to`, converting fused projection
 /// weights [H, in] / biases [H] to per-head [heads, in, d_k] / [heads, d_k] where shapes differ.
@@ -56,8 +56,8 @@ TEST_F(Variants, Conv1dFfnEqualsLinearWithTheSameWeights) {
 
 TEST_F(Variants, PerHeadProjectionsEqualTheFusedLayout) {
   for (bool bias : {false, true}) {
-    MultiHeadAttention fused(MultiHeadAttentionOptions(12, 3).bias(bias), dot(0, 0));
-    MultiHeadAttention split(MultiHeadAttentionOptions(12, 3).bias(bias).per_head_projections(true), dot(0, 0));
+    MultiHeadAttention fused(MultiHeadAttentionOptions(12, 3).bias(bias), dot({}));
+    MultiHeadAttention split(MultiHeadAttentionOptions(12, 3).bias(bias).per_head_projections(true), dot({}));
     EXPECT_FALSE(split->W_q);
     EXPECT_EQ(split->W_q_heads->weight.sizes(), (std::vector<int64_t>{3, 12, 4}));  // [heads, d_model, d_k]
     EXPECT_EQ(split->named_parameters().find("W_q.weight")->sizes(), (std::vector<int64_t>{3, 12, 4}));

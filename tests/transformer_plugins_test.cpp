@@ -1,7 +1,10 @@
 // The dot_product scorer and transformer encoder/decoder plugins, created through the registry
-// from config nodes: happy path, option validation and error messages.
+// from config nodes: happy path, option validation and error messages, a scorer per attention
+// role, and errors from their forward() naming the plugin.
 #include <attnlab/config/node.hpp>
+#include <attnlab/nn/dot_product.hpp>
 #include <attnlab/nn/encoder_decoder.hpp>
+#include <attnlab/nn/scorers.hpp>
 #include <attnlab/nn/transformer.hpp>
 #include <attnlab/plugin/registry.hpp>
 
@@ -98,13 +101,67 @@ TEST_F(TransformerPlugins, NeedsVocabularies) {
 }
 
 TEST_F(TransformerPlugins, DotProductNeedsEqualSizes) {
-  ctx.query_size = 8;
-  ctx.key_size = 16;
-  auto msg = message_of<ConfigError>([&] { registry.create<nn::Scorer>(yaml("model: dot_product"), ctx); });
+  nn::ScorerContext sc;
+  sc.query_size = 8;
+  sc.key_size = 16;
+  auto msg = message_of<ConfigError>([&] { registry.create<nn::Scorer>(yaml("model: dot_product"), ctx, sc); });
   EXPECT_NE(msg.find("query size 8 and key size 16"), std::string::npos) << msg;
-  ctx.key_size = 8;
-  auto scorer = registry.create<nn::Scorer>(yaml("model: dot_product"), ctx);
-  EXPECT_EQ(scorer->score(torch::ones({1, 2, 8}), torch::ones({1, 3, 8})).sizes(), (Sizes{1, 2, 3}));
+  sc.key_size = 8;
+  auto scorer = registry.create<nn::Scorer>(yaml("model: dot_product"), ctx, sc);
+  EXPECT_EQ(scorer->score(torch::ones({1, 2, 8}), torch::ones({1, 3, 8}), {}).sizes(), (Sizes{1, 2, 3}));
+}
+
+/// The scorer inside a multi-head attention module (registered as attention.scorer), as T.
+template <class T>
+T* scorer_of(nn::MultiHeadAttention& mha) {
+  return dynamic_cast<T*>(mha->named_modules()["attention.scorer"].get());
+}
+
+TEST_F(TransformerPlugins, SelfAndCrossAttentionTakeTheirOwnScorers) {
+  const std::string model = "model: {plugin: transformer, num_hiddens: 16, num_heads: 4, num_blks: 2, attention: ";
+  auto decoder = registry.create<nn::Decoder>(yaml(model + "{scorer: average, self_scorer: additive}}"), ctx);
+  auto* dec = dynamic_cast<nn::TransformerDecoderImpl*>(decoder.get());
+  ASSERT_NE(dec, nullptr);
+  for (auto& blk : dec->blocks) {
+    EXPECT_NE(scorer_of<nn::AdditiveScorerImpl>(blk->attention1), nullptr);  // self_scorer
+    EXPECT_NE(scorer_of<nn::AverageScorerImpl>(blk->attention2), nullptr);   // no cross_scorer: scorer
+  }
+  decoder = registry.create<nn::Decoder>(yaml(model + "{scorer: additive, cross_scorer: {plugin: dot_product}}}"), ctx);
+  dec = dynamic_cast<nn::TransformerDecoderImpl*>(decoder.get());
+  EXPECT_NE(scorer_of<nn::AdditiveScorerImpl>(dec->blocks[0]->attention1), nullptr);
+  EXPECT_NE(scorer_of<nn::DotProductScorerImpl>(dec->blocks[0]->attention2), nullptr);
+  // Each scorer knows which plugin made it and where it is configured.
+  auto* self = scorer_of<nn::AdditiveScorerImpl>(dec->blocks[1]->attention1);
+  EXPECT_TRUE(testutil::contains(self->made_by(), "scorer 'additive' (")) << self->made_by();
+  EXPECT_TRUE(testutil::contains(self->made_by(), ") at 'model.attention.scorer'")) << self->made_by();
+  // The encoder's self-attention: self_scorer, else scorer; it has no cross-attention to configure.
+  auto encoder = registry.create<nn::Encoder>(yaml(model + "{scorer: average, self_scorer: additive}}"), ctx);
+  auto* enc = dynamic_cast<nn::TransformerEncoderImpl*>(encoder.get());
+  ASSERT_NE(enc, nullptr);
+  EXPECT_NE(scorer_of<nn::AdditiveScorerImpl>(enc->blocks[0]->attention), nullptr);
+  auto msg =
+      message_of<ConfigError>([&] { registry.create<nn::Encoder>(yaml(model + "{cross_scorer: additive}}"), ctx); });
+  EXPECT_NE(msg.find("unknown option 'cross_scorer'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("Known options: scorer, self_scorer"), std::string::npos) << msg;
+}
+
+TEST_F(TransformerPlugins, AnErrorInAPluginsForwardNamesThePlugin) {
+  // A source longer than the encoder's positional encoding fails inside its forward(): the error
+  // names the encoder plugin, its library and its place, without torch's backtrace.
+  auto node = yaml("model: {plugin: transformer, num_hiddens: 16, num_heads: 4, num_blks: 1, max_len: 4}");
+  nn::EncoderDecoder model(registry.create<nn::Encoder>(node, ctx), registry.create<nn::Decoder>(node, ctx));
+  const auto ids = torch::TensorOptions(torch::kLong);
+  auto msg = message_of<PluginError>([&] {
+    model->forward(torch::zeros({1, 6}, ids), torch::tensor({6}), torch::zeros({1, 2}, ids));
+  });
+  EXPECT_EQ(msg.rfind("plugin encoder 'transformer' (", 0), 0u) << msg;
+  EXPECT_NE(msg.find(") at 'model' failed in forward(): "), std::string::npos) << msg;
+  EXPECT_EQ(msg.find("Exception raised from"), std::string::npos) << msg;
+  // The decoder's, when the target is the one too long (step by step: at the 5th step).
+  auto state = model->init_state(model->encode(torch::zeros({1, 3}, ids), torch::tensor({3})), true);
+  for (int i = 0; i < 4; ++i) model->decode(torch::zeros({1, 1}, ids), *state);
+  msg = message_of<PluginError>([&] { model->decode(torch::zeros({1, 1}, ids), *state); });
+  EXPECT_EQ(msg.rfind("plugin decoder 'transformer' (", 0), 0u) << msg;
 }
 
 }  // namespace

@@ -20,8 +20,8 @@ class LuongGeneral final : public nn::Scorer {
     w_ = register_parameter("W", torch::empty({query_size, key_size}).uniform_(-bound, bound));
   }
 
-  /// queries [B, Q, Dq], keys [B, K, Dk] -> [B, Q, K]
-  torch::Tensor score(const torch::Tensor& queries, const torch::Tensor& keys) override {
+  /// queries [B, Q, Dq], keys [B, K, Dk] -> [B, Q, K] (the same at every position)
+  torch::Tensor score(const torch::Tensor& queries, const torch::Tensor& keys, const nn::Positions&) override {
     return torch::matmul(torch::matmul(queries, w_), keys.transpose(1, 2)) * scale_;
   }
 
@@ -34,12 +34,14 @@ config::Schema schema() {
   return {config::opt_bool("scale", false, "divide the scores by sqrt(key size), as scaled dot-product does")};
 }
 
-std::shared_ptr<nn::Scorer> make(const config::Options& options, const plugin::BuildContext& ctx) {
-  ATTNLAB_CHECK(ctx.query_size > 0 && ctx.key_size > 0, ConfigError,
+// sc: what the attention module that uses it will call it with (sizes per head, heads, role).
+std::shared_ptr<nn::Scorer> make(const config::Options& options, const plugin::BuildContext&,
+                                 const nn::ScorerContext& sc) {
+  ATTNLAB_CHECK(sc.query_size > 0 && sc.key_size > 0, ConfigError,
                 "{}: {} needs the query and key sizes from the module that uses it, found {} and {} (use it as "
                 "the scorer of an attention module)",
-                options.resolved().where(), options.owner(), ctx.query_size, ctx.key_size);
-  return std::make_shared<LuongGeneral>(ctx.query_size, ctx.key_size, options.get_bool("scale"));
+                options.resolved().where(), options.owner(), sc.query_size, sc.key_size);
+  return std::make_shared<LuongGeneral>(sc.query_size, sc.key_size, options.get_bool("scale"));
 }
 
 }  // namespace

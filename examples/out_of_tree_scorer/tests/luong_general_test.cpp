@@ -13,10 +13,10 @@ namespace {
 using namespace attnlab;
 
 std::shared_ptr<nn::Scorer> make(plugin::Registry& r, const std::string& yaml, int64_t q, int64_t k) {
-  plugin::BuildContext ctx;
-  ctx.query_size = q;
-  ctx.key_size = k;
-  return r.create<nn::Scorer>(config::parse_yaml(yaml, "test.yaml"), ctx);
+  nn::ScorerContext sizes;
+  sizes.query_size = q;
+  sizes.key_size = k;
+  return r.create<nn::Scorer>(config::parse_yaml(yaml, "test.yaml"), plugin::BuildContext{}, sizes);
 }
 
 TEST(LuongGeneral, ScoresAreQueriesTimesWTimesKeys) {
@@ -27,7 +27,7 @@ TEST(LuongGeneral, ScoresAreQueriesTimesWTimesKeys) {
   auto w = scorer->named_parameters()["W"];
   ASSERT_EQ(w.sizes(), (std::vector<int64_t>{3, 5}));
   auto q = torch::randn({2, 4, 3}), k = torch::randn({2, 6, 5});
-  auto s = scorer->score(q, k);
+  auto s = scorer->score(q, k, {});
   ASSERT_EQ(s.sizes(), (std::vector<int64_t>{2, 4, 6}));
   // One entry by hand: q[1, 2] . W . k[1, 3]
   double want = 0;
@@ -50,7 +50,7 @@ TEST(LuongGeneral, ScaleDividesBySqrtKeySize) {
   torch::manual_seed(0);
   auto scaled = make(r, "plugin: luong_general\nscale: true\n", 4, 4);
   auto q = torch::randn({1, 2, 4}), k = torch::randn({1, 3, 4});
-  EXPECT_TRUE(torch::allclose(scaled->score(q, k) * 2.0, plain->score(q, k)));
+  EXPECT_TRUE(torch::allclose(scaled->score(q, k, {}) * 2.0, plain->score(q, k, {})));
 }
 
 TEST(LuongGeneral, WithoutSizesItIsAConfigErrorNamingThePlace) {

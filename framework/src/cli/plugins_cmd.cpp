@@ -9,16 +9,31 @@
 
 #include <algorithm>
 #include <iostream>
+#include <string>
+#include <utility>
 
 namespace attnlab::cli {
 
 namespace {
 
-void print_schema(const config::Schema& schema) {
-  if (schema.empty()) {
+/// The schema's options in order, each followed by its fields (a map's own options) as
+/// <name>.<field>.
+config::Schema flatten(const config::Schema& schema, const std::string& prefix = "") {
+  config::Schema out;
+  for (const auto& o : schema) {
+    out.push_back(o);
+    out.back().name = prefix + o.name;
+    for (auto& field : flatten(o.fields, prefix + o.name + ".")) out.push_back(std::move(field));
+  }
+  return out;
+}
+
+void print_schema(const config::Schema& nested) {
+  if (nested.empty()) {
     std::cout << "  (no options)\n";
     return;
   }
+  const config::Schema schema = flatten(nested);
   size_t w = 4;
   for (const auto& o : schema) w = std::max(w, o.name.size());
   std::cout << fmt::format("  {:<{}}  {:<6}  {:<16}  {}\n", "option", w, "type", "default", "description");

@@ -6,6 +6,7 @@
 #include <torch/torch.h>
 
 #include <cmath>
+#include <optional>
 
 namespace attnlab::nn {
 
@@ -41,7 +42,8 @@ AttentionImpl::AttentionImpl(std::shared_ptr<Scorer> scorer, double dropout) : s
 }
 
 torch::Tensor AttentionImpl::forward(const torch::Tensor& queries, const torch::Tensor& keys,
-                                     const torch::Tensor& values, const torch::Tensor& valid_lens) {
+                                     const torch::Tensor& values, const torch::Tensor& valid_lens,
+                                     const Positions& positions) {
   TORCH_CHECK(queries.dim() == 3 && keys.dim() == 3 && values.dim() == 3,
               "Attention: expected queries [B, Q, Dq], keys [B, K, Dk], values [B, K, Dv], found ", queries.sizes(),
               ", ", keys.sizes(), ", ", values.sizes());
@@ -49,10 +51,20 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& queries, const torch::
               values.size(1));
   if (!recording_) {
     weights_ = torch::Tensor();
-    auto fused = scorer_->attend(queries, keys, values, valid_lens, dropout_->options.p(), is_training());
-    if (fused) return *fused;  // [B, Q, Dv]
+    std::optional<torch::Tensor> fused;  // [B, Q, Dv] when the scorer has a fused path
+    try {
+      fused = scorer_->attend(queries, keys, values, valid_lens, positions, dropout_->options.p(), is_training());
+    } catch (...) {
+      plugin::rethrow_naming(*scorer_, "attend()");
+    }
+    if (fused) return *fused;
   }
-  auto scores = scorer_->score(queries, keys);          // [B, Q, K]
+  torch::Tensor scores;  // [B, Q, K]
+  try {
+    scores = scorer_->score(queries, keys, positions);
+  } catch (...) {
+    plugin::rethrow_naming(*scorer_, "score()");
+  }
   auto weights = masked_softmax(scores, valid_lens);    // [B, Q, K]
   if (recording_) weights_ = weights.detach();          // before dropout, as d2l keeps them
   return torch::bmm(dropout_->forward(weights), values);  // [B, Q, Dv]
@@ -121,7 +133,8 @@ MultiHeadAttentionImpl::MultiHeadAttentionImpl(const MultiHeadAttentionOptions& 
 }
 
 torch::Tensor MultiHeadAttentionImpl::forward(const torch::Tensor& queries, const torch::Tensor& keys,
-                                              const torch::Tensor& values, const torch::Tensor& valid_lens) {
+                                              const torch::Tensor& values, const torch::Tensor& valid_lens,
+                                              const Positions& positions) {
   const int64_t heads = options.num_heads();
   const bool split = options.per_head_projections();
   auto q = split ? W_q_heads->forward(queries) : transpose_qkv(W_q->forward(queries), heads);  // [B * heads, Q, H / heads]
@@ -129,7 +142,7 @@ torch::Tensor MultiHeadAttentionImpl::forward(const torch::Tensor& queries, cons
   auto v = split ? W_v_heads->forward(values) : transpose_qkv(W_v->forward(values), heads);    // [B * heads, K, H / heads]
   torch::Tensor lens;                                    // [B * heads] or [B * heads, Q]
   if (valid_lens.defined()) lens = valid_lens.repeat_interleave(heads, 0);
-  auto out = attention_->forward(q, k, v, lens);         // [B * heads, Q, H / heads]
+  auto out = attention_->forward(q, k, v, lens, positions);  // [B * heads, Q, H / heads]
   return W_o->forward(transpose_output(out, heads));     // [B, Q, H]
 }
 

@@ -31,9 +31,33 @@ EncoderDecoderImpl::EncoderDecoderImpl(std::shared_ptr<Encoder> encoder, std::sh
 
 torch::Tensor EncoderDecoderImpl::forward(const torch::Tensor& src, const torch::Tensor& src_valid_lens,
                                           const torch::Tensor& tgt_in) {
-  auto enc = encoder_->forward(src, src_valid_lens);                  // states [B, S, H]
-  auto state = decoder_->init_state(enc, /*incremental=*/false);
-  return decoder_->forward(tgt_in, *state);                           // [B, T, V]
+  auto enc = encode(src, src_valid_lens);  // states [B, S, H]
+  auto state = init_state(enc, /*incremental=*/false);
+  return decode(tgt_in, *state);  // [B, T, V]
+}
+
+EncoderOutput EncoderDecoderImpl::encode(const torch::Tensor& src, const torch::Tensor& src_valid_lens) {
+  try {
+    return encoder_->forward(src, src_valid_lens);  // states [B, S, H]
+  } catch (...) {
+    plugin::rethrow_naming(*encoder_, "forward()");
+  }
+}
+
+std::unique_ptr<DecoderState> EncoderDecoderImpl::init_state(const EncoderOutput& enc, bool incremental) {
+  try {
+    return decoder_->init_state(enc, incremental);
+  } catch (...) {
+    plugin::rethrow_naming(*decoder_, "init_state()");
+  }
+}
+
+torch::Tensor EncoderDecoderImpl::decode(const torch::Tensor& tgt, DecoderState& state) {
+  try {
+    return decoder_->forward(tgt, state);  // [B, T, V]
+  } catch (...) {
+    plugin::rethrow_naming(*decoder_, "forward()");
+  }
 }
 
 void EncoderDecoderImpl::set_recording(bool on) {

@@ -113,16 +113,21 @@ torch::Tensor GruBahdanauDecoderImpl::forward(const torch::Tensor& tgt, DecoderS
   auto hidden = state.hidden;                   // [L, B, H]
   std::vector<torch::Tensor> outputs, weights;  // each [B, 1, H] / [B, 1, S]
   outputs.reserve(x.size(1));
+  const int64_t offset = state.incremental ? state.steps : 0;  // target position of step 0
   for (int64_t t = 0; t < x.size(1); ++t) {
-    auto query = hidden[-1].unsqueeze(1);                                               // [B, 1, H]
-    auto context = attention_pool->forward(query, enc, enc, state.encoder.valid_lens);  // [B, 1, H]
-    auto input = torch::cat({context, x.narrow(1, t, 1)}, -1);                          // [B, 1, H + E]
-    auto [out, next] = rnn->forward(input, hidden);                                     // [B, 1, H], [L, B, H]
+    auto query = hidden[-1].unsqueeze(1);  // [B, 1, H]
+    auto context =
+        attention_pool->forward(query, enc, enc, state.encoder.valid_lens, Positions{offset + t, 0});  // [B, 1, H]
+    auto input = torch::cat({context, x.narrow(1, t, 1)}, -1);  // [B, 1, H + E]
+    auto [out, next] = rnn->forward(input, hidden);              // [B, 1, H], [L, B, H]
     hidden = next;
     outputs.push_back(out);
     if (recording_) weights.push_back(attention_pool->weights());
   }
-  if (state.incremental) state.hidden = hidden;
+  if (state.incremental) {
+    state.hidden = hidden;
+    state.steps += x.size(1);
+  }
   weights_ = weights.empty() ? torch::Tensor() : torch::cat(weights, 1).unsqueeze(0).unsqueeze(2);  // [1, B, 1, T, S]
   return dense->forward(torch::cat(outputs, 1));                                                    // [B, T, V]
 }

@@ -1,6 +1,8 @@
 // Option schema shared by the GRU encoder and decoder plugins.
 #include <attnlab/nn/rnn_options.hpp>
 
+#include <utility>
+
 namespace attnlab::nn {
 
 config::Schema gru_schema(bool with_attention) {
@@ -12,9 +14,9 @@ config::Schema gru_schema(bool with_attention) {
       opt_float("dropout", 0.1, "dropout between GRU layers (and on Bahdanau's attention weights)", 0.0, 1.0),
   };
   if (with_attention) {
-    s.push_back(opt_node("attention", Type::Map, "{scorer: additive}",
-                         "attention settings: {scorer: <name> | {plugin: <name>, ...}}; the scorer sees queries "
-                         "and keys of size num_hiddens"));
+    auto attention = attention_option(AttentionRoles::Cross, kGruScorer);
+    attention.description += "; the scorer sees queries and keys of size num_hiddens";
+    s.push_back(std::move(attention));
   }
   return s;
 }

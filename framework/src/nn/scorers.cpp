@@ -24,7 +24,8 @@ AdditiveScorerImpl::AdditiveScorerImpl(int64_t query_size, int64_t key_size, int
   w_v = register_module("w_v", torch::nn::Linear(LinearOptions(num_hiddens, 1).bias(false)));
 }
 
-torch::Tensor AdditiveScorerImpl::score(const torch::Tensor& queries, const torch::Tensor& keys) {
+torch::Tensor AdditiveScorerImpl::score(const torch::Tensor& queries, const torch::Tensor& keys,
+                                        const Positions&) {
   check_qk("AdditiveScorer", queries, keys);
   TORCH_CHECK(queries.size(2) == W_q->options.in_features() && keys.size(2) == W_k->options.in_features(),
               "AdditiveScorer: built for query size ", W_q->options.in_features(), " and key size ",
@@ -40,7 +41,8 @@ GaussianKernelScorerImpl::GaussianKernelScorerImpl(double w, bool learnable) : l
   w_ = learnable ? register_parameter("w", value) : register_buffer("w", value);
 }
 
-torch::Tensor GaussianKernelScorerImpl::score(const torch::Tensor& queries, const torch::Tensor& keys) {
+torch::Tensor GaussianKernelScorerImpl::score(const torch::Tensor& queries, const torch::Tensor& keys,
+                                              const Positions&) {
   check_qk("GaussianKernelScorer", queries, keys);
   TORCH_CHECK(queries.size(2) == keys.size(2), "GaussianKernelScorer: queries and keys need one size, found ",
               queries.sizes(), " and ", keys.sizes());
@@ -56,7 +58,8 @@ torch::Tensor GaussianKernelScorerImpl::score(const torch::Tensor& queries, cons
   return -w_.pow(2) * sq / 2;                                                        // [B, Q, K]
 }
 
-torch::Tensor AverageScorerImpl::score(const torch::Tensor& queries, const torch::Tensor& keys) {
+torch::Tensor AverageScorerImpl::score(const torch::Tensor& queries, const torch::Tensor& keys,
+                                       const Positions&) {
   check_qk("AverageScorer", queries, keys);
   return torch::zeros({queries.size(0), queries.size(1), keys.size(1)}, queries.options());  // [B, Q, K]
 }

@@ -4,11 +4,17 @@
 namespace attnlab::nn {
 namespace {
 
-MultiHeadAttention make_mha(const TransformerBlockOptions& o, const ScorerFactory& make_scorer) {
+/// Multi-head attention whose scorer is asked for with per-head sizes, num_heads, and `role`.
+MultiHeadAttention make_mha(const TransformerBlockOptions& o, const ScorerFactory& make_scorer,
+                            ScorerContext::Role role, bool causal) {
   TORCH_CHECK(o.num_heads() >= 1 && o.num_hiddens() % o.num_heads() == 0, "Transformer block: ", o.num_heads(),
               " heads do not divide num_hiddens ", o.num_hiddens());
-  const int64_t head = o.num_hiddens() / o.num_heads();
-  auto scorer = make_scorer(head, head);
+  ScorerContext context;
+  context.query_size = context.key_size = o.num_hiddens() / o.num_heads();
+  context.num_heads = o.num_heads();
+  context.role = role;
+  context.causal = causal;
+  auto scorer = make_scorer(context);
   TORCH_CHECK(scorer != nullptr, "Transformer block: the scorer factory returned no scorer");
   return MultiHeadAttention(MultiHeadAttentionOptions(o.num_hiddens(), o.num_heads())
                                 .dropout(o.dropout())
@@ -30,7 +36,7 @@ PositionWiseFFN make_ffn(const TransformerBlockOptions& o) {
 TransformerEncoderBlockImpl::TransformerEncoderBlockImpl(const TransformerBlockOptions& options_,
                                                          const ScorerFactory& make_scorer)
     : options(options_) {
-  attention = register_module("attention", make_mha(options, make_scorer));
+  attention = register_module("attention", make_mha(options, make_scorer, ScorerContext::Role::Self, false));
   addnorm1 = register_module("addnorm1", make_addnorm(options));
   ffn = register_module("ffn", make_ffn(options));
   addnorm2 = register_module("addnorm2", make_addnorm(options));
@@ -45,9 +51,9 @@ torch::Tensor TransformerEncoderBlockImpl::forward(const torch::Tensor& x, const
 TransformerDecoderBlockImpl::TransformerDecoderBlockImpl(const TransformerBlockOptions& options_,
                                                          const ScorerFactory& make_scorer, int64_t index_)
     : options(options_), index(index_) {
-  attention1 = register_module("attention1", make_mha(options, make_scorer));
+  attention1 = register_module("attention1", make_mha(options, make_scorer, ScorerContext::Role::Self, true));
   addnorm1 = register_module("addnorm1", make_addnorm(options));
-  attention2 = register_module("attention2", make_mha(options, make_scorer));
+  attention2 = register_module("attention2", make_mha(options, make_scorer, ScorerContext::Role::Cross, false));
   addnorm2 = register_module("addnorm2", make_addnorm(options));
   ffn = register_module("ffn", make_ffn(options));
   addnorm3 = register_module("addnorm3", make_addnorm(options));
@@ -58,21 +64,28 @@ torch::Tensor TransformerDecoderBlockImpl::forward(const torch::Tensor& x, Trans
   TORCH_CHECK(index >= 0 && index < static_cast<int64_t>(state.caches.size()), "TransformerDecoderBlock ", index,
               ": the state has ", state.caches.size(), " caches; make it with the decoder's init_state");
   auto h = addnorm1->pre(x);  // [B, T, H] what self-attention sees
-  torch::Tensor key_values;   // [B, K, H]
-  torch::Tensor dec_valid_lens;  // [B, T] causal in full-sequence mode; undefined when incremental
+  const int64_t batch = x.size(0), steps = x.size(1);
+  // x's rows stand at positions offset..offset + T - 1; the keys (cache + x) from 0.
+  const int64_t offset = state.incremental ? state.steps : 0;
+  torch::Tensor key_values;      // [B, K, H], K = offset + T
+  torch::Tensor dec_valid_lens;  // [B, T]: query t sees keys 0..offset + t; undefined for one step
   if (state.incremental) {
     auto& cache = state.caches[index];  // [B, steps, H]
     key_values = cache.defined() ? torch::cat({cache, h}, 1) : h;
     cache = key_values;
   } else {
     key_values = h;
-    const int64_t batch = x.size(0), steps = x.size(1);
-    dec_valid_lens = torch::arange(1, steps + 1, torch::TensorOptions(torch::kLong).device(x.device()))
-                         .repeat({batch, 1});  // [B, T]: query t sees keys 0..t
   }
-  auto y = addnorm1->post(x, attention1->forward(h, key_values, key_values, dec_valid_lens));  // [B, T, H]
+  if (!state.incremental || steps > 1) {
+    dec_valid_lens =
+        torch::arange(offset + 1, offset + steps + 1, torch::TensorOptions(torch::kLong).device(x.device()))
+            .repeat({batch, 1});  // [B, T]
+  }
+  const Positions positions{offset, 0};
+  auto y = addnorm1->post(x, attention1->forward(h, key_values, key_values, dec_valid_lens, positions));  // [B, T, H]
   const auto& enc = state.encoder.states;  // [B, S, H]
-  auto z = addnorm2->post(y, attention2->forward(addnorm2->pre(y), enc, enc, state.encoder.valid_lens));
+  auto z = addnorm2->post(
+      y, attention2->forward(addnorm2->pre(y), enc, enc, state.encoder.valid_lens, positions));  // [B, T, H]
   return addnorm3->post(z, ffn->forward(addnorm3->pre(z)));  // [B, T, H]
 }
 

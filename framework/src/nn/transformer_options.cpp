@@ -1,20 +1,11 @@
-// Option schema and scorer lookup shared by the transformer encoder and decoder plugins.
+// Option schema shared by the transformer encoder and decoder plugins.
 #include <attnlab/nn/transformer_options.hpp>
-#include <attnlab/plugin/registry.hpp>
 
 #include <fmt/format.h>
 
 namespace attnlab::nn {
-namespace {
 
-config::Schema attention_schema() {
-  return {config::opt_node("scorer", config::Type::Any, "dot_product",
-                           "scorer plugin: a name, or a map {plugin: <name>, ...its options}")};
-}
-
-}  // namespace
-
-config::Schema transformer_schema() {
+config::Schema transformer_schema(AttentionRoles roles) {
   using namespace config;
   return {
       opt_int("num_hiddens", 256, "model width H (embedding, attention, residual stream)", 1, 65536),
@@ -27,8 +18,7 @@ config::Schema transformer_schema() {
                "layer norm placement: last = d2l AddNorm ln(x + f(x)); first = x + f(ln(x)) and a final LayerNorm"),
       opt_int("max_len", 1000, "longest sequence the positional encoding covers", 1, 1000000),
       opt_float("ffn_dropout", 0.0, "dropout after the FFN's ReLU (Step-by-Step's layers; d2l has none)", 0.0, 1.0),
-      opt_node("attention", Type::Map, "{scorer: dot_product}",
-               "attention settings: {scorer: <name> | {plugin: <name>, ...}}"),
+      attention_option(roles, kTransformerScorer),
   };
 }
 
@@ -71,19 +61,6 @@ TransformerOptions& apply_variant_options(const config::Options& o, TransformerO
       .per_head_projections(o.get_bool("per_head_projections"));
   if (decoder) options.tie_embeddings(o.get_bool("tie_embeddings")).output_softmax(o.get_string("output") == "softmax");
   return options;
-}
-
-ScorerFactory registry_scorer_factory(const config::Options& o, const plugin::BuildContext& ctx) {
-  ATTNLAB_CHECK(ctx.registry != nullptr, PluginError, "{}: {} needs a plugin registry to create its scorer",
-                o.resolved().where(), o.owner());
-  config::Options attention(o.node("attention"), attention_schema(), o.owner() + " attention", {});
-  config::Node scorer = attention.node("scorer");
-  return [scorer, ctx](int64_t query_size, int64_t key_size) {
-    plugin::BuildContext sized = ctx;
-    sized.query_size = query_size;
-    sized.key_size = key_size;
-    return ctx.registry->create<Scorer>(scorer, sized);
-  };
 }
 
 }  // namespace attnlab::nn

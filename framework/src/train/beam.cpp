@@ -41,8 +41,8 @@ BeamOutput beam_search(nn::EncoderDecoder& model, const torch::Tensor& src, cons
   const auto long_opts = torch::TensorOptions(torch::kLong).device(device);
   const bool probabilities = model->decoder().outputs_probabilities();
 
-  auto enc = model->encoder().forward(src, src_valid_lens);  // states [B, S, H]
-  auto state = model->decoder().init_state(enc, /*incremental=*/true);
+  auto enc = model->encode(src, src_valid_lens);  // states [B, S, H]
+  auto state = model->init_state(enc, /*incremental=*/true);
   state->reorder(torch::arange(batch, long_opts).repeat_interleave(k));  // every cache now [B * k, ...]
 
   auto tokens = torch::full({rows, 1}, bos_id, long_opts);  // [B * k, 1] the tokens fed next
@@ -54,7 +54,7 @@ BeamOutput beam_search(nn::EncoderDecoder& model, const torch::Tensor& src, cons
   std::vector<bool> done(static_cast<size_t>(batch), false);
 
   for (int64_t t = 0; t < options.max_steps; ++t) {
-    auto out = model->decoder().forward(tokens, *state).squeeze(1).to(torch::kDouble);  // [B * k, V]
+    auto out = model->decode(tokens, *state).squeeze(1).to(torch::kDouble);  // [B * k, V]
     auto logp = probabilities ? torch::log(out.clamp_min(1e-300)) : torch::log_softmax(out, -1);  // [B * k, V]
     const int64_t vocab = logp.size(1);
     auto cum_t = torch::tensor(cum, torch::TensorOptions(torch::kDouble)).to(device);  // [B * k]

@@ -12,11 +12,11 @@ GreedyOutput greedy_decode(nn::EncoderDecoder& model, const torch::Tensor& src, 
   torch::InferenceMode guard;
   model->set_recording(record_attention);
   GreedyOutput out;
-  auto enc = model->encoder().forward(src, src_valid_lens);  // states [B, S, H]
+  auto enc = model->encode(src, src_valid_lens);  // states [B, S, H]
   if (record_attention) {
     for (auto& [name, w] : model->encoder().attention()) out.attention[name] = w;
   }
-  auto state = model->decoder().init_state(enc, /*incremental=*/true);
+  auto state = model->init_state(enc, /*incremental=*/true);
   const int64_t batch = src.size(0);
   auto step_in = torch::full({batch, 1}, bos_id, torch::dtype(torch::kLong).device(src.device()));  // [B, 1]
   std::vector<torch::Tensor> outputs;                      // each [B, 1]
@@ -24,8 +24,8 @@ GreedyOutput greedy_decode(nn::EncoderDecoder& model, const torch::Tensor& src, 
   const bool early_stop = stop_at_eos >= 0 && !record_attention;
   auto ended = torch::zeros({batch, 1}, torch::dtype(torch::kBool).device(src.device()));  // [B, 1]
   for (int64_t t = 0; t < num_steps; ++t) {
-    auto logits = model->decoder().forward(step_in, *state);  // [B, 1, V]
-    step_in = logits.argmax(2);                               // [B, 1]
+    auto logits = model->decode(step_in, *state);  // [B, 1, V]
+    step_in = logits.argmax(2);                    // [B, 1]
     outputs.push_back(step_in);
     if (early_stop) {
       ended.logical_or_(step_in == stop_at_eos);

@@ -2,7 +2,7 @@
 // previous hidden state, keys/values the encoder states; any scorer (default additive).
 #include <attnlab/error.hpp>
 #include <attnlab/nn/rnn_options.hpp>
-#include <attnlab/nn/transformer_options.hpp>
+#include <attnlab/nn/scorer_options.hpp>
 #include <attnlab/plugin/plugin.hpp>
 
 namespace {
@@ -17,7 +17,10 @@ std::shared_ptr<nn::Decoder> make(const config::Options& options, const plugin::
                 options.resolved().where(), options.owner(), ctx.data.tgt_vocab_size);
   auto opts = nn::gru_options(options, ctx.data.tgt_vocab_size);
   // Queries (decoder hidden state) and keys (encoder states) both have num_hiddens features.
-  auto scorer = nn::registry_scorer_factory(options, ctx)(opts.num_hiddens(), opts.num_hiddens());
+  nn::ScorerContext cross;
+  cross.query_size = cross.key_size = opts.num_hiddens();
+  cross.role = nn::ScorerContext::Role::Cross;
+  auto scorer = nn::registry_scorer_factory(options, ctx, nn::AttentionRoles::Cross, nn::kGruScorer)(cross);
   return std::make_shared<nn::GruBahdanauDecoderImpl>(opts, std::move(scorer));
 }
 

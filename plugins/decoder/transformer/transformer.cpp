@@ -8,7 +8,7 @@ namespace {
 using namespace attnlab;
 
 config::Schema schema() {
-  auto s = nn::transformer_schema();
+  auto s = nn::transformer_schema(nn::AttentionRoles::SelfAndCross);
   for (auto& spec : nn::transformer_variant_schema(/*decoder=*/true)) s.push_back(spec);
   return s;
 }
@@ -19,7 +19,8 @@ std::shared_ptr<nn::Decoder> make(const config::Options& options, const plugin::
                 options.resolved().where(), options.owner(), ctx.data.tgt_vocab_size);
   auto opts = nn::transformer_options(options, ctx.data.tgt_vocab_size);
   nn::apply_variant_options(options, opts, /*decoder=*/true);
-  return std::make_shared<nn::TransformerDecoderImpl>(opts, nn::registry_scorer_factory(options, ctx));
+  return std::make_shared<nn::TransformerDecoderImpl>(
+      opts, nn::registry_scorer_factory(options, ctx, nn::AttentionRoles::SelfAndCross, nn::kTransformerScorer));
 }
 
 }  // namespace

@@ -8,7 +8,7 @@ namespace {
 using namespace attnlab;
 
 config::Schema schema() {
-  auto s = nn::transformer_schema();
+  auto s = nn::transformer_schema(nn::AttentionRoles::Self);
   for (auto& spec : nn::transformer_variant_schema(/*decoder=*/false)) s.push_back(spec);
   return s;
 }
@@ -20,7 +20,8 @@ std::shared_ptr<nn::Encoder> make(const config::Options& options, const plugin::
                 options.resolved().where(), options.owner(), ctx.data.src_vocab_size);
   auto opts = nn::transformer_options(options, ctx.data.src_vocab_size);
   nn::apply_variant_options(options, opts, /*decoder=*/false);
-  return std::make_shared<nn::TransformerEncoderImpl>(opts, nn::registry_scorer_factory(options, ctx));
+  return std::make_shared<nn::TransformerEncoderImpl>(
+      opts, nn::registry_scorer_factory(options, ctx, nn::AttentionRoles::Self, nn::kTransformerScorer));
 }
 
 }  // namespace

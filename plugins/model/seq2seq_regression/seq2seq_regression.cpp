@@ -102,7 +102,7 @@ class Seq2SeqRegression final : public nn::SequenceRegressor {
 };
 
 config::Schema schema() {
-  auto s = nn::transformer_schema();
+  auto s = nn::transformer_schema(nn::AttentionRoles::SelfAndCross);
   // Step-by-Step's model as the defaults: d_model 6, 3 heads, FFN 10, 2 + 2 layers, dropout 0.1,
   // biased projections, norm first, dropout inside the FFN, positions up to 100.
   const std::map<std::string, std::string> book = {{"num_hiddens", "6"}, {"ffn_num_hiddens", "10"},
@@ -127,8 +127,9 @@ std::shared_ptr<nn::Model> make(const config::Options& o, const plugin::BuildCon
                 "(use a dataset of feature sequences, e.g. corners)",
                 o.resolved().where(), o.owner(), ctx.data.num_features);
   auto opts = nn::transformer_options(o, /*vocab_size=*/1);  // no vocabulary: the token layers are dropped
-  return std::make_shared<Seq2SeqRegression>(opts, nn::registry_scorer_factory(o, ctx), ctx.data.num_features,
-                                             o.get_float("pe_dropout"), o.get_string("init") == "xavier_uniform");
+  auto scorers = nn::registry_scorer_factory(o, ctx, nn::AttentionRoles::SelfAndCross, nn::kTransformerScorer);
+  return std::make_shared<Seq2SeqRegression>(opts, scorers, ctx.data.num_features, o.get_float("pe_dropout"),
+                                             o.get_string("init") == "xavier_uniform");
 }
 
 }  // namespace

@@ -14,13 +14,14 @@ config::Schema schema() {
                           0, 65536)};
 }
 
-std::shared_ptr<nn::Scorer> make(const config::Options& options, const plugin::BuildContext& ctx) {
-  ATTNLAB_CHECK(ctx.query_size > 0 && ctx.key_size > 0, ConfigError,
+std::shared_ptr<nn::Scorer> make(const config::Options& options, const plugin::BuildContext&,
+                                 const nn::ScorerContext& sc) {
+  ATTNLAB_CHECK(sc.query_size > 0 && sc.key_size > 0, ConfigError,
                 "{}: {} needs the query and key sizes from the module that uses it, found query size {} and key "
                 "size {} (use it as the scorer of an attention module)",
-                options.resolved().where(), options.owner(), ctx.query_size, ctx.key_size);
-  const int64_t hiddens = options.get_int("num_hiddens") > 0 ? options.get_int("num_hiddens") : ctx.key_size;
-  return std::make_shared<nn::AdditiveScorerImpl>(ctx.query_size, ctx.key_size, hiddens);
+                options.resolved().where(), options.owner(), sc.query_size, sc.key_size);
+  const int64_t hiddens = options.get_int("num_hiddens") > 0 ? options.get_int("num_hiddens") : sc.key_size;
+  return std::make_shared<nn::AdditiveScorerImpl>(sc.query_size, sc.key_size, hiddens);
 }
 
 }  // namespace

@@ -8,7 +8,7 @@ using namespace attnlab;
 
 config::Schema schema() { return {}; }
 
-std::shared_ptr<nn::Scorer> make(const config::Options&, const plugin::BuildContext&) {
+std::shared_ptr<nn::Scorer> make(const config::Options&, const plugin::BuildContext&, const nn::ScorerContext&) {
   return std::make_shared<nn::AverageScorerImpl>();
 }
 

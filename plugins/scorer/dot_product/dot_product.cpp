@@ -9,11 +9,12 @@ using namespace attnlab;
 
 config::Schema schema() { return {}; }
 
-std::shared_ptr<nn::Scorer> make(const config::Options& options, const plugin::BuildContext& ctx) {
-  ATTNLAB_CHECK(ctx.query_size <= 0 || ctx.key_size <= 0 || ctx.query_size == ctx.key_size, ConfigError,
+std::shared_ptr<nn::Scorer> make(const config::Options& options, const plugin::BuildContext&,
+                                 const nn::ScorerContext& sc) {
+  ATTNLAB_CHECK(sc.query_size <= 0 || sc.key_size <= 0 || sc.query_size == sc.key_size, ConfigError,
                 "{}: {} needs queries and keys of one size, found query size {} and key size {} "
                 "(a scorer with its own projections, such as additive, handles different sizes)",
-                options.resolved().where(), options.owner(), ctx.query_size, ctx.key_size);
+                options.resolved().where(), options.owner(), sc.query_size, sc.key_size);
   return std::make_shared<nn::DotProductScorerImpl>();
 }
 

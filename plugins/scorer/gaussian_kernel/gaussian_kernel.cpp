@@ -13,10 +13,11 @@ config::Schema schema() {
           config::opt_float("w", 1.0, "the kernel's w (its initial value when learnable); 1 = the Gaussian kernel")};
 }
 
-std::shared_ptr<nn::Scorer> make(const config::Options& options, const plugin::BuildContext& ctx) {
-  ATTNLAB_CHECK(ctx.query_size <= 0 || ctx.key_size <= 0 || ctx.query_size == ctx.key_size, ConfigError,
+std::shared_ptr<nn::Scorer> make(const config::Options& options, const plugin::BuildContext&,
+                                 const nn::ScorerContext& sc) {
+  ATTNLAB_CHECK(sc.query_size <= 0 || sc.key_size <= 0 || sc.query_size == sc.key_size, ConfigError,
                 "{}: {} compares queries with keys, so they need one size, found query size {} and key size {}",
-                options.resolved().where(), options.owner(), ctx.query_size, ctx.key_size);
+                options.resolved().where(), options.owner(), sc.query_size, sc.key_size);
   return std::make_shared<nn::GaussianKernelScorerImpl>(options.get_float("w"), options.get_bool("learnable"));
 }
 

@@ -79,10 +79,11 @@ class NadarayaWatsonTrainer final : public train::Trainer {
         half_(o.get_string("loss") == "half_sse") {
     ATTNLAB_CHECK(ctx.registry != nullptr, PluginError, "{}: {} needs a plugin registry to create its scorer",
                   o.resolved().where(), o.owner());
-    plugin::BuildContext sized = ctx;
-    sized.query_size = 1;  // scalar inputs are queries and keys
-    sized.key_size = 1;
-    model_ = NadarayaWatson(ctx.registry->create<nn::Scorer>(scorer_node(o, ctx), sized));
+    nn::ScorerContext scalars;  // scalar queries (test inputs) and keys (training inputs), one head
+    scalars.query_size = scalars.key_size = 1;
+    scalars.role = nn::ScorerContext::Role::Cross;
+    scalars.owner = fmt::format("{} at '{}'", o.owner(), o.resolved().path());
+    model_ = NadarayaWatson(ctx.registry->create<nn::Scorer>(scorer_node(o, ctx), ctx, scalars));
     model_->to(ctx.device);
     trains_ = !model_->parameters().empty();
   }

@@ -18,14 +18,15 @@ namespace attnlab::nn {
 torch::Tensor masked_softmax(const torch::Tensor& scores, const torch::Tensor& valid_lens);
 
 /// Attention pooling: weights = dropout(masked_softmax(scorer(q, k))), output = weights @ v.
-/// When recording is on, the last weights are kept ([B, Q, K]).
+/// When recording is on, the last weights are kept ([B, Q, K]). An exception from a plugin
+/// scorer's score() or attend() leaves naming the plugin (plugin::rethrow_naming).
 class AttentionImpl : public torch::nn::Module {
  public:
   AttentionImpl(std::shared_ptr<Scorer> scorer, double dropout);
-  /// queries [B, Q, Dq], keys [B, K, Dk], values [B, K, Dv], valid_lens [B] / [B, Q] / undefined
-  /// -> [B, Q, Dv]
+  /// queries [B, Q, Dq], keys [B, K, Dk], values [B, K, Dv], valid_lens [B] / [B, Q] / undefined,
+  /// positions of query row 0 and key column 0 (for the scorer) -> [B, Q, Dv]
   torch::Tensor forward(const torch::Tensor& queries, const torch::Tensor& keys, const torch::Tensor& values,
-                        const torch::Tensor& valid_lens = {});
+                        const torch::Tensor& valid_lens = {}, const Positions& positions = {});
   void set_recording(bool on) { recording_ = on; }
   bool recording() const { return recording_; }
   /// [B, Q, K] from the last forward while recording; undefined otherwise.
@@ -68,14 +69,16 @@ class PerHeadLinearImpl : public torch::nn::Module {
 TORCH_MODULE(PerHeadLinear);
 
 /// d2l MultiHeadAttention: W_q/W_k/W_v, transpose_qkv, per-head attention with the given scorer
-/// (built for per-head sizes num_hiddens / num_heads), transpose_output, W_o.
+/// (built for per-head sizes num_hiddens / num_heads, with ScorerContext::num_heads = num_heads:
+/// it sees [B * heads, T, num_hiddens / heads], row r = sequence r / heads, head r % heads),
+/// transpose_output, W_o.
 class MultiHeadAttentionImpl : public torch::nn::Module {
  public:
   MultiHeadAttentionImpl(const MultiHeadAttentionOptions& options, std::shared_ptr<Scorer> scorer);
-  /// queries [B, Q, Dq], keys [B, K, Dk], values [B, K, Dv], valid_lens [B] / [B, Q] / undefined
-  /// -> [B, Q, num_hiddens]
+  /// queries [B, Q, Dq], keys [B, K, Dk], values [B, K, Dv], valid_lens [B] / [B, Q] / undefined,
+  /// positions of query row 0 and key column 0 (passed to the scorer) -> [B, Q, num_hiddens]
   torch::Tensor forward(const torch::Tensor& queries, const torch::Tensor& keys, const torch::Tensor& values,
-                        const torch::Tensor& valid_lens = {});
+                        const torch::Tensor& valid_lens = {}, const Positions& positions = {});
   void set_recording(bool on) { attention_->set_recording(on); }
   /// [B, heads, Q, K] from the last forward while recording; undefined otherwise.
   torch::Tensor weights() const;

@@ -27,7 +27,7 @@ struct EncoderOutput {
   EncoderOutput index_select(const torch::Tensor& indices) const;
 };
 
-class Encoder : public torch::nn::Module {
+class Encoder : public torch::nn::Module, public plugin::Made {
  public:
   ~Encoder() override = default;
   /// src [B, S] token ids (or [B, S, F] features), valid_lens [B] -> states
@@ -57,7 +57,7 @@ struct DecoderState {
   virtual void reorder(const torch::Tensor& indices);
 };
 
-class Decoder : public torch::nn::Module {
+class Decoder : public torch::nn::Module, public plugin::Made {
  public:
   ~Decoder() override = default;
   virtual std::unique_ptr<DecoderState> init_state(const EncoderOutput& enc, bool incremental) = 0;
@@ -74,12 +74,20 @@ class Decoder : public torch::nn::Module {
   bool recording_ = false;
 };
 
-/// The model the seq2seq trainer trains: any encoder plugin + any decoder plugin.
+/// The model the seq2seq trainer trains: any encoder plugin + any decoder plugin. Its calls into
+/// them (forward, encode, init_state, decode) let an exception from a plugin's method leave naming
+/// the plugin (plugin::rethrow_naming); call them rather than encoder()/decoder() directly.
 class EncoderDecoderImpl : public torch::nn::Module {
  public:
   EncoderDecoderImpl(std::shared_ptr<Encoder> encoder, std::shared_ptr<Decoder> decoder);
   /// Teacher-forced: src [B, S], src_valid_lens [B], tgt_in [B, T] -> logits [B, T, V]
   torch::Tensor forward(const torch::Tensor& src, const torch::Tensor& src_valid_lens, const torch::Tensor& tgt_in);
+  /// encoder().forward: src [B, S], src_valid_lens [B] -> states [B, S, H]
+  EncoderOutput encode(const torch::Tensor& src, const torch::Tensor& src_valid_lens);
+  /// decoder().init_state
+  std::unique_ptr<DecoderState> init_state(const EncoderOutput& enc, bool incremental);
+  /// decoder().forward: tgt [B, T] -> logits [B, T, V] (one step of incremental decoding: T = 1)
+  torch::Tensor decode(const torch::Tensor& tgt, DecoderState& state);
   Encoder& encoder() { return *encoder_; }
   Decoder& decoder() { return *decoder_; }
   void set_recording(bool on);

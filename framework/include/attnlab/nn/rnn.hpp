@@ -43,6 +43,7 @@ TORCH_MODULE(GruEncoder);
 struct GruDecoderState : DecoderState {
   torch::Tensor hidden;   // [L, B, H] recurrent state; starts as the encoder's final state
   torch::Tensor context;  // [B, H] baseline decoder only: the encoder's final last-layer state
+  int64_t steps = 0;      // incremental mode: target positions decoded so far (the next query's position)
 };
 
 /// d2l Seq2SeqDecoder: every step's input is cat(embedding, context) with context the encoder's
@@ -67,10 +68,12 @@ TORCH_MODULE(GruDecoder);
 /// the context [B, 1, H] is concatenated before the embedding into the GRU; dense output.
 class GruBahdanauDecoderImpl : public Decoder {
  public:
-  /// scorer: built for query size H and key size H (d2l: additive with H hidden units).
+  /// scorer: built for query size H and key size H, one head, role Cross (d2l: additive with H
+  /// hidden units).
   GruBahdanauDecoderImpl(const GruOptions& options, std::shared_ptr<Scorer> scorer);
   std::unique_ptr<DecoderState> init_state(const EncoderOutput& enc, bool incremental) override;
-  /// tgt [B, T] ids -> logits [B, T, V], one attention step per target position.
+  /// tgt [B, T] ids -> logits [B, T, V], one attention step per target position; step t's query
+  /// stands at position t (state.steps + t in incremental mode), the keys at 0..S-1.
   torch::Tensor forward(const torch::Tensor& tgt, DecoderState& state) override;
   void set_recording(bool on) override;
   /// {"decoder_cross": [1, B, 1, T, S]} (one layer, one head) after a recorded forward; in

@@ -1,8 +1,9 @@
 #pragma once
 // The attention chapter's other scorers (d2l 0.17, chapter 10): additive (Bahdanau), Gaussian
-// kernel (Nadaraya-Watson) and average pooling. Each returns raw scores [B, Q, K]; masking,
-// softmax, dropout and pooling are the framework's Attention (nn/attention.hpp), so every scorer
-// works on its own (Attention) and per head inside MultiHeadAttention.
+// kernel (Nadaraya-Watson) and average pooling. Each returns raw scores [B, Q, K] and ignores
+// positions; masking, softmax, dropout and pooling are the framework's Attention
+// (nn/attention.hpp), so every scorer works on its own (Attention) and per head inside
+// MultiHeadAttention.
 #include <attnlab/nn/scorer.hpp>
 
 #include <torch/nn/modules/linear.h>
@@ -18,7 +19,7 @@ class AdditiveScorerImpl : public Scorer {
   AdditiveScorerImpl(int64_t query_size, int64_t key_size, int64_t num_hiddens);
   /// queries [B, Q, Dq], keys [B, K, Dk] -> scores [B, Q, K]. Projects queries and keys first
   /// ([B, Q, H], [B, K, H]); only the tanh features [B, Q, K, H] are materialised, once.
-  torch::Tensor score(const torch::Tensor& queries, const torch::Tensor& keys) override;
+  torch::Tensor score(const torch::Tensor& queries, const torch::Tensor& keys, const Positions& positions) override;
 
   torch::nn::Linear W_q{nullptr}, W_k{nullptr}, w_v{nullptr};
 };
@@ -31,7 +32,7 @@ class GaussianKernelScorerImpl : public Scorer {
  public:
   GaussianKernelScorerImpl(double w, bool learnable);
   /// queries [B, Q, D], keys [B, K, D] -> scores [B, Q, K]
-  torch::Tensor score(const torch::Tensor& queries, const torch::Tensor& keys) override;
+  torch::Tensor score(const torch::Tensor& queries, const torch::Tensor& keys, const Positions& positions) override;
   /// Current w (a parameter when learnable, a buffer otherwise), shape [1].
   const torch::Tensor& w() const { return w_; }
   bool learnable() const { return learnable_; }
@@ -48,7 +49,7 @@ class AverageScorerImpl : public Scorer {
  public:
   AverageScorerImpl() = default;
   /// queries [B, Q, Dq], keys [B, K, Dk] -> zeros [B, Q, K] (queries' dtype and device)
-  torch::Tensor score(const torch::Tensor& queries, const torch::Tensor& keys) override;
+  torch::Tensor score(const torch::Tensor& queries, const torch::Tensor& keys, const Positions& positions) override;
 };
 TORCH_MODULE(AverageScorer);
 

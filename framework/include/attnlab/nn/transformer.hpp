@@ -9,14 +9,10 @@
 #include <torch/nn/modules/container/modulelist.h>
 #include <torch/nn/modules/embedding.h>
 
-#include <functional>
 #include <memory>
 #include <vector>
 
 namespace attnlab::nn {
-
-/// Builds a scorer for queries of query_size and keys of key_size (per head).
-using ScorerFactory = std::function<std::shared_ptr<Scorer>(int64_t query_size, int64_t key_size)>;
 
 struct TransformerBlockOptions {
   TransformerBlockOptions(int64_t num_hiddens, int64_t ffn_num_hiddens, int64_t num_heads)
@@ -33,7 +29,8 @@ struct TransformerBlockOptions {
   TORCH_ARG(bool, per_head_projections) = false;  // W_q/W_k/W_v as [heads, H, H / heads] (TF lab)
 };
 
-/// Self-attention + add&norm, FFN + add&norm.
+/// Self-attention + add&norm, FFN + add&norm. Its scorer is asked for with role Self, not causal,
+/// per-head sizes and num_heads.
 class TransformerEncoderBlockImpl : public torch::nn::Module {
  public:
   TransformerEncoderBlockImpl(const TransformerBlockOptions& options, const ScorerFactory& make_scorer);
@@ -58,13 +55,16 @@ struct TransformerDecoderState : DecoderState {
 };
 
 /// Causal self-attention + add&norm, cross-attention on the encoder outputs + add&norm,
-/// FFN + add&norm. Block `index` owns state.caches[index].
+/// FFN + add&norm. Block `index` owns state.caches[index]. Its scorers are asked for with role
+/// Self and causal (attention1), role Cross (attention2).
 class TransformerDecoderBlockImpl : public torch::nn::Module {
  public:
   TransformerDecoderBlockImpl(const TransformerBlockOptions& options, const ScorerFactory& make_scorer,
                               int64_t index);
   /// x [B, T, H] -> [B, T, H]. Full-sequence mode (state.incremental false): keys/values = x with
-  /// causal valid lengths 1..T. Incremental: keys/values = cat(cache, x), appended to the cache.
+  /// causal valid lengths 1..T, positions from 0. Incremental: keys/values = cat(cache, x),
+  /// appended to the cache; x's rows stand at positions state.steps.. (the scorers' query offset;
+  /// keys from 0), and x's row t sees keys up to state.steps + t.
   torch::Tensor forward(const torch::Tensor& x, TransformerDecoderState& state);
 
   TransformerBlockOptions options;

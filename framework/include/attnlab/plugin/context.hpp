@@ -1,5 +1,7 @@
 #pragma once
-// What a factory gets besides its options: where it runs and what the data looks like.
+// What every factory gets besides its options: where it runs and what the data looks like. What
+// only one kind needs comes as that kind's own factory argument (plugin::FactorySignature), e.g. a
+// scorer's nn::ScorerContext.
 #include <torch/types.h>
 
 #include <cstdint>
@@ -24,9 +26,6 @@ struct BuildContext {
   int64_t seed = 0;
   std::string data_dir;          // where datasets live (datasets/ by default)
   DataInfo data;
-  /// Set by whoever builds a scorer: the sizes of the queries and keys it will see.
-  int64_t query_size = 0;
-  int64_t key_size = 0;
 };
 
 }  // namespace attnlab::plugin

@@ -4,9 +4,13 @@
 //   #include <attnlab/plugin/plugin.hpp>
 //   namespace {
 //   config::Schema schema() { return {config::opt_int("hidden", 8, "width", 1)}; }
-//   std::shared_ptr<attnlab::nn::Scorer> make(const config::Options& o, const plugin::BuildContext& c) {...}
+//   std::shared_ptr<attnlab::nn::Scorer> make(const config::Options& o, const plugin::BuildContext& c,
+//                                             const attnlab::nn::ScorerContext& sc) {...}
 //   }
 //   ATTNLAB_PLUGIN(attnlab::nn::Scorer, "additive", "Bahdanau additive scorer", schema, make)
+//
+// The factory's signature is the kind's (FactorySignature<Interface>): options and BuildContext,
+// then whatever that kind alone needs (a scorer: nn::ScorerContext).
 //
 // The descriptor is plain data; the loader reads abi_version first and refuses a mismatch
 // before touching anything else, then compares sdk_hash: the hash of every public SDK header
@@ -22,6 +26,8 @@
 #include <boost/dll/alias.hpp>
 
 #include <memory>
+#include <string>
+#include <utility>
 
 namespace attnlab::plugin {
 
@@ -29,8 +35,37 @@ namespace attnlab::plugin {
 template <class Interface>
 struct KindOf;
 
+/// The function type of a kind's factory: options and BuildContext, plus, for a kind that needs
+/// more, its own arguments (specialised next to the interface; a scorer gets nn::ScorerContext).
 template <class Interface>
-using Factory = std::shared_ptr<Interface> (*)(const config::Options&, const BuildContext&);
+struct FactorySignature {
+  using type = std::shared_ptr<Interface>(const config::Options&, const BuildContext&);
+};
+
+template <class Interface>
+using Factory = typename FactorySignature<Interface>::type*;
+
+/// Base of the interfaces whose methods the framework calls during a run (nn::Scorer,
+/// nn::Encoder, nn::Decoder). Registry::create records here which plugin made the object, so that
+/// an exception from its score() or forward() can name it (rethrow_naming).
+class Made {
+ public:
+  /// "scorer 'alibi' (<its library>) at 'model.encoder.attention.scorer'"; empty for an object no
+  /// registry made (built directly, as tests do).
+  const std::string& made_by() const { return made_by_; }
+  void set_made_by(std::string who) { made_by_ = std::move(who); }
+
+ private:
+  std::string made_by_;
+};
+
+/// Called in a catch block around a call into `object` (`method`: "score()", "forward()", ...):
+/// rethrows the exception in flight, as it is when the object was made by no registry, when it is
+/// an Interrupted or a PluginError (already naming a plugin, e.g. a scorer inside an encoder);
+/// else as a new error made here naming the plugin: ConfigError, DataError and ResultsError keep
+/// their type, anything else becomes a PluginError
+/// "plugin scorer 'alibi' (…) at '…' failed in score(): <message without torch's backtrace>".
+[[noreturn]] ATTNLAB_API void rethrow_naming(const Made& object, const char* method);
 
 struct Descriptor {
   // The first six fields are frozen across ABI versions: the loader reads them from any plugin,
@@ -44,7 +79,10 @@ struct Descriptor {
   // From here on the layout belongs to abi_version.
   const char* description;      // one line
   config::Schema (*schema)();   // options with types/defaults/descriptions
-  void* factory;                // Factory<Interface> for the kind's interface
+  // Factory<Interface> for the kind's interface. Its signature (FactorySignature) is part of the
+  // SDK headers, not of this layout: changing it changes the SDK hash, which refuses plugins built
+  // against the old one, so it needs no kAbiVersion bump.
+  void* factory;
 };
 
 /// The SDK hash of this libattnlab (what every plugin's sdk_hash must equal).

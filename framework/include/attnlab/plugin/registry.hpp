@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -61,12 +62,14 @@ class Registry {
   const PluginInfo& find(const std::string& kind, const std::string& name) const;
 
   /// Create a component of Interface's kind from `node`: either a scalar plugin name or a map
-  /// with `plugin: <name>` plus that plugin's options (validated against its schema).
-  /// Exceptions from plugin code are re-created here, in libattnlab, before they leave: attnlab's
-  /// error types keep their type and message, anything else becomes a PluginError naming the
-  /// plugin and its library.
-  template <class Interface>
-  std::shared_ptr<Interface> create(const config::Node& node, const BuildContext& ctx);
+  /// with `plugin: <name>` plus that plugin's options (validated against its schema). `extra` are
+  /// the kind's own factory arguments after the BuildContext (FactorySignature<Interface>; a
+  /// scorer: its nn::ScorerContext). Exceptions from plugin code are re-created here, in
+  /// libattnlab, before they leave: attnlab's error types keep their type and message, anything
+  /// else becomes a PluginError naming the plugin and its library. An object of an interface
+  /// deriving from Made is told which plugin made it (kind, name, library, YAML path).
+  template <class Interface, class... Extra>
+  std::shared_ptr<Interface> create(const config::Node& node, const BuildContext& ctx, const Extra&... extra);
 
   /// Check `node` as create() would (plugin found, options valid against its schema) without
   /// creating anything: the runner validates every section before fetching data.
@@ -110,18 +113,27 @@ std::shared_ptr<T> keep_library_alive(std::shared_ptr<T> obj, std::shared_ptr<vo
   return std::shared_ptr<T>(holder, raw);
 }
 
-template <class Interface>
-std::shared_ptr<Interface> Registry::create(const config::Node& node, const BuildContext& ctx) {
+template <class Interface, class... Extra>
+std::shared_ptr<Interface> Registry::create(const config::Node& node, const BuildContext& ctx, const Extra&... extra) {
+  static_assert(
+      std::is_same_v<typename FactorySignature<Interface>::type,
+                     std::shared_ptr<Interface>(const config::Options&, const BuildContext&, const Extra&...)>,
+      "create<Interface>(node, ctx, extra...): the extra arguments must be the ones "
+      "FactorySignature<Interface> lists after the BuildContext");
   Resolved r = resolve(KindOf<Interface>::value, node);
   auto factory = reinterpret_cast<Factory<Interface>>(r.info->descriptor->factory);
   std::shared_ptr<Interface> obj;
   try {
-    obj = factory(*r.options, ctx);
+    obj = factory(*r.options, ctx, extra...);
   } catch (...) {
     rethrow_from_plugin(*r.info);
   }
   ATTNLAB_CHECK(obj != nullptr, PluginError, "plugin {} '{}' ({}) returned no object", r.info->kind,
                 r.info->name, r.info->path);
+  if constexpr (std::is_base_of_v<Made, Interface>) {
+    obj->set_made_by(fmt::format("{} '{}' ({}) at '{}'", r.info->kind, r.info->name, r.info->path,
+                                 node.path().empty() ? std::string("<root>") : node.path()));
+  }
   mark_used(*r.info);
   return keep_library_alive(std::move(obj), r.info->library);
 }

@@ -1,0 +1,66 @@
+// The `attention` option of model plugins and the scorers it names, per attention role.
+#include <attnlab/nn/scorer_options.hpp>
+#include <attnlab/plugin/registry.hpp>
+
+#include <fmt/format.h>
+
+namespace attnlab::nn {
+namespace {
+
+bool has_self(AttentionRoles roles) { return roles != AttentionRoles::Cross; }
+bool has_cross(AttentionRoles roles) { return roles != AttentionRoles::Self; }
+
+const char* role_name(ScorerContext::Role role) { return role == ScorerContext::Role::Self ? "self" : "cross"; }
+
+}  // namespace
+
+config::Schema attention_schema(AttentionRoles roles, const std::string& default_scorer) {
+  using namespace config;
+  Schema s{opt_node("scorer", Type::Any, default_scorer,
+                    "scorer plugin: a name, or a map {plugin: <name>, ...its options}")};
+  if (has_self(roles)) {
+    s.push_back(opt_node("self_scorer", Type::Any, "~",
+                         "the self-attention's scorer, as `scorer`; ~ (the default) = the `scorer` option"));
+  }
+  if (has_cross(roles)) {
+    s.push_back(opt_node("cross_scorer", Type::Any, "~",
+                         "the cross-attention's scorer (queries from the decoder, keys from the encoder), as "
+                         "`scorer`; ~ (the default) = the `scorer` option"));
+  }
+  return s;
+}
+
+config::OptionSpec attention_option(AttentionRoles roles, const std::string& default_scorer) {
+  auto spec = config::opt_node("attention", config::Type::Map, fmt::format("{{scorer: {}}}", default_scorer),
+                               "attention settings: which scorer plugins score the attention modules (below)");
+  spec.fields = attention_schema(roles, default_scorer);
+  return spec;
+}
+
+ScorerFactory registry_scorer_factory(const config::Options& o, const plugin::BuildContext& ctx,
+                                      AttentionRoles roles, const std::string& default_scorer) {
+  ATTNLAB_CHECK(ctx.registry != nullptr, PluginError, "{}: {} needs a plugin registry to create its scorer",
+                o.resolved().where(), o.owner());
+  config::Options attention(o.node("attention"), attention_schema(roles, default_scorer), o.owner() + " attention",
+                            {});
+  const config::Node scorer = attention.node("scorer");
+  auto pick = [&](const char* name) {
+    const config::Node& given = attention.node(name);
+    return given.is_null() ? scorer : given;
+  };
+  const config::Node self = has_self(roles) ? pick("self_scorer") : config::Node();
+  const config::Node cross = has_cross(roles) ? pick("cross_scorer") : config::Node();
+  const std::string path = o.resolved().path();
+  const std::string owner = fmt::format("{} at '{}'", o.owner(), path.empty() ? "<root>" : path);
+  return [self, cross, owner, roles, ctx](const ScorerContext& request) {
+    const bool is_self = request.role == ScorerContext::Role::Self;
+    ATTNLAB_CHECK(is_self ? has_self(roles) : has_cross(roles), PluginError,
+                  "{} asked for a {}-attention scorer, but declared no such attention (AttentionRoles)", owner,
+                  role_name(request.role));
+    ScorerContext context = request;
+    if (context.owner.empty()) context.owner = owner;
+    return ctx.registry->create<Scorer>(is_self ? self : cross, ctx, context);
+  };
+}
+
+}  // namespace attnlab::nn
