@@ -121,7 +121,8 @@ TEST_F(Plot, MistakesAreClearErrors) {
   EXPECT_FALSE(fs::exists(tmp_ + "/l.jpg"));
   auto folder = plot({tmp_});
   EXPECT_EQ(folder.exit_code, 1);
-  EXPECT_NE(folder.err.find("not an attnlab results file: " + tmp_ + " (it is a directory)"), std::string::npos)
+  EXPECT_NE(folder.err.find("not an attnlab results file: " + tmp_ + " (it is a directory, not a regular file)"),
+            std::string::npos)
       << folder.err;
 }
 
