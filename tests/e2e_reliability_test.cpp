@@ -2,8 +2,10 @@
 // warning) and a known exit code; it neither hangs nor writes outside results/.
 #include <sys/stat.h>
 
+#include <attnlab/data/fetch.hpp>
 #include <fmt/format.h>
 
+#include "testing/corpus.hpp"
 #include "testing/runner.hpp"
 #include "testing/testing.hpp"
 
@@ -45,6 +47,26 @@ TEST_F(Reliability, AFifoAsTheExperimentIsRefusedNotWaitedOn) {
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_EQ(r.err, "config error: <command line>: cannot read config file '" + fifo +
                        "': it is a FIFO (named pipe), not a regular file\n");
+}
+
+TEST_F(Reliability, InvalidUtf8InACorpusNamesTheFileTheMemberAndTheLine) {
+  // A fra-eng zip accepted by its pinned checksum whose line 3 holds a Latin-1 byte: the DataError
+  // said "invalid UTF-8: byte 0xe9 at offset ..." and nothing about where.
+  std::string text = testutil::fra_text(700, false);
+  const size_t line3 = text.find('\n', text.find('\n') + 1) + 1;
+  text.insert(line3 + 2, "\xe9");
+  const auto zip = tmp_ + "/data/fra-eng/fra-eng.zip";
+  testutil::write_zip(zip, {{"fra-eng/fra.txt", text}});
+  auto r = run({"experiments/tests/tiny_fra_eng.yaml", "data_dir=" + tmp_ + "/data",
+                "dataset.sha256=" + data::sha256_file(zip), "--results", tmp_ + "/never.h5", "-q"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(testutil::count_lines(r.err), 1u) << r.err;
+  EXPECT_TRUE(contains(r.err, fmt::format("{}:fra-eng/fra.txt:3: invalid UTF-8 at byte {} (byte 3 of the line): "
+                                          "byte 0xe9 starts a 3-byte character, but its byte 2 is 0x6e (not "
+                                          "0x80-0xbf)\n",
+                                          zip, line3 + 2)))
+      << r.err;
+  EXPECT_FALSE(fs::exists(tmp_ + "/never.h5"));
 }
 
 TEST_F(Reliability, MoreThreadsThanCoresAreCappedWithAWarning) {
