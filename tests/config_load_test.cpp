@@ -248,6 +248,28 @@ TEST_F(ConfigLoad, SymlinkLoopsAreNamed) {
     load_experiment(through); }), "a directory on its way is a symlink loop"));
 }
 
+TEST_F(ConfigLoad, InvalidUtf8OverrideKeyIsRefused) {
+  // Fuzz finding (config_override/regress-invalid-utf8): a stored config that could not be read back.
+  Node root = parse_yaml("a: 1\n", "exp.yaml");
+  const std::string msg = error_of([&] {
+    apply_override(root,
+                   "mod\xe1\xe1"
+                   "el=1");
+  });
+  EXPECT_TRUE(contains(msg, "<command line>: malformed override")) << msg;
+  EXPECT_TRUE(contains(msg, "the key is not UTF-8 text: byte 0xe1 at offset 3")) << msg;
+}
+
+TEST_F(ConfigLoad, RecursiveAliasIsRefusedNotRecursedInto) {
+  // Fuzz finding (config_load/regress-recursive-alias.yaml): an alias inside the map it names is a
+  // cycle; converting it recursed until the stack overflowed (runner summary died with SIGSEGV).
+  const auto exp = write("recursive.yaml", "model:\n  encoder: &t\n    plugin: transformer\n    decoder: *t\n");
+  const std::string msg = error_of([&] { load_experiment(exp); });
+  EXPECT_TRUE(contains(msg, exp + ":")) << msg;
+  EXPECT_TRUE(contains(msg, "the YAML tree nests deeper than 1000 levels at 'model.encoder.decoder.decoder")) << msg;
+  EXPECT_TRUE(contains(msg, "an alias inside the value it names")) << msg;
+}
+
 TEST_F(ConfigLoad, AliasExpansionIsBounded) {
   // "Billion laughs": 9 levels of 10 aliases each expand to 10^9 values (8 GB before the limit).
   std::string text = "a0: &a0 [lol, lol, lol, lol, lol, lol, lol, lol, lol, lol]\n";
