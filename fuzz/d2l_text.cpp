@@ -43,9 +43,19 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     try {
       attnlab::data::require_utf8(text);
     } catch (const attnlab::DataError&) {
-      return 0;
+      try {
+        attnlab::data::require_utf8(text, "in.txt");
+      } catch (const attnlab::DataError&) {
+        return 0;
+      }
+      fuzz::fail("require_utf8(text, where) accepted text that require_utf8(text) refuses");
     }
     fuzz::fail("d2l_preprocess refused text that require_utf8 accepts");
+  }
+  try {
+    attnlab::data::require_utf8(text, "in.txt");
+  } catch (const attnlab::DataError& e) {
+    fuzz::fail(std::string("require_utf8(text, where) refused text d2l_preprocess accepts: ") + e.what());
   }
   require_valid(pre, "d2l_preprocess's output");
   const std::string lower = attnlab::data::utf8_lower(text);

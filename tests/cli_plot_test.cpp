@@ -10,6 +10,8 @@
 
 #include <filesystem>
 #include <fstream>
+#include <limits>
+#include <map>
 #include <sstream>
 
 namespace {
@@ -121,8 +123,44 @@ TEST_F(Plot, MistakesAreClearErrors) {
   EXPECT_FALSE(fs::exists(tmp_ + "/l.jpg"));
   auto folder = plot({tmp_});
   EXPECT_EQ(folder.exit_code, 1);
-  EXPECT_NE(folder.err.find("not an attnlab results file: " + tmp_ + " (it is a directory)"), std::string::npos)
+  EXPECT_NE(folder.err.find("not an attnlab results file: " + tmp_ + " (it is a directory, not a regular file)"),
+            std::string::npos)
       << folder.err;
+}
+
+TEST_F(Plot, NanAndInfiniteAttentionIsDrawnGreyWithTheScaleFromFiniteWeights) {
+  // An all-NaN attention tensor made cairo fail with "invalid matrix"; NaN and infinite cells now
+  // draw in the "no value" grey (0.80, 0.80, 0.85: 204, 204, 217), the colours span the finite
+  // weights.
+  const auto path = tmp_ + "/nan.h5";
+  {
+    results::Results w(path, "nan_attention");
+    const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+    w.write_attention("all", "encoder_self", torch::full({1, 2, 3, 4}, nan), {}, {});
+    auto part = torch::softmax(torch::randn({2, 2, 5, 5}), -1);  // [layers, heads, queries, keys]
+    part[0][0][0][0] = nan;
+    part[0][1][2][3] = inf;
+    part[1][0][4][4] = -inf;
+    w.write_attention("part", "encoder_self", part, {}, {});
+    w.write_attention("finite", "encoder_self", torch::softmax(torch::randn({2, 2, 5, 5}), -1), {}, {});
+    w.set_status(results::Status::Completed);
+  }
+  std::map<std::string, int> grey, red;
+  for (const char* sample : {"all", "part", "finite"}) {
+    const auto png = tmp_ + "/nan_" + sample + ".png";
+    auto r = plot({path, "--attention", "encoder_self", "--sample", sample, "-o", png});
+    ASSERT_EQ(r.exit_code, 0) << sample << ": " << r.err;
+    EXPECT_EQ(r.err, "") << sample;
+    grey[sample] = testutil::count_pixels(png, 204, 204, 217, 1);
+    red[sample] = testutil::count_pixels(png, 103, 0, 13, 10);  // the darkest red: the largest weight
+  }
+  // 2 x (3 x 4) cells of 48 units, all grey; 3 of the 100 cells of "part"; none of "finite".
+  EXPECT_GT(grey["all"], 15 * 48 * 48) << "grey pixels";
+  EXPECT_GT(grey["part"], 2 * 40 * 40) << "grey pixels";
+  EXPECT_LT(grey["part"], 8 * 48 * 48) << "grey pixels";
+  EXPECT_EQ(grey["finite"], 0);
+  // The largest finite weight still gets the top of the scale when others are NaN or infinite.
+  EXPECT_GT(red["part"], 20 * 20) << "darkest red pixels";
 }
 
 TEST_F(Plot, KernelRegressionLayout) {

@@ -217,6 +217,59 @@ TEST_F(ConfigLoad, FileOverTheSizeLimitIsRefused) {
                         big, kMaxConfigBytes + 19, kMaxConfigBytes));
 }
 
+TEST_F(ConfigLoad, ProcFilesAreBoundedWhileRead) {
+  // /proc files report size 0 but have content: the 4 MiB limit holds for what is read, not for
+  // what stat says (/proc/kallsyms holds tens of MB of text).
+  EXPECT_EQ(error_of([&] { load_experiment("/proc/kallsyms"); }),
+            fmt::format("<command line>: cannot read config file '/proc/kallsyms': it has more than the {} bytes a "
+                        "config file may have",
+                        kMaxConfigBytes));
+  EXPECT_TRUE(contains(error_of([&] { load_experiment("/dev/zero"); }), "it is a device, not a regular file"));
+  // A file that is one long scalar is quoted in part (the whole of /proc/kallsyms was printed).
+  const auto text = write("text.yaml", std::string(5000, 'x') + "\n");
+  EXPECT_EQ(error_of([&] { load_experiment(text); }), text + ":1:1: expected a map at the top level of '" + text +
+                                                          "', found '" + std::string(100, 'x') + "...' (5000 bytes)");
+}
+
+TEST_F(ConfigLoad, SymlinkLoopsAreNamed) {
+  // std::filesystem and fopen said "Too many levels of symbolic links" and nothing else.
+  const std::string loop = dir_ + "/loop.yaml";
+  ASSERT_EQ(::symlink("loop.yaml", loop.c_str()), 0);
+  EXPECT_EQ(error_of([&] { load_experiment(loop); }),
+            "<command line>: cannot read config file '" + loop + "': it is a symlink loop");
+  const auto exp = write("inc_loop.yaml", "defaults: [loop.yaml]\n");
+  const std::string msg = error_of([&] {
+    load_experiment(exp); });
+  EXPECT_EQ(msg, exp + ":1:12 (at 'defaults[0]' in '" + exp + "'): cannot read config file '" + loop +
+                     "': it is a symlink loop")
+      << msg;
+  const std::string through = dir_ + "/loop.yaml/exp.yaml";  // a loop on the way to the file
+  EXPECT_TRUE(contains(error_of([&] {
+    load_experiment(through); }), "a directory on its way is a symlink loop"));
+}
+
+TEST_F(ConfigLoad, InvalidUtf8OverrideKeyIsRefused) {
+  // Fuzz finding (config_override/regress-invalid-utf8): a stored config that could not be read back.
+  Node root = parse_yaml("a: 1\n", "exp.yaml");
+  const std::string msg = error_of([&] {
+    apply_override(root,
+                   "mod\xe1\xe1"
+                   "el=1");
+  });
+  EXPECT_TRUE(contains(msg, "<command line>: malformed override")) << msg;
+  EXPECT_TRUE(contains(msg, "the key is not UTF-8 text: byte 0xe1 at offset 3")) << msg;
+}
+
+TEST_F(ConfigLoad, RecursiveAliasIsRefusedNotRecursedInto) {
+  // Fuzz finding (config_load/regress-recursive-alias.yaml): an alias inside the map it names is a
+  // cycle; converting it recursed until the stack overflowed (runner summary died with SIGSEGV).
+  const auto exp = write("recursive.yaml", "model:\n  encoder: &t\n    plugin: transformer\n    decoder: *t\n");
+  const std::string msg = error_of([&] { load_experiment(exp); });
+  EXPECT_TRUE(contains(msg, exp + ":")) << msg;
+  EXPECT_TRUE(contains(msg, "the YAML tree nests deeper than 1000 levels at 'model.encoder.decoder.decoder")) << msg;
+  EXPECT_TRUE(contains(msg, "an alias inside the value it names")) << msg;
+}
+
 TEST_F(ConfigLoad, AliasExpansionIsBounded) {
   // "Billion laughs": 9 levels of 10 aliases each expand to 10^9 values (8 GB before the limit).
   std::string text = "a0: &a0 [lol, lol, lol, lol, lol, lol, lol, lol, lol, lol]\n";

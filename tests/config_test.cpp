@@ -215,6 +215,51 @@ TEST(ConfigNode, ToYamlRoundTrip) {
   EXPECT_NE(tricky_text.find("nested:\n  - a: 1\n  -\n    - 2\n"), std::string::npos) << tricky_text;  // block style
 }
 
+// Fuzz findings (fuzz/README.md, "Findings"), each also a plain test here.
+
+TEST(ConfigNode, InvalidUtf8KeyOrValueIsRefusedAtFileLineCol) {
+  // config_load/regress-invalid-utf8-key.yaml: yaml-cpp's emitter wrote U+FFFD for such a key, so
+  // the config stored in the results file was not the one that ran.
+  const std::string key = error_of([] { parse_yaml("model:\n  num_hea\xc1\xc1s: 8\n", "bad.yaml"); });
+  EXPECT_EQ(key.rfind("bad.yaml:2:3: the key at 'model.num_hea", 0), 0u) << key;
+  EXPECT_NE(key.find("is not UTF-8 text: byte 0xc1 at offset 7"), std::string::npos) << key;
+  const std::string value = error_of([] { parse_yaml("a:\n  b: x\xffy\n", "v.yaml"); });
+  EXPECT_EQ(value.rfind("v.yaml:2:6: the value at 'a.b' is not UTF-8 text: byte 0xff at offset 1", 0), 0u) << value;
+}
+
+TEST(ConfigNode, CarriageReturnRoundTripsThroughToYaml) {
+  // config_override/regress-carriage-return: a value "a\r" was stored as "a".
+  Node root = Node::map();
+  root.set("record", Node::scalar("a\r"));
+  root.set("mid\rkey", Node::scalar("x\ry"));
+  const std::string text = to_yaml(root);
+  const Node back = parse_yaml(text, "emitted.yaml");
+  EXPECT_EQ(back.at("record").str(), "a\r") << text;
+  EXPECT_EQ(back.at("mid\rkey").str(), "x\ry") << text;
+}
+
+TEST(ConfigNode, KeyStartingWithADocumentMarkerRoundTrips) {
+  // config_load/regress-document-marker-key.yaml: a key "---   = 11" (plain inside an indented
+  // map) was written at column 0, where YAML reads a document marker.
+  const Node root = parse_yaml("a:\n  ---   = 11: x\n  ...k: y\n", "m.yaml");
+  ASSERT_TRUE(root.at("a").has("---   = 11"));
+  Node top = Node::map();
+  for (const auto& k : root.at("a").keys()) top.set(k, Node::scalar(root.at("a").at(k).str()));
+  const std::string text = to_yaml(top);
+  const Node back = parse_yaml(text, "emitted.yaml");
+  EXPECT_EQ(back.at("---   = 11").str(), "x") << text;
+  EXPECT_EQ(back.at("...k").str(), "y") << text;
+}
+
+TEST(ConfigNode, YamlCppRefusesNestingDeeperThan498Collections) {
+  // What node.hpp says: yaml-cpp 0.7 itself refuses a document nested deeper than this ("bad
+  // file"), so only aliases reach the converter's 1000-level limit.
+  const auto nested = [](int depth) { return "a: " + std::string(depth, '[') + "1" + std::string(depth, ']') + "\n"; };
+  EXPECT_NO_THROW(parse_yaml(nested(497), "deep.yaml"));  // 498 collections with the top map
+  const std::string msg = error_of([&] { parse_yaml(nested(498), "deep.yaml"); });
+  EXPECT_EQ(msg.rfind("deep.yaml:", 0), 0u) << msg;
+}
+
 TEST(ConfigNode, DidYouMean) {
   const std::vector<std::string> known = {"num_hiddens", "num_heads", "dropout", "norm"};
   EXPECT_EQ(did_you_mean("num_hiden", known), "num_hiddens");

@@ -7,6 +7,9 @@
 #include "testing/testing.hpp"
 
 #include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include <cstdlib>
@@ -181,6 +184,75 @@ TEST_F(FetchTest, NonGzipWithGzSuffixAndMissingFiles) {
   EXPECT_NE(data_error([&] { read_text_file((root_ / "plain.gz").string()); }).find("plain.gz"), std::string::npos);
   EXPECT_NE(data_error([&] { read_text_file((root_ / "none.txt").string()); }).find("none.txt"), std::string::npos);
   EXPECT_NE(data_error([&] { read_text_file((root_ / "none.gz").string()); }).find("none.gz"), std::string::npos);
+}
+
+TEST_F(FetchTest, NonRegularFilesAndSymlinkLoopsAreNamedNotRead) {
+  // /dev/zero read until std::bad_alloc, a FIFO blocked forever, a loop gave a bare system error.
+  const fs::path fifo = root_ / "fifo.txt", loop = root_ / "loop.gz";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  ASSERT_EQ(::symlink("loop.gz", loop.c_str()), 0);
+  EXPECT_EQ(data_error([&] { slurp(fifo); }),
+            "cannot read " + fifo.string() + ": it is a FIFO (named pipe), not a regular file");
+  EXPECT_EQ(data_error([&] { slurp("/dev/zero"); }), "cannot read /dev/zero: it is a device, not a regular file");
+  EXPECT_EQ(data_error([&] { slurp(loop); }), "cannot read " + loop.string() + ": it is a symlink loop");
+  EXPECT_EQ(data_error([&] { list_zip_members("/dev/zero"); }),
+            "cannot read /dev/zero: it is a device, not a regular file");
+  EXPECT_EQ(data_error([&] { read_zip_member(loop.string(), "a.txt"); }),
+            "cannot read " + loop.string() + ": it is a symlink loop");
+}
+
+TEST_F(FetchTest, ZipClaimingAHugeMemberIsReadWithoutAllocatingIt) {
+  // Fuzz finding (archive/regress-zip-claimed-size.zip): a 286-byte zip whose directory claims a
+  // 2.3 GB member made read_zip_member allocate and zero 2.3 GB before reading anything.
+  const std::string source = attnlab::testutil::env_or("ATTNLAB_SOURCE_DIR", "");
+  ATTNLAB_REQUIRE(!source.empty(), "ATTNLAB_SOURCE_DIR is not set (run through ctest)");
+  std::ifstream in(source + "/fuzz/corpus/archive/regress-zip-claimed-size.zip", std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  ASSERT_EQ(bytes.size(), 286u);
+  const fs::path claimed = root_ / "claimed.zip";
+  write_file(claimed, bytes);
+  rusage before{};
+  getrusage(RUSAGE_SELF, &before);
+  // Over kMaxTextBytes: refused as the directory says it, before reading.
+  EXPECT_EQ(data_error([&] { read_zip_member(claimed.string(), "fra-eng/fra.txt"); }),
+            fmt::format("'fra-eng/fra.txt' in zip archive {} has 2365587561 bytes (as its directory says), more "
+                        "than the {} a dataset file may have",
+                        claimed.string(), kMaxTextBytes));
+  // Under it (the central directory's size field set to 900 MB): read piece by piece until the
+  // data ends, never allocated at the claimed size.
+  const size_t cd = bytes.find("PK\x01\x02");
+  ASSERT_NE(cd, std::string::npos);
+  const uint32_t size = 900000000;
+  for (int i = 0; i < 4; ++i) bytes[cd + 24 + i] = static_cast<char>((size >> (8 * i)) & 0xff);
+  const fs::path under = root_ / "under.zip";
+  write_file(under, bytes);
+  const std::string msg = data_error([&] { read_zip_member(under.string(), "fra-eng/fra.txt"); });
+  EXPECT_NE(msg.find("cannot read 'fra-eng/fra.txt' in zip archive " + under.string()), std::string::npos) << msg;
+  EXPECT_NE(msg.find("of 900000000 bytes read"), std::string::npos) << msg;
+  rusage after{};
+  getrusage(RUSAGE_SELF, &after);
+  EXPECT_LT(after.ru_maxrss - before.ru_maxrss, 256 * 1024) << "KiB of peak memory grown reading the two zips";
+}
+
+TEST_F(FetchTest, MirrorAndDataDirThatAreNoFoldersAreNamed) {
+  const fs::path loop = root_ / "loop";
+  ASSERT_EQ(::symlink("loop", loop.c_str()), 0);
+  EXPECT_EQ(
+      data_error([&] { ensure_file(abc(), data_.string(), loop.string()); }),
+      "cannot use the data mirror " + loop.string() + " (ATTNLAB_DATA_MIRROR) for set/abc.txt: it is a symlink loop");
+  EXPECT_EQ(data_error([&] { ensure_file(abc(), loop.string(), mirror_.string()); }),
+            "cannot use the data dir " + loop.string() + " for set/abc.txt: it is a symlink loop");
+  EXPECT_EQ(data_error([&] { ensure_file(abc(), (mirror_ / "set/abc.txt").string(), mirror_.string()); }),
+            "cannot use the data dir " + (mirror_ / "set/abc.txt").string() +
+                " for set/abc.txt: it is a regular file, not a directory");
+  // A mirror entry that is a device or a FIFO would be copied forever or block: named.
+  write_file(root_ / "devmirror/keep", "");
+  fs::create_directories(root_ / "devmirror/set");
+  ASSERT_EQ(::symlink("/dev/zero", (root_ / "devmirror/set/abc.txt").c_str()), 0);
+  EXPECT_EQ(data_error([&] { ensure_file(abc(), data_.string(), (root_ / "devmirror").string()); }),
+            "cannot copy set/abc.txt from the data mirror: " + (root_ / "devmirror/set/abc.txt").string() +
+                ": it is a device, not a regular file");
+  EXPECT_FALSE(has_part_files(data_ / "set"));
 }
 
 }  // namespace

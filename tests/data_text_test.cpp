@@ -86,6 +86,23 @@ TEST(Preprocess, RejectsInvalidUtf8) {
   EXPECT_THROW(utf8_lower(std::string("\xc0\xaf")), attnlab::DataError);  // overlong '/'
 }
 
+TEST(Preprocess, InvalidUtf8InAFileNamesFileLineAndByte) {
+  // A corpus with a Latin-1 byte: the error named neither the file nor the line.
+  const std::string text = "Go.\tVa !\nHi.\tSalut !\nI won!\tJ'ai gagn\xe9 !\n";
+  EXPECT_EQ(attnlab::testutil::message_of<attnlab::DataError>([&] { require_utf8(text, "fra-eng.zip:fra.txt"); }),
+            "fra-eng.zip:fra.txt:3: invalid UTF-8 at byte 37 (byte 17 of the line): byte 0xe9 starts a 3-byte "
+            "character, but its byte 2 is 0x20 (not 0x80-0xbf)");
+  EXPECT_EQ(attnlab::testutil::message_of<attnlab::DataError>([&] { require_utf8("ok\n\xe2\x82", "a.txt"); }),
+            "a.txt:2: invalid UTF-8 at byte 3 (byte 1 of the line): byte 0xe2 starts a 3-byte character, but the "
+            "text ends after 2");
+  EXPECT_EQ(attnlab::testutil::message_of<attnlab::DataError>([&] { require_utf8("a\xff", "b.txt"); }),
+            "b.txt:1: invalid UTF-8 at byte 1 (byte 2 of the line): byte 0xff cannot start a character");
+  EXPECT_EQ(attnlab::testutil::message_of<attnlab::DataError>([&] { require_utf8("\xed\xa0\x80", "s.txt"); }),
+            "s.txt:1: invalid UTF-8 at byte 0 (byte 1 of the line): overlong, surrogate or out-of-range character "
+            "U+D800");
+  EXPECT_NO_THROW(require_utf8("Ça alors !\nЁж\n", "ok.txt"));
+}
+
 TEST(Lower, LatinGreekCyrillic) {
   // As Python's str.lower: İ expands to i + U+0307, Σ ending a word becomes ς, ß stays.
   for (const auto& [text, expected] : kLowered) EXPECT_EQ(utf8_lower(text), expected) << text;

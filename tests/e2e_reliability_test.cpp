@@ -1,9 +1,13 @@
 // End to end, issue 12: whatever the input, the runner ends with one clear error line (or a
 // warning) and a known exit code; it neither hangs nor writes outside results/.
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <fmt/format.h>
+#include <attnlab/data/fetch.hpp>
+#include <attnlab/results/results.hpp>
 
+#include "testing/corpus.hpp"
 #include "testing/runner.hpp"
 #include "testing/testing.hpp"
 
@@ -27,6 +31,17 @@ class Reliability : public testutil::RunnerFixture {
     std::ofstream(path) << "defaults: [" << source_ << "/experiments/tests/tiny_corners.yaml]\n" << body;
     return path;
   }
+  using Cases = std::vector<std::pair<std::vector<std::string>, std::string>>;
+  /// Runs each command line: exit 1 and one line on stderr ending with its expected text.
+  void expect_one_line_errors(const Cases& cases) {
+    for (const auto& [args, want] : cases) {
+      const std::string cmd = fmt::format("runner {}", fmt::join(args, " "));
+      auto r = run(args);
+      EXPECT_EQ(r.exit_code, 1) << cmd << "\n" << r.err;
+      EXPECT_EQ(testutil::count_lines(r.err), 1u) << cmd << "\n" << r.err;
+      EXPECT_TRUE(contains(r.err, want + "\n")) << cmd << "\n" << r.err;
+    }
+  }
 };
 
 TEST_F(Reliability, NanLearningRateIsAConfigErrorAtItsPlace) {
@@ -45,6 +60,108 @@ TEST_F(Reliability, AFifoAsTheExperimentIsRefusedNotWaitedOn) {
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_EQ(r.err, "config error: <command line>: cannot read config file '" + fifo +
                        "': it is a FIFO (named pipe), not a regular file\n");
+}
+
+TEST_F(Reliability, InvalidUtf8InACorpusNamesTheFileTheMemberAndTheLine) {
+  // A fra-eng zip accepted by its pinned checksum whose line 3 holds a Latin-1 byte: the DataError
+  // said "invalid UTF-8: byte 0xe9 at offset ..." and nothing about where.
+  std::string text = testutil::fra_text(700, false);
+  const size_t line3 = text.find('\n', text.find('\n') + 1) + 1;
+  text.insert(line3 + 2, "\xe9");
+  const auto zip = tmp_ + "/data/fra-eng/fra-eng.zip";
+  testutil::write_zip(zip, {{"fra-eng/fra.txt", text}});
+  auto r = run({"experiments/tests/tiny_fra_eng.yaml", "data_dir=" + tmp_ + "/data",
+                "dataset.sha256=" + data::sha256_file(zip), "--results", tmp_ + "/never.h5", "-q"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(testutil::count_lines(r.err), 1u) << r.err;
+  EXPECT_TRUE(contains(r.err, fmt::format("{}:fra-eng/fra.txt:3: invalid UTF-8 at byte {} (byte 3 of the line): "
+                                          "byte 0xe9 starts a 3-byte character, but its byte 2 is 0x6e (not "
+                                          "0x80-0xbf)\n",
+                                          zip, line3 + 2)))
+      << r.err;
+  EXPECT_FALSE(fs::exists(tmp_ + "/never.h5"));
+}
+
+TEST_F(Reliability, SymlinkLoopsAreOneLineErrorsNamingThePath) {
+  // Each path a user gives, as `ln -s loop loop`: it was "filesystem error: status: Too many
+  // levels of symbolic links [loop]", an HDF5 error stack, or silence (--plugin-path).
+  const auto loop = tmp_ + "/loop", loop_png = tmp_ + "/loop.png";
+  ASSERT_EQ(::symlink("loop", loop.c_str()), 0);
+  ASSERT_EQ(::symlink("loop.png", loop_png.c_str()), 0);
+  const auto includes = experiment("includes_loop.yaml", "");
+  std::ofstream(includes) << "defaults: [loop]\n";
+  const auto run_h5 = tmp_ + "/run.h5";
+  {
+    results::Results w(run_h5, "made_here");
+    w.append_metric("train", "loss", 1.0);
+    w.set_status(results::Status::Completed);
+  }
+  const std::string corners = "experiments/tests/tiny_corners.yaml", fra = "experiments/tests/tiny_fra_eng.yaml";
+  const std::string loop_file = "'" + loop + "'";
+  const Cases cases = {
+      {{loop, "-q"}, "config error: <command line>: cannot read config file " + loop_file + ": it is a symlink loop"},
+      {{includes, "-q"}, "cannot read config file " + loop_file + ": it is a symlink loop"},
+      {{"summary", loop},
+       "config error: <command line>: cannot read config file " + loop_file + ": it is a symlink loop"},
+      {{corners, "--results", loop, "-q"},
+       "results error: cannot write results file " + loop + ": it is a symlink loop"},
+      {{corners, "--results", loop + "/r.h5", "-q"},
+       "results error: cannot write results file " + loop + "/r.h5: a directory on its way is a symlink loop"},
+      {{corners, "results.path=" + loop, "-q"},
+       "results error: cannot write results file " + loop + ": it is a symlink loop"},
+      {{corners, "--resume", loop, "-q"}, "results error: cannot resume " + loop + ": it is a symlink loop"},
+      {{corners, "--plugin-path", loop, "-q"},
+       "plugin error: plugin folder " + loop + " (--plugin-path): it is a symlink loop"},
+      {{"plugins", "--plugin-path", loop},
+       "plugin error: plugin folder " + loop + " (--plugin-path): it is a symlink loop"},
+      {{fra, "data_dir=" + loop, "-q"},
+       "data error: cannot use the data dir " + loop + " for fra-eng/fra-eng.zip: it is a symlink loop"},
+      {{"compare", run_h5, loop}, "results error: not an attnlab results file: " + loop + " (it is a symlink loop)"},
+      {{"compare", run_h5, run_h5, "--plot", loop_png}, "error: plot file " + loop_png + ": it is a symlink loop"},
+      {{"plot", loop}, "results error: not an attnlab results file: " + loop + " (it is a symlink loop)"},
+      {{"plot", run_h5, "-o", loop}, "error: plot: -o " + loop + ": it is a symlink loop"},
+      {{"plot", run_h5, "--losses", "-o", loop_png}, "error: plot file " + loop_png + ": it is a symlink loop"},
+      {{"plot", run_h5, "--losses", "-o", loop + "/l.png"},
+       "error: plot file " + loop + "/l.png: cannot make its folder " + loop + ": it is a symlink loop"},
+      {{"eval", loop}, "results error: not an attnlab results file: " + loop + " (it is a symlink loop)"},
+      {{"batches", corners, "--epochs", "1", "-o", loop},
+       "results error: cannot write results file " + loop + ": it is a symlink loop"},
+  };
+  expect_one_line_errors(cases);
+  // The data mirror, from the environment the runner inherits.
+  testutil::ScopedEnv mirror("ATTNLAB_DATA_MIRROR", loop);
+  auto r = run({fra, "data_dir=" + tmp_ + "/empty", "-q"});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_EQ(r.err, "data error: cannot use the data mirror " + loop +
+                       " (ATTNLAB_DATA_MIRROR) for fra-eng/fra-eng.zip: it is a symlink loop\n");
+}
+
+TEST_F(Reliability, DevicesAndProcFilesAreRefusedByNameNotRead) {
+  // /dev/zero given where a file is read whole ended in std::bad_alloc naming nothing; /proc files
+  // report size 0 but have content.
+  const auto includes = experiment("includes_zero.yaml", "");
+  std::ofstream(includes) << "defaults: [/dev/zero]\n";
+  fs::create_directories(tmp_ + "/mirror/fra-eng");
+  ASSERT_EQ(::symlink("/dev/zero", (tmp_ + "/mirror/fra-eng/fra-eng.zip").c_str()), 0);
+  const std::string device = "it is a device, not a regular file";
+  const Cases cases = {
+      {{"/dev/zero", "-q"}, "config error: <command line>: cannot read config file '/dev/zero': " + device},
+      {{includes, "-q"}, "cannot read config file '/dev/zero': " + device},
+      {{"/proc/kallsyms", "-q"},
+       "config error: <command line>: cannot read config file '/proc/kallsyms': it has more than the 4194304 bytes a "
+       "config file may have"},
+      {{"experiments/tests/tiny_corners.yaml", "--resume", "/dev/zero", "-q"},
+       "results error: cannot resume /dev/zero: " + device},
+      {{"experiments/tests/tiny_corners.yaml", "--plugin-path", "/dev/zero", "-q"},
+       "plugin error: plugin folder /dev/zero (--plugin-path): it is a device, not a directory"},
+      {{"compare", "/dev/zero", "/dev/zero"}, "results error: not an attnlab results file: /dev/zero (" + device + ")"},
+  };
+  expect_one_line_errors(cases);
+  testutil::ScopedEnv mirror("ATTNLAB_DATA_MIRROR", tmp_ + "/mirror");
+  auto r = run({"experiments/tests/tiny_fra_eng.yaml", "data_dir=" + tmp_ + "/data", "-q"});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_EQ(r.err, "data error: cannot copy fra-eng/fra-eng.zip from the data mirror: " + tmp_ +
+                       "/mirror/fra-eng/fra-eng.zip: " + device + "\n");
 }
 
 TEST_F(Reliability, MoreThreadsThanCoresAreCappedWithAWarning) {

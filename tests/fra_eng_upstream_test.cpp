@@ -160,10 +160,36 @@ TEST_F(FraEngUpstreamTest, ContentChecks) {
   std::string ragged = testutil::fra_text(700, true);
   ragged.insert(ragged.find('\n') + 1, "Hi.\tSalut !\n");  // line 2 lacks the attribution column
   EXPECT_EQ(check("ragged.zip", ragged), "line 2 of its fra.txt does not have the 3 tab-separated columns of line 1");
-  EXPECT_NE(check("latin1.zip", "Go.\tVa !\nI won!\tJ'ai gagn\xe9 !\n").find("invalid UTF-8"), std::string::npos);
+  EXPECT_EQ(check("latin1.zip", "Go.\tVa !\nI won!\tJ'ai gagn\xe9 !\n"),
+            "fra-eng/fra.txt:2: invalid UTF-8 at byte 25 (byte 17 of the line): byte 0xe9 starts a 3-byte "
+            "character, but its byte 2 is 0x20 (not 0x80-0xbf)");
   testutil::write_zip(root_ / "empty.zip", {{"_about.txt", "nothing"}});
   EXPECT_NE(datasets::fra_eng::check_contents((root_ / "empty.zip").string()).find("no fra.txt member"),
             std::string::npos);
+}
+
+TEST_F(FraEngUpstreamTest, InvalidUtf8NamesTheZipItsMemberAndTheLine) {
+  // A corpus accepted by its checksum but holding a Latin-1 byte on line 3: the DataError named
+  // neither the file nor the line.
+  std::string text = testutil::fra_text(700, false);
+  const size_t line3 = text.find('\n', text.find('\n') + 1) + 1;
+  text.insert(line3 + 2, "\xe9");
+  const fs::path zip = data_ / "fra-eng/fra-eng.zip";
+  testutil::write_zip(zip, {{"fra-eng/fra.txt", text}});
+  FraEngOptions o;
+  o.urls = {};
+  o.sums = {data::sha256_file(zip.string())};
+  EXPECT_EQ(message_of<DataError>([&] { FraEng(o).prepare(data_.string()); }),
+            fmt::format("{}:fra-eng/fra.txt:3: invalid UTF-8 at byte {} (byte 3 of the line): byte 0xe9 starts a "
+                        "3-byte character, but its byte 2 is 0x6e (not 0x80-0xbf)",
+                        zip.string(), line3 + 2));
+  // Downloaded and matching no pin: the content check says where.
+  testutil::write_zip(www_ / "latin/fra-eng.zip", {{"fra-eng/fra.txt", text}});
+  const std::string msg =
+      message_of<DataError>([&] { FraEng(from("latin/fra-eng.zip")).prepare((root_ / "d2").string()); });
+  EXPECT_NE(msg.find(fmt::format("its content is not usable: fra-eng/fra.txt:3: invalid UTF-8 at byte {}", line3 + 2)),
+            std::string::npos)
+      << msg;
 }
 
 TEST(FraEngTokenize, TwoColumnFileKeepsD2lsExactlyOneTabRule) {

@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -33,8 +34,43 @@ using testutil::message_of;
 TEST(PluginLoader, MissingFileIsNamed) {
   plugin::Registry r;
   auto msg = message_of<PluginError>([&] { r.load("/nonexistent/libattnlab_scorer_x.so"); });
-  EXPECT_NE(msg.find("not found"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("/nonexistent/libattnlab_scorer_x.so"), std::string::npos) << msg;
+  EXPECT_EQ(msg, "/nonexistent/libattnlab_scorer_x.so: no such file");
+}
+
+TEST(PluginLoader, FoldersAndLibrariesThatAreNoneAreNamed) {
+  // directory_entry::is_regular_file() threw "filesystem error: status: Too many levels of
+  // symbolic links" for a loop in a plugin folder; a --plugin-path that was no folder was ignored.
+  const std::string dir = testutil::temp_dir("attnlab-loader-loops");
+  const std::string lib = dir + "/libattnlab_scorer_loop.so", loop = dir + "/loop";
+  ASSERT_EQ(::symlink("libattnlab_scorer_loop.so", lib.c_str()), 0);
+  ASSERT_EQ(::symlink("loop", loop.c_str()), 0);
+  plugin::Registry r;
+  r.add_search_dir(dir);
+  ASSERT_NO_THROW(r.discover());
+  ASSERT_EQ(r.broken().size(), 1u);
+  EXPECT_EQ(r.broken()[0].reason, lib + ": it is a symlink loop");
+  auto msg = message_of<PluginError>([&] { r.find("scorer", "loop"); });
+  EXPECT_NE(msg.find(lib + ": it is a symlink loop"), std::string::npos) << msg;
+
+  const auto discover_error = [](const std::string& folder) {
+    plugin::Registry reg;
+    reg.add_search_dir(folder);
+    return message_of<PluginError>([&] { reg.discover(); });
+  };
+  EXPECT_EQ(discover_error(loop), "plugin folder " + loop + " (--plugin-path): it is a symlink loop");
+  EXPECT_EQ(discover_error("/dev/zero"), "plugin folder /dev/zero (--plugin-path): it is a device, not a directory");
+  EXPECT_EQ(discover_error(dir + "/missing"), "plugin folder " + dir + "/missing (--plugin-path): no such directory");
+  // ATTNLAB_PLUGIN_PATH may list folders that do not exist (skipped), but not a loop.
+  const std::string plugins = testutil::env_or("ATTNLAB_PLUGIN_PATH", "");
+  {
+    testutil::ScopedEnv env("ATTNLAB_PLUGIN_PATH", dir + "/missing:" + plugins);
+    plugin::Registry reg;
+    EXPECT_NO_THROW(reg.discover());
+  }
+  testutil::ScopedEnv env("ATTNLAB_PLUGIN_PATH", loop + ":" + plugins);
+  plugin::Registry reg;
+  EXPECT_EQ(message_of<PluginError>([&] { reg.discover(); }),
+            "plugin folder " + loop + " (ATTNLAB_PLUGIN_PATH): it is a symlink loop");
 }
 
 TEST(PluginLoader, LibraryThatIsNotAPlugin) {

@@ -8,6 +8,7 @@
 #include <attnlab/plugin/registry.hpp>
 
 #include "multi30k.hpp"
+#include "testing/corpus.hpp"
 #include "testing/testing.hpp"
 
 #include <fmt/format.h>
@@ -341,6 +342,27 @@ TEST_F(Multi30kTest, TruncatedOrMisalignedFilesAreDataErrors) {
   const std::string misaligned = prepare_error(short_val, false);
   EXPECT_NE(misaligned.find("val.de.gz has 1014 lines but"), std::string::npos) << misaligned;
   EXPECT_NE(misaligned.find("val.en.gz has 1000"), std::string::npos) << misaligned;
+}
+
+TEST_F(Multi30kTest, InvalidUtf8NamesTheFileAndLine) {
+  // A byte that cannot start a UTF-8 character on line 17 of val.en.gz: the tokenizer's DataError
+  // named neither the file nor the line.
+  REQUIRE_DATA();
+  size_t at = 0;
+  const auto latin = bad_mirror("val.en.gz", [&](const fs::path& p) {
+    std::string text = data::read_text_file(p.string());
+    for (int line = 1; line < 17; ++line) at = text.find('\n', at) + 1;
+    at += 4;
+    text.insert(at, "\xff");
+    testutil::write_gzip(p, text);
+  });
+  const std::string msg = prepare_error(latin, false);
+  EXPECT_NE(msg.find(fmt::format(
+                "/multi30k/val.en.gz:17: invalid UTF-8 at byte {} (byte 5 of the line): byte 0xff cannot start a "
+                "character",
+                at)),
+            std::string::npos)
+      << msg;
 }
 
 TEST(Multi30kManifest, ChecksumsMatchDatasetsManifest) {

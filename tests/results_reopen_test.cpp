@@ -112,7 +112,7 @@ TEST_F(ResultsReopen, RefusesWhatIsNotAResultsFile) {
   };
   EXPECT_NE(message(file("absent.h5")).find("no such file"), std::string::npos);
   // A folder is named as one ("no such file" sent people looking for a missing file).
-  EXPECT_EQ(message(dir_), "not an attnlab results file: " + dir_ + " (it is a directory)");
+  EXPECT_EQ(message(dir_), "not an attnlab results file: " + dir_ + " (it is a directory, not a regular file)");
   std::ofstream(file("text.h5")) << "not hdf5";
   EXPECT_NE(message(file("text.h5")).find("not an HDF5 file"), std::string::npos);
 }

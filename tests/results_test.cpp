@@ -229,7 +229,7 @@ TEST_F(ResultsTest, RefusesFilesThatAreNotResults) {
   const std::string folder = file("a_folder.h5");
   fs::create_directory(folder);
   EXPECT_EQ(error_of([&] { ResultsReader in(folder); }),
-            "not an attnlab results file: " + folder + " (it is a directory)");
+            "not an attnlab results file: " + folder + " (it is a directory, not a regular file)");
 
   // A valid HDF5 file made by someone else: no experiment / status attributes.
   const std::string foreign = file("foreign.h5");
@@ -240,6 +240,75 @@ TEST_F(ResultsTest, RefusesFilesThatAreNotResults) {
   EXPECT_NE(msg.find("not an attnlab results file: " + foreign + " (no root attribute 'experiment')"),
             std::string::npos)
       << msg;
+}
+
+TEST_F(ResultsTest, SymlinkLoopsAndDevicesAreNamed) {
+  // A raw "Too many levels of symbolic links" (or HDF5's error stack) named no cause.
+  const std::string loop = file("loop.h5");
+  ASSERT_EQ(::symlink("loop.h5", loop.c_str()), 0);
+  EXPECT_EQ(error_of([&] { ResultsReader in(loop); }),
+            "not an attnlab results file: " + loop + " (it is a symlink loop)");
+  EXPECT_EQ(error_of([&] { Results out(loop, "x"); }), "cannot write results file " + loop + ": it is a symlink loop");
+  EXPECT_EQ(error_of([&] { Results out(loop, Results::Open::Existing); }),
+            "not an attnlab results file: " + loop + " (it is a symlink loop)");
+  EXPECT_EQ(error_of([&] { Results out(loop + "/run.h5", "x"); }),
+            "cannot write results file " + loop + "/run.h5: a directory on its way is a symlink loop");
+  EXPECT_EQ(error_of([&] { ResultsReader in("/dev/zero"); }),
+            "not an attnlab results file: /dev/zero (it is a device, not a regular file)");
+  EXPECT_EQ(error_of([&] { Results out("/dev/null", "x"); }),
+            "cannot write results file /dev/null: it is a device, not a regular file");
+}
+
+TEST_F(ResultsTest, DamagedElementCountsAreRefusedNotAllocated) {
+  // Fuzz finding (results_reader/regress-string-count-overflow.h5): a dataspace claiming ~2^64
+  // strings wrapped the buffer size to 0 and H5Dread wrote through a null pointer (SIGSEGV).
+  const std::string source = attnlab::testutil::env_or("ATTNLAB_SOURCE_DIR", "");
+  ATTNLAB_REQUIRE(!source.empty(), "ATTNLAB_SOURCE_DIR is not set (run through ctest)");
+  const std::string regress = source + "/fuzz/corpus/results_reader/regress-string-count-overflow.h5";
+  ASSERT_TRUE(fs::exists(regress)) << regress;
+  std::string msg = error_of([&] { ResultsReader(regress).config(); });
+  EXPECT_NE(msg.find("claims"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("strings of"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("(a damaged file?)"), std::string::npos) << msg;
+
+  // The same check for numbers (metrics, tensors): datasets whose shape claims more than they store,
+  // as a run killed between creating a dataset and writing it leaves, or a damaged shape claiming
+  // 2^40 values (std::bad_alloc, or 8 TB, before).
+  const std::string path = file("damaged.h5");
+  {
+    Results r(path, "damaged");
+    r.append_metric("train", "loss", 1.0);
+    r.write_tensor("predictions/test", torch::ones({2, 3}));
+  }
+  hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+  ASSERT_GE(f, 0);
+  hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+  ASSERT_GE(H5Pset_alloc_time(dcpl, H5D_ALLOC_TIME_LATE), 0);  // nothing stored until written
+  for (const auto& [name, count] :
+       std::vector<std::pair<std::string, hsize_t>>{{"/metrics/train/never_written", 5},
+                                                    {"/metrics/train/huge", hsize_t{1} << 40},
+                                                    {"/predictions/huge", hsize_t{1} << 40}}) {
+    hid_t lcpl = H5Pcreate(H5P_LINK_CREATE);
+    H5Pset_create_intermediate_group(lcpl, 1);
+    hid_t space = H5Screate_simple(1, &count, nullptr);
+    hid_t ds = H5Dcreate2(f, name.c_str(), H5T_IEEE_F64LE, space, lcpl, dcpl, H5P_DEFAULT);
+    ASSERT_GE(ds, 0) << name;
+    H5Dclose(ds), H5Sclose(space), H5Pclose(lcpl);
+  }
+  H5Pclose(dcpl);
+  H5Fclose(f);
+  ResultsReader in(path);
+  EXPECT_EQ(in.metric("train", "loss"), std::vector<double>{1.0});
+  EXPECT_EQ(error_of([&] { in.metric("train", "never_written"); }),
+            "dataset /metrics/train/never_written in results file " + path +
+                " claims 5 numbers of 8 bytes but stores 0 bytes (a damaged file?)");
+  msg = error_of([&] { in.metric("train", "huge"); });
+  EXPECT_NE(msg.find("claims 1099511627776 numbers of 8 bytes but stores 0 bytes"), std::string::npos) << msg;
+  msg = error_of([&] { in.tensor("predictions/huge"); });
+  EXPECT_NE(msg.find("dataset /predictions/huge in results file " + path + " claims 1099511627776 numbers"),
+            std::string::npos)
+      << msg;
+  EXPECT_TRUE(attnlab::testutil::AllClose(in.tensor("predictions/test"), torch::ones({2, 3})));
 }
 
 TEST_F(ResultsTest, ReportsBadInputAndHdf5FailuresNamingTheFile) {
@@ -266,8 +335,7 @@ TEST_F(ResultsTest, ReportsBadInputAndHdf5FailuresNamingTheFile) {
   // A folder that cannot be created (a regular file is in the way).
   std::ofstream(file("blocker")) << "x";
   msg = error_of([&] { Results bad(file("blocker/sub/run.h5"), "x"); });
-  EXPECT_NE(msg.find("cannot create folder"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("blocker/sub/run.h5"), std::string::npos) << msg;
+  EXPECT_EQ(msg, "cannot write results file " + file("blocker/sub/run.h5") + ": a part of it is not a directory");
 
   ResultsReader in(path);
   msg = error_of([&] { in.metric("train", "bleu"); });

@@ -10,6 +10,7 @@
 #include "testing/testing.hpp"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <filesystem>
@@ -186,7 +187,17 @@ TEST_F(TokenizerTest, SentencePieceErrors) {
   EXPECT_THROW(make("plugin: sentencepiece\nmodel_type: word\n"), ConfigError);
   EXPECT_THROW(make("plugin: sentencepiece\ncharacter_coverage: 1.5\n"), ConfigError);
   auto missing = make("plugin: sentencepiece\nmodel: /nonexistent/x.model\n");
-  EXPECT_THROW(missing->train({}, ""), DataError);
+  EXPECT_EQ(testutil::message_of<DataError>([&] { missing->train({}, ""); }),
+            "sentencepiece: cannot read the model /nonexistent/x.model: no such file");
+  // `model: /dev/zero` was read until std::bad_alloc; a FIFO or a symlink loop is named too.
+  auto zero = make("plugin: sentencepiece\nmodel: /dev/zero\n");
+  EXPECT_EQ(testutil::message_of<DataError>([&] { zero->train({}, ""); }),
+            "sentencepiece: cannot read the model /dev/zero: it is a device, not a regular file");
+  const std::string loop = testutil::temp_dir("attnlab-spm-loop") + "/loop.model";
+  ASSERT_EQ(::symlink("loop.model", loop.c_str()), 0);
+  auto looped = make("plugin: sentencepiece\nmodel: " + loop + "\n");
+  EXPECT_EQ(testutil::message_of<DataError>([&] { looped->train({}, ""); }),
+            "sentencepiece: cannot read the model " + loop + ": it is a symlink loop");
 }
 
 TEST_F(TokenizerTest, RegisteredAsTokenizerKind) {

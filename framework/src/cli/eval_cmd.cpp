@@ -5,6 +5,7 @@
 
 #include <attnlab/config/load.hpp>
 #include <attnlab/error.hpp>
+#include <attnlab/files.hpp>
 #include <attnlab/results/reader.hpp>
 #include <attnlab/train/checkpoint.hpp>
 #include <attnlab/train/experiment.hpp>
@@ -62,9 +63,11 @@ int cmd_eval(int argc, char** argv) {
   for (const auto& o : overrides) config::apply_override(root, o);
   config::Options top(root, train::experiment_schema(), "the stored experiment", {});
   const auto ckpt = train::checkpoint_dir(run) + "/" + which + ".pt";
-  ATTNLAB_CHECK(std::filesystem::exists(ckpt), DataError,
+  const auto why = files::problem(ckpt, files::Want::File);
+  ATTNLAB_CHECK(why != "no such file", DataError,
                 "no checkpoint {} for run {} (trainers that checkpoint write last.pt and best.pt every epoch)", ckpt,
                 run);
+  ATTNLAB_CHECK(why.empty(), DataError, "checkpoint {} of run {}: {}", ckpt, run, why);
   train::Setup setup = train::build_setup(top, plugin_dirs);
   ATTNLAB_CHECK(setup.model, ConfigError, "run {} has no encoder + decoder model to translate with", run);
   train::load_model_weights(ckpt, *setup.model);

@@ -5,6 +5,7 @@
 #include "cli/plot/figures.hpp"
 
 #include <attnlab/error.hpp>
+#include <attnlab/files.hpp>
 #include <attnlab/results/reader.hpp>
 
 #include <CLI/CLI.hpp>
@@ -114,9 +115,13 @@ int cmd_plot(int argc, char** argv) {
   const auto ext = fs::path(out).extension().string();
   const bool single_file = !out.empty() && (ext == ".png" || ext == ".svg" || ext == ".PNG" || ext == ".SVG");
   // "-o l.jpg" made a folder named l.jpg: a name with another extension is refused, unless it is
-  // a folder that exists.
-  ATTNLAB_CHECK(single_file || ext.empty() || fs::is_directory(out), Error,
-                "plot: -o {}: cannot write '{}' files; name a .png or .svg file, or a folder", out, ext);
+  // a folder that exists. A symlink loop, a FIFO or a file where a folder goes is named.
+  if (!out.empty() && !single_file) {
+    const auto why = files::problem(out, ext.empty() ? files::Want::DirectoryToMake : files::Want::Directory);
+    ATTNLAB_CHECK(ext.empty() || why != "no such directory", Error,
+                  "plot: -o {}: cannot write '{}' files; name a .png or .svg file, or a folder", out, ext);
+    ATTNLAB_CHECK(why.empty(), Error, "plot: -o {}: {}", out, why);
+  }
   if (single_file) {
     ATTNLAB_CHECK(figures.size() == 1, Error,
                   "plot: {} figures were chosen but -o names one file ({}); give a folder, or choose one figure "

@@ -1,16 +1,11 @@
 // Experiment loading: `defaults:` composition (recursive, cycle-checked), then overrides.
 #include <fmt/format.h>
-#include <sys/stat.h>
 
 #include <attnlab/config/load.hpp>
-#include <cerrno>
-#include <cstdint>
+#include <attnlab/files.hpp>
 #include <cstdlib>
-#include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <memory>
-#include <sstream>
 
 #include "config/detail.hpp"
 
@@ -27,33 +22,13 @@ struct Include {
   std::string canonical;  // identity for cycle detection
 };
 
-/// What a non-regular file is, for messages.
-const char* file_kind(mode_t mode) {
-  if (S_ISDIR(mode)) return "a directory";
-  if (S_ISFIFO(mode)) return "a FIFO (named pipe)";
-  if (S_ISCHR(mode) || S_ISBLK(mode)) return "a device";
-  if (S_ISSOCK(mode)) return "a socket";
-  return "not a plain file";
-}
-
-// POSIX calls, not std::filesystem's free functions: libtorch exports its own (ABI-incompatible)
-// copies of those and the dynamic linker may bind ours to them.
+/// The file's text: a regular file of at most kMaxConfigBytes (files::read_whole: a FIFO, a device
+/// or a symlink loop is refused by name, and a /proc file, whose size reads 0, is bounded too).
 std::string read_file(const std::string& display, const std::string& from) {
-  struct stat st {};
-  ATTNLAB_CHECK(::stat(display.c_str(), &st) == 0, ConfigError, "{}: cannot read config file '{}': {}", from, display,
-                errno == ENOENT ? std::string("no such file") : std::string(std::strerror(errno)));
-  // Opening a FIFO blocks until someone writes to it; a device may never end.
-  ATTNLAB_CHECK(S_ISREG(st.st_mode), ConfigError, "{}: cannot read config file '{}': it is {}, not a regular file",
-                from, display, file_kind(st.st_mode));
-  ATTNLAB_CHECK(uintmax_t(st.st_size) <= kMaxConfigBytes, ConfigError,
-                "{}: cannot read config file '{}': it has {} bytes, more than the {} a config file may have", from,
-                display, st.st_size, kMaxConfigBytes);
-  std::ifstream in(display, std::ios::binary);
-  ATTNLAB_CHECK(in.good(), ConfigError, "{}: cannot read config file '{}': {}", from, display, std::strerror(errno));
-  std::ostringstream text;
-  text << in.rdbuf();
-  ATTNLAB_CHECK(!in.bad(), ConfigError, "{}: error while reading config file '{}'", from, display);
-  return text.str();
+  std::string text;
+  const std::string why = files::read_whole(display, kMaxConfigBytes, "a config file", text);
+  ATTNLAB_CHECK(why.empty(), ConfigError, "{}: cannot read config file '{}': {}", from, display, why);
+  return text;
 }
 
 /// The file's identity for cycle detection: its real path, or the normalised path if it has none.

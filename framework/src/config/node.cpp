@@ -44,7 +44,14 @@ std::string describe(const Node& n) {
     case Node::Kind::Scalar:
       break;
   }
-  return fmt::format("'{}'", n.str());
+  // A message is one line: a long scalar (a whole file read as one, e.g. /proc/kallsyms) is cut,
+  // at a character boundary.
+  constexpr size_t kShown = 100;
+  const std::string& s = n.str();
+  if (s.size() <= kShown) return fmt::format("'{}'", s);
+  size_t cut = kShown;
+  while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80) --cut;
+  return fmt::format("'{}...' ({} bytes)", s.substr(0, cut), s.size());
 }
 
 }  // namespace detail

@@ -30,8 +30,8 @@ void count_node(size_t& count, const Location& loc) {
                 loc.str(), kMaxConfigNodes);
 }
 
-/// The deepest nesting converted. yaml-cpp 0.7 refuses documents nested deeper than about 500
-/// itself ("bad file"), but an alias inside the node it names (`a: &x [*x]`) is a cycle that
+/// The deepest nesting converted. yaml-cpp 0.7 refuses documents nested deeper than 498
+/// collections itself ("bad file"), but an alias inside the node it names (`a: &x [*x]`) is a cycle that
 /// recursed here until the stack overflowed (a segfault of the runner).
 constexpr int kMaxDepth = 1000;
 

@@ -2,6 +2,7 @@
 // (zlib), with truncated or corrupt archives reported as DataError naming the file.
 #include <attnlab/data/fetch.hpp>
 #include <attnlab/error.hpp>
+#include <attnlab/files.hpp>
 
 #include <fmt/ranges.h>
 #include <zip.h>
@@ -10,9 +11,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <fstream>
 #include <memory>
-#include <sstream>
 #include <vector>
 
 namespace attnlab::data {
@@ -20,7 +19,15 @@ namespace {
 
 using ZipPtr = std::unique_ptr<zip_t, void (*)(zip_t*)>;
 
+/// DataError "cannot read <path>: <why>" unless `path` is a regular file (libzip and zlib would
+/// block on a FIFO, read a device forever or report a symlink loop as a bare system error).
+void require_regular_file(const std::string& path) {
+  const std::string why = files::problem(path, files::Want::File);
+  ATTNLAB_CHECK(why.empty(), DataError, "cannot read {}: {}", path, why);
+}
+
 ZipPtr open_zip(const std::string& zip_path) {
+  require_regular_file(zip_path);
   int err = 0;
   zip_t* z = zip_open(zip_path.c_str(), ZIP_RDONLY, &err);
   if (z == nullptr) {
@@ -48,6 +55,7 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 }
 
 std::string read_gzip(const std::string& path) {
+  require_regular_file(path);
   gzFile gz = gzopen(path.c_str(), "rb");
   ATTNLAB_CHECK(gz != nullptr, DataError, "cannot open {}: {}", path, errno ? std::strerror(errno) : "out of memory");
   gzbuffer(gz, 1 << 17);
@@ -62,6 +70,11 @@ std::string read_gzip(const std::string& path) {
       throw DataError(fmt::format("corrupt gzip file {}: {} (after {} decompressed bytes)", path, msg, out.size()));
     }
     if (got == 0) break;
+    if (out.size() + static_cast<size_t>(got) > kMaxTextBytes) {
+      gzclose_r(gz);
+      throw DataError(
+          fmt::format("{} decompresses to more than the {} bytes a dataset file may have", path, kMaxTextBytes));
+    }
     out.append(buf.data(), static_cast<size_t>(got));
   }
   // gzopen reads non-gzip data transparently; a .gz file must be gzip.
@@ -96,6 +109,10 @@ std::string read_zip_member(const std::string& zip_path, const std::string& memb
                                                        &zip_fclose);
   ATTNLAB_CHECK(f != nullptr, DataError, "cannot open '{}' in zip archive {}: {}", member, zip_path,
                 zip_strerror(z.get()));
+  ATTNLAB_CHECK(st.size <= kMaxTextBytes, DataError,
+                "'{}' in zip archive {} has {} bytes (as its directory says), more than the {} a dataset file may "
+                "have",
+                member, zip_path, st.size, kMaxTextBytes);
   // st.size is what the archive's directory claims: the buffer grows with the data that arrives
   // instead of being allocated at that size up front (a damaged directory claimed gigabytes).
   std::string out;
@@ -113,12 +130,10 @@ std::string read_zip_member(const std::string& zip_path, const std::string& memb
 
 std::string read_text_file(const std::string& path) {
   if (ends_with(path, ".gz")) return read_gzip(path);
-  std::ifstream in(path, std::ios::binary);
-  ATTNLAB_CHECK(in.good(), DataError, "cannot open {}: {}", path, std::strerror(errno));
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  ATTNLAB_CHECK(!in.bad(), DataError, "error while reading {}", path);
-  return ss.str();
+  std::string text;
+  const std::string why = files::read_whole(path, kMaxTextBytes, "a dataset file", text);
+  ATTNLAB_CHECK(why.empty(), DataError, "cannot read {}: {}", path, why);
+  return text;
 }
 
 }  // namespace attnlab::data

@@ -4,6 +4,7 @@
 // name in the destination folder, verified, then renamed, so nothing partial ever has the final name.
 #include <attnlab/data/fetch.hpp>
 #include <attnlab/error.hpp>
+#include <attnlab/files.hpp>
 
 #include "data/download.hpp"
 
@@ -180,6 +181,11 @@ std::string ensure_file(const RemoteFile& file, const std::string& data_dir, std
     ATTNLAB_CHECK(!checksum_kind(s).empty(), DataError,
                   "pinned checksum '{}' for {} is neither a SHA-1 nor a SHA-256 (lowercase hex)", s, file.relpath);
   }
+  // A data dir or mirror that is a symlink loop (or a file) is named here, not in a raw
+  // filesystem error from create_directories.
+  if (const auto why = files::problem(data_dir, files::Want::DirectoryToMake); !why.empty()) {
+    throw DataError(fmt::format("cannot use the data dir {} for {}: {}", data_dir, file.relpath, why));
+  }
   const fs::path target = fs::path(data_dir) / file.relpath;
   std::error_code ec;
   if (fs::is_regular_file(target, ec)) {
@@ -214,8 +220,17 @@ std::string ensure_file(const RemoteFile& file, const std::string& data_dir, std
     if (is_http(base)) {
       if (try_download(join_url(base, file.relpath))) return target.string();
     } else {
+      if (const auto why = files::problem(base, files::Want::Directory); why != "no such directory") {
+        ATTNLAB_CHECK(why.empty(), DataError, "cannot use the data mirror {} (ATTNLAB_DATA_MIRROR) for {}: {}", base,
+                      file.relpath, why);
+      }
       const fs::path src = fs::path(base) / file.relpath;
-      if (fs::is_regular_file(src, ec)) {
+      const auto why = files::problem(src.string(), files::Want::File);
+      // A mirror entry that is there but no file (a FIFO, a device, a loop) is refused by name:
+      // copying it would block or never end.
+      ATTNLAB_CHECK(why.empty() || why == "no such file", DataError, "cannot copy {} from the data mirror: {}: {}",
+                    file.relpath, src.string(), why);
+      if (why.empty()) {
         // A bad mirror copy is an error to fix, not something to paper over with a download.
         fetch_verified(file, target, src.string(),
                        [&](const fs::path& tmp) { copy_file(src, tmp, file.relpath); });

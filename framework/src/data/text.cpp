@@ -10,42 +10,53 @@
 namespace attnlab::data {
 namespace {
 
+/// Reads the character at `s[i]` into `cp` and `len`; returns "" or why the bytes there are not
+/// UTF-8 ("byte 0xff cannot start a character"), naming no offset (the callers place it).
+std::string next_code_point(const std::string& s, size_t i, char32_t& cp, int& len) {
+  const size_t n = s.size();
+  const auto b0 = static_cast<unsigned char>(s[i]);
+  if (b0 < 0x80) {
+    len = 1, cp = b0;
+  } else if ((b0 & 0xE0) == 0xC0) {
+    len = 2, cp = b0 & 0x1F;
+  } else if ((b0 & 0xF0) == 0xE0) {
+    len = 3, cp = b0 & 0x0F;
+  } else if ((b0 & 0xF8) == 0xF0) {
+    len = 4, cp = b0 & 0x07;
+  } else {
+    return fmt::format("byte 0x{:02x} cannot start a character", b0);
+  }
+  if (i + len > n) {
+    return fmt::format("byte 0x{:02x} starts a {}-byte character, but the text ends after {}", b0, len, n - i);
+  }
+  for (int k = 1; k < len; ++k) {
+    const auto b = static_cast<unsigned char>(s[i + k]);
+    if ((b & 0xC0) != 0x80) {
+      return fmt::format("byte 0x{:02x} starts a {}-byte character, but its byte {} is 0x{:02x} (not 0x80-0xbf)", b0,
+                         len, k + 1, b);
+    }
+    cp = (cp << 6) | (b & 0x3F);
+  }
+  static constexpr char32_t kMin[] = {0, 0, 0x80, 0x800, 0x10000};
+  if (cp < kMin[len] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) {
+    return fmt::format("overlong, surrogate or out-of-range character U+{:04X}", static_cast<uint32_t>(cp));
+  }
+  return "";
+}
+
 /// UTF-8 -> code points; DataError naming the byte offset on malformed input (Python would
 /// refuse to decode it too).
 std::vector<char32_t> decode_utf8(const std::string& s) {
   std::vector<char32_t> out;
   out.reserve(s.size());
-  size_t i = 0;
-  const size_t n = s.size();
-  while (i < n) {
-    const auto b0 = static_cast<unsigned char>(s[i]);
-    int len = 0;
+  for (size_t i = 0; i < s.size();) {
     char32_t cp = 0;
-    if (b0 < 0x80) {
-      len = 1, cp = b0;
-    } else if ((b0 & 0xE0) == 0xC0) {
-      len = 2, cp = b0 & 0x1F;
-    } else if ((b0 & 0xF0) == 0xE0) {
-      len = 3, cp = b0 & 0x0F;
-    } else if ((b0 & 0xF8) == 0xF0) {
-      len = 4, cp = b0 & 0x07;
-    } else {
-      throw DataError(fmt::format("invalid UTF-8: byte 0x{:02x} at offset {} cannot start a character", b0, i));
+    int len = 0;
+    if (const auto why = next_code_point(s, i, cp, len); !why.empty()) {
+      throw DataError(fmt::format("invalid UTF-8 at byte {}: {}", i, why));
     }
-    ATTNLAB_CHECK(i + len <= n, DataError, "invalid UTF-8: character at offset {} needs {} bytes, text ends after {}",
-                  i, len, n - i);
-    for (int k = 1; k < len; ++k) {
-      const auto b = static_cast<unsigned char>(s[i + k]);
-      ATTNLAB_CHECK((b & 0xC0) == 0x80, DataError,
-                    "invalid UTF-8: expected a continuation byte at offset {}, found 0x{:02x}", i + k, b);
-      cp = (cp << 6) | (b & 0x3F);
-    }
-    static constexpr char32_t kMin[] = {0, 0, 0x80, 0x800, 0x10000};
-    ATTNLAB_CHECK(cp >= kMin[len] && cp <= 0x10FFFF && !(cp >= 0xD800 && cp <= 0xDFFF), DataError,
-                  "invalid UTF-8: overlong, surrogate or out-of-range character U+{:04X} at offset {}",
-                  static_cast<uint32_t>(cp), i);
     out.push_back(cp);
-    i += len;
+    i += static_cast<size_t>(len);
   }
   return out;
 }
@@ -154,6 +165,26 @@ std::vector<char32_t> lower_codepoints(const std::vector<char32_t>& in) {
 }  // namespace
 
 void require_utf8(const std::string& s) { (void)decode_utf8(s); }
+
+void require_utf8(const std::string& text, const std::string& where) {
+  size_t line = 1, line_start = 0;
+  for (size_t i = 0; i < text.size();) {
+    // ASCII runs first: a corpus is mostly ASCII.
+    const auto b = static_cast<unsigned char>(text[i]);
+    if (b < 0x80) {
+      if (b == '\n') ++line, line_start = i + 1;
+      ++i;
+      continue;
+    }
+    char32_t cp = 0;
+    int len = 0;
+    if (const auto why = next_code_point(text, i, cp, len); !why.empty()) {
+      throw DataError(fmt::format("{}:{}: invalid UTF-8 at byte {} (byte {} of the line): {}", where, line, i,
+                                  i - line_start + 1, why));
+    }
+    i += static_cast<size_t>(len);
+  }
+}
 
 std::string utf8_lower(const std::string& s) { return encode_utf8(lower_codepoints(decode_utf8(s))); }
 

@@ -2,6 +2,7 @@
 #error "ATTNLAB_SDK_HASH must be defined (framework/CMakeLists.txt): the registry checks plugins against it"
 #endif
 #include <attnlab/config/node.hpp>
+#include <attnlab/files.hpp>
 #include <attnlab/plugin/registry.hpp>
 
 #include <boost/dll/shared_library.hpp>
@@ -242,16 +243,31 @@ std::vector<std::string> Registry::search_dirs() const {
 
 void Registry::discover() {
   std::set<fs::path> seen;
-  for (const auto& dir : search_dirs()) {
-    std::error_code ec;
-    if (!fs::is_directory(dir, ec)) continue;
-    std::vector<fs::path> files;
-    for (const auto& entry : fs::directory_iterator(dir, ec)) {
-      if (entry.is_regular_file() && is_plugin_file(entry.path())) files.push_back(entry.path());
+  const auto dirs = search_dirs();
+  for (size_t i = 0; i < dirs.size(); ++i) {
+    const std::string& dir = dirs[i];
+    // A folder given explicitly (--plugin-path) must be one; of ATTNLAB_PLUGIN_PATH's and the
+    // runner's own, a missing one is skipped, but a symlink loop or a file there is named.
+    if (const auto why = files::problem(dir, files::Want::Directory); !why.empty()) {
+      const bool given = i < dirs_.size();
+      ATTNLAB_CHECK(!given && why == "no such directory", PluginError, "plugin folder {} ({}): {}", dir,
+                    given                 ? "--plugin-path"
+                    : i + 1 < dirs.size() ? "ATTNLAB_PLUGIN_PATH"
+                                          : "the runner's own",
+                    why);
+      continue;
     }
-    std::sort(files.begin(), files.end());
-    for (const auto& f : files) {
-      auto canonical = fs::weakly_canonical(f, ec);
+    std::error_code ec;
+    std::vector<fs::path> libraries;
+    for (const auto& entry : fs::directory_iterator(dir, ec)) {
+      if (is_plugin_file(entry.path())) libraries.push_back(entry.path());
+    }
+    std::sort(libraries.begin(), libraries.end());
+    for (const auto& f : libraries) {
+      // A symlink loop or a FIFO under a plugin's name is a broken library (load() says why),
+      // not a filesystem_error out of directory_entry::is_regular_file().
+      const auto problem = files::problem(f.string(), files::Want::File);
+      auto canonical = problem.empty() ? fs::weakly_canonical(f, ec) : f;
       if (!seen.insert(canonical).second) continue;  // same file reached through two dirs
       try {
         load(canonical.string());
@@ -272,9 +288,9 @@ void Registry::discover() {
 }
 
 const PluginInfo& Registry::load(const std::string& path) {
-  std::error_code fec;
-  ATTNLAB_CHECK(fs::exists(path, fec), PluginError, "plugin library not found: {}", path);
-  ATTNLAB_CHECK(fs::is_regular_file(path, fec), PluginError, "{}: not a plugin library (not a regular file)", path);
+  if (const auto why = files::problem(path, files::Want::File); !why.empty()) {
+    throw PluginError(fmt::format("{}: {}", path, why));  // "skipping plugin library <this>" in discover()
+  }
   if (const auto problem = elf_problem(path); !problem.empty()) {
     throw PluginError(fmt::format("{}: {}", path, problem));
   }

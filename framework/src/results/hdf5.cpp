@@ -1,11 +1,8 @@
 #include "results/hdf5.hpp"
 
-#include <sys/stat.h>
-
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cstring>
 #include <functional>
 
@@ -31,13 +28,6 @@ herr_t collect(unsigned /*n*/, const H5E_error2_t* err, void* data) {
 }
 
 }  // namespace
-
-std::string not_a_file(const std::string& path) {
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) return errno == ENOENT ? "no such file" : std::strerror(errno);
-  if (S_ISDIR(st.st_mode)) return "it is a directory";
-  return S_ISREG(st.st_mode) ? "" : "not a regular file";
-}
 
 std::string error_stack() {
   std::vector<std::string> lines;
@@ -175,19 +165,25 @@ std::vector<std::string> read_strings(hid_t type, hid_t space, size_t n, const s
   return out;
 }
 
-size_t npoints(hid_t space) { return static_cast<size_t>(std::max<hssize_t>(0, H5Sget_simple_extent_npoints(space))); }
-
-/// The number of strings to read: the shape's, when the bytes stored for the object hold that many
-/// elements of `type`; a damaged shape claiming more (up to 2^64, whose buffer size wrapped to 0
-/// and crashed inside H5Dread) is a ResultsError.
-size_t stored_strings(hid_t type, hid_t space, hsize_t stored_bytes, const std::string& file,
-                      const std::string& what) {
-  const size_t n = npoints(space);
+/// The number of elements to read: the shape's, when the bytes stored for the object hold that
+/// many elements of `type`; a damaged shape claiming more (up to 2^64, whose buffer size wrapped to
+/// 0 and crashed inside H5Dread, or a count whose buffer cannot be allocated) is a ResultsError.
+/// `noun` names the elements ("strings", "numbers"). The writer stores no compressed datasets.
+size_t stored_elements(hid_t type, hid_t space, hsize_t stored_bytes, const std::string& file, const std::string& what,
+                       const char* noun) {
+  const hssize_t points = H5Sget_simple_extent_npoints(space);
+  ATTNLAB_CHECK(points >= 0, ResultsError, "cannot read the shape of {} in results file {} (a damaged file?)", what,
+                file);
+  const auto n = static_cast<size_t>(points);
   const size_t size = std::max<size_t>(1, H5Tget_size(type));
   ATTNLAB_CHECK(n <= stored_bytes / size, ResultsError,
-                "{} in results file {} claims {} strings of {} bytes but stores {} bytes (a damaged file?)", what, file,
-                n, size, stored_bytes);
+                "{} in results file {} claims {} {} of {} bytes but stores {} bytes (a damaged file?)", what, file, n,
+                noun, size, stored_bytes);
   return n;
+}
+
+size_t stored_strings(hid_t type, hid_t space, hsize_t stored_bytes, const std::string& file, const std::string& what) {
+  return stored_elements(type, space, stored_bytes, file, what, "strings");
 }
 
 }  // namespace
@@ -307,13 +303,19 @@ void require_numeric(hid_t ds, const std::string& path, const std::string& file)
                 static_cast<int>(cls));
 }
 
+/// How many numbers dataset `ds` holds, checked against the bytes it stores (as stored_strings).
+size_t stored_numbers(hid_t ds, hid_t space, const std::string& path, const std::string& file) {
+  Handle type = check(H5Dget_type(ds), file, fmt::format("cannot read the type of {}", path));
+  return stored_elements(type.get(), space, H5Dget_storage_size(ds), file, fmt::format("dataset {}", path), "numbers");
+}
+
 }  // namespace
 
 std::vector<double> read_double_dataset(hid_t loc, const std::string& path, const std::string& file) {
   Handle ds = open_dataset(loc, path, file);
   require_numeric(ds.get(), path, file);
   Handle space = check(H5Dget_space(ds.get()), file, fmt::format("cannot read the shape of {}", path));
-  std::vector<double> out(npoints(space.get()) + 1);
+  std::vector<double> out(stored_numbers(ds.get(), space.get(), path, file) + 1);
   check(H5Dread(ds.get(), H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, out.data()), file,
         fmt::format("cannot read dataset {}", path));
   out.pop_back();
@@ -330,6 +332,7 @@ torch::Tensor read_float_tensor(hid_t loc, const std::string& path, const std::s
   check(H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr), file,
         fmt::format("cannot read the shape of {}", path));
   std::vector<int64_t> sizes(dims.begin(), dims.end());
+  stored_numbers(ds.get(), space.get(), path, file);     // before allocating what the shape claims
   torch::Tensor t = torch::empty(sizes, torch::kFloat);  // the dataset's shape
   float dummy = 0.0f;
   check(H5Dread(ds.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, t.numel() > 0 ? t.data_ptr<float>() : &dummy),

@@ -18,10 +18,6 @@ void silence_errors();
 /// The current HDF5 error stack as one line ("<major>: <minor> (<description>)"), then cleared.
 std::string error_stack();
 
-/// Why `path` cannot be a results file before looking inside: "no such file", "it is a
-/// directory" or "not a regular file"; "" for a regular file.
-std::string not_a_file(const std::string& path);
-
 /// Throws ResultsError("<what> in results file <file>: <hdf5 error stack>").
 [[noreturn]] void fail(const std::string& file, const std::string& what);
 

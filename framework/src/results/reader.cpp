@@ -1,6 +1,7 @@
 #include "attnlab/results/reader.hpp"
 
 #include <attnlab/error.hpp>
+#include <attnlab/files.hpp>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -70,7 +71,7 @@ hid_t open_read_only(const std::string& path, bool lock) {
 
 ResultsReader::ResultsReader(const std::string& path) : impl_(std::make_unique<Impl>()), path_(path) {
   h5::silence_errors();
-  if (const auto why = h5::not_a_file(path); !why.empty()) not_results(path, why);
+  if (const auto why = files::problem(path, files::Want::File); !why.empty()) not_results(path, why);
   ATTNLAB_CHECK(::access(path.c_str(), R_OK) == 0, ResultsError, "cannot read results file {}: {}", path,
                 std::strerror(errno));
   if (H5Fis_hdf5(path.c_str()) <= 0) {

@@ -1,6 +1,7 @@
 #include "attnlab/results/results.hpp"
 
 #include <attnlab/error.hpp>
+#include <attnlab/files.hpp>
 #include <fmt/format.h>
 
 #include <unistd.h>
@@ -80,7 +81,7 @@ Results::Results(const std::string& path, Open) : impl_(std::make_unique<Impl>()
   auto not_ours = [&](const std::string& why) {
     return ResultsError(fmt::format("not an attnlab results file: {} ({})", path, why));
   };
-  if (const auto why = h5::not_a_file(path); !why.empty()) throw not_ours(why);
+  if (const auto why = files::problem(path, files::Want::File); !why.empty()) throw not_ours(why);
   impl_->lock = std::make_unique<WriterLock>(path);  // before HDF5 touches it
   ATTNLAB_CHECK(::access(path.c_str(), W_OK) == 0, ResultsError, "results file {} is read-only ({}): cannot write to it",
                 path, std::strerror(errno));
@@ -108,6 +109,10 @@ Results::Results(const std::string& path, Open) : impl_(std::make_unique<Impl>()
 
 Results::Results(const std::string& path, const std::string& experiment) : impl_(std::make_unique<Impl>()), path_(path) {
   h5::silence_errors();
+  // A symlink loop, a directory or a FIFO in the way is refused by name here, not by HDF5's stack.
+  if (const auto why = files::problem(path, files::Want::FileToWrite); !why.empty()) {
+    throw ResultsError(fmt::format("cannot write results file {}: {}", path, why));
+  }
   std::filesystem::path parent = std::filesystem::path(path).parent_path();
   if (!parent.empty()) {
     std::error_code ec;

@@ -2,6 +2,7 @@
 #include <attnlab/train/checkpoint.hpp>
 
 #include <attnlab/error.hpp>
+#include <attnlab/files.hpp>
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Context.h>
@@ -62,7 +63,8 @@ void set_generator_state(const at::Generator& gen, const at::Tensor& state) {
 }
 
 torch::serialize::InputArchive open(const std::string& path, torch::Device device) {
-  ATTNLAB_CHECK(fs::exists(path), DataError, "checkpoint {} does not exist", path);
+  const auto why = files::problem(path, files::Want::File);
+  ATTNLAB_CHECK(why.empty(), DataError, "checkpoint {}: {}", path, why == "no such file" ? "does not exist" : why);
   torch::serialize::InputArchive archive;
   try {
     archive.load_from(path, device);

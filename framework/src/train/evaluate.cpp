@@ -1,6 +1,7 @@
 #include "train/evaluate.hpp"
 
 #include <attnlab/config/schema.hpp>
+#include <attnlab/files.hpp>
 #include <attnlab/metrics/bleu.hpp>
 #include <attnlab/train/checkpoint.hpp>
 #include <attnlab/train/decode.hpp>
@@ -114,7 +115,10 @@ void evaluate_split(const EvalSpec& spec, nn::EncoderDecoder& model, const data:
                     const std::atomic<bool>* stop) {
   if (spec.split.empty()) return;
   std::string which = "final";
-  if (std::filesystem::exists(checkpoint)) {
+  // best.pt when training wrote one; a symlink loop or a FIFO there is an error, not "no best.pt".
+  const auto why = files::problem(checkpoint, files::Want::File);
+  ATTNLAB_CHECK(why.empty() || why == "no such file", DataError, "checkpoint {}: {}", checkpoint, why);
+  if (why.empty()) {
     load_model_weights(checkpoint, *model);
     which = std::filesystem::path(checkpoint).stem().string();
   }

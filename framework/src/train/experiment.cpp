@@ -2,6 +2,7 @@
 
 #include <attnlab/config/load.hpp>
 #include <attnlab/data/dataset.hpp>
+#include <attnlab/files.hpp>
 #include <attnlab/nn/encoder_decoder.hpp>
 #include <attnlab/plugin/registry.hpp>
 #include <attnlab/results/results.hpp>
@@ -99,7 +100,8 @@ std::string default_results_path(const std::string& experiment) {
   auto stamp = fmt::format("{:%Y%m%d-%H%M%S}", fmt::gmtime(std::chrono::system_clock::to_time_t(now)));
   const std::string stem = file_stem(experiment);
   auto path = fs::path("results") / fmt::format("{}-{}.h5", stem, stamp);
-  for (int i = 2; fs::exists(path); ++i) path = fs::path("results") / fmt::format("{}-{}-{}.h5", stem, stamp, i);
+  std::error_code ec;  // a symlink loop at results/ is reported by name when the file is created
+  for (int i = 2; fs::exists(path, ec); ++i) path = fs::path("results") / fmt::format("{}-{}-{}.h5", stem, stamp, i);
   return path.string();
 }
 
@@ -156,6 +158,18 @@ Node resolved_config(const config::Options& top, const plugin::Registry& registr
   return root;
 }
 
+/// Before anything is fetched or built: ResultsError naming `path` when it cannot be this run's
+/// results file (for --resume an existing regular file, else a regular file or nothing yet) or its
+/// checkpoint folder cannot be one (a symlink loop, a file, a FIFO there).
+void check_results_path(const std::string& path, bool resume) {
+  const auto why = files::problem(path, resume ? files::Want::File : files::Want::FileToWrite);
+  ATTNLAB_CHECK(why.empty(), ResultsError, "{} {}: {}", resume ? "cannot resume" : "cannot write results file", path,
+                why);
+  const auto dir = checkpoint_dir(path);
+  const auto dir_why = files::problem(dir, files::Want::DirectoryToMake);
+  ATTNLAB_CHECK(dir_why.empty(), ResultsError, "checkpoint folder {} of results file {}: {}", dir, path, dir_why);
+}
+
 /// `--resume RUN.h5`: the file is this experiment's results file and its checkpoint exists.
 /// Returns the stored resolved config.
 std::string check_resumable(const std::string& path, const std::string& name, const RunOptions& ro,
@@ -169,8 +183,10 @@ std::string check_resumable(const std::string& path, const std::string& name, co
                 "cannot resume {}: it holds experiment '{}', this is '{}'", path, stored.attr_string("experiment"),
                 name);
   const auto last = checkpoint_dir(path) + "/last.pt";
-  ATTNLAB_CHECK(fs::exists(last), DataError, "cannot resume {}: no checkpoint {} (it is written after each epoch)",
+  const auto why = files::problem(last, files::Want::File);
+  ATTNLAB_CHECK(why != "no such file", DataError, "cannot resume {}: no checkpoint {} (it is written after each epoch)",
                 path, last);
+  ATTNLAB_CHECK(why.empty(), DataError, "cannot resume {}: checkpoint {}: {}", path, last, why);
   // The model must fit the checkpoint: refused here, the results file is left exactly as it was.
   const torch::nn::Module* module = tc.model ? static_cast<const torch::nn::Module*>(tc.model.get())
                                              : static_cast<const torch::nn::Module*>(tc.custom.get());
@@ -211,6 +227,13 @@ int run_experiment(const RunOptions& ro) {
   const auto name = top.get_string("experiment");
   const config::Options results_opts = results_options(top);
   auto eval_spec = parse_evaluate(top.node("evaluate"));
+
+  if (ro.resume_path || ro.results_path || !results_opts.get_string("path").empty()) {
+    check_results_path(ro.resume_path    ? *ro.resume_path
+                       : ro.results_path ? *ro.results_path
+                                         : results_opts.get_string("path"),
+                       ro.resume_path.has_value());
+  }
 
   const auto seed = static_cast<uint64_t>(top.get_int("seed"));
   Setup setup = build_setup(top, ro.plugin_dirs);
@@ -259,7 +282,7 @@ int run_experiment(const RunOptions& ro) {
                                 : std::make_unique<results::Results>(path, name);
   results::Results& res = *res_ptr;
   test_signal_at("results_created");
-  if (!ro.resume_path && fs::exists(tc.checkpoint_dir)) {
+  if (!ro.resume_path && files::problem(tc.checkpoint_dir, files::Want::Directory).empty()) {
     // A new run in place of an old one: its checkpoints describe the run whose file was just
     // replaced, and evaluating its best.pt as this run's would be a lie.
     std::error_code ec;

@@ -101,8 +101,9 @@ void tokenize_pairs(const std::string& text, int64_t max_examples, std::vector<T
 std::string check_contents(const std::string& zip_path) {
   std::string text;
   try {
-    text = data::read_zip_member(zip_path, pairs_member(zip_path));
-    data::require_utf8(text);
+    const std::string member = pairs_member(zip_path);
+    text = data::read_zip_member(zip_path, member);
+    data::require_utf8(text, member);  // zip_path is a temporary name: the member says where
   } catch (const DataError& e) {
     return e.what();
   }
@@ -146,7 +147,10 @@ void FraEng::prepare(const std::string& data_dir) {
   data::RemoteFile file{kRelPath, opt_.urls, opt_.sums};
   if (!opt_.strict) file.content_check = &check_contents;
   const std::string zip = data::ensure_file(file, dir);
-  prepare_from_text(data::read_zip_member(zip, pairs_member(zip)));
+  const std::string member = pairs_member(zip);
+  std::string text = data::read_zip_member(zip, member);
+  data::require_utf8(text, zip + ":" + member);  // "fra-eng.zip:fra-eng/fra.txt:17: invalid UTF-8 ..."
+  prepare_from_text(text);
 }
 
 void FraEng::prepare_from_text(const std::string& raw_text) {

@@ -5,6 +5,7 @@
 
 #include <attnlab/data/bucketing.hpp>
 #include <attnlab/data/fetch.hpp>
+#include <attnlab/data/text.hpp>
 #include <attnlab/error.hpp>
 
 #include <torch/torch.h>
@@ -110,7 +111,9 @@ void Multi30k::prepare(const std::string& data_dir) {
       path = data::ensure_file({fmt::format("{}/{}", kFolder, name), urls, opt_.verify ? std::vector{sha}
                                                                                         : std::vector<std::string>{}},
                                dir);
-      return lines_of(data::read_text_file(path));
+      const std::string text = data::read_text_file(path);
+      data::require_utf8(text, path);  // "<dir>/multi30k/val.en.gz:17: invalid UTF-8 ..."
+      return lines_of(text);
     };
     raw_src[static_cast<size_t>(split)] = fetch(opt_.src, d.src_path);
     raw_tgt[static_cast<size_t>(split)] = fetch(opt_.tgt, d.tgt_path);

@@ -6,6 +6,7 @@
 #include <attnlab/config/schema.hpp>
 #include <attnlab/data/tokenizer.hpp>
 #include <attnlab/error.hpp>
+#include <attnlab/files.hpp>
 #include <attnlab/plugin/plugin.hpp>
 
 #include <openssl/evp.h>
@@ -14,12 +15,12 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <memory>
 #include <random>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -73,13 +74,16 @@ class CorpusIterator final : public sentencepiece::SentenceIterator {
   size_t i_ = 0;
 };
 
+/// The largest model file read (models of a few hundred thousand pieces have tens of MB).
+constexpr uint64_t kMaxModelBytes = uint64_t{1} << 30;
+
+/// The model file's bytes: a regular file of at most kMaxModelBytes (`model: /dev/zero` or a FIFO
+/// is refused by name, not read until std::bad_alloc or forever).
 std::string read_file(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  ATTNLAB_CHECK(in.good(), DataError, "sentencepiece: cannot open the model {}: {}", path.string(),
-                std::strerror(errno));
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+  std::string bytes;
+  const std::string why = files::read_whole(path.string(), kMaxModelBytes, "a SentencePiece model", bytes);
+  ATTNLAB_CHECK(why.empty(), DataError, "sentencepiece: cannot read the model {}: {}", path.string(), why);
+  return bytes;
 }
 
 /// Write `bytes` to a temporary name next to `path`, then rename (no partial model under the name).

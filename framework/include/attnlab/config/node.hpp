@@ -85,7 +85,9 @@ class Node {
 inline constexpr size_t kMaxConfigNodes = 100000;
 
 /// Parse YAML text (file is only used for locations). A tree over kMaxConfigNodes values is a
-/// ConfigError (yaml-cpp itself refuses nesting deeper than 2000).
+/// ConfigError, and so is one nested deeper than 1000 levels, which only an alias inside the value
+/// it names reaches: yaml-cpp 0.7 itself refuses a document nested deeper than 498 collections
+/// (a ConfigError at its first line, "bad file"; tests/config_test.cpp checks both numbers).
 Node parse_yaml(const std::string& text, const std::string& file);
 /// Emit as YAML text (block style, keys in order).
 std::string to_yaml(const Node& node);

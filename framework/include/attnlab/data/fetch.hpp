@@ -2,6 +2,7 @@
 // Getting dataset files: from ATTNLAB_DATA_MIRROR (a folder or file:// URL) or upstream URLs,
 // into the data dir, verified by pinned SHA-1 / SHA-256 sums (or, where the dataset allows it, by
 // a content check). Nothing partial is left under the final name.
+#include <cstdint>
 #include <functional>
 #include <optional>
 #include <string>
@@ -40,14 +41,21 @@ std::string sha1_file(const std::string& path);
 /// Lowercase hex SHA-256 of a file (DataError if unreadable).
 std::string sha256_file(const std::string& path);
 
-/// Read one member of a zip archive into memory (DataError naming archive and member).
+/// The most bytes read_zip_member and read_text_file return (after decompression): a corpus of
+/// this size is already far more than training here holds in memory; a bigger one (or a member or
+/// gzip stream claiming more, a "bomb") is a DataError naming it, not std::bad_alloc.
+inline constexpr std::uint64_t kMaxTextBytes = std::uint64_t{1} << 30;
+
+/// Read one member of a zip archive into memory (DataError naming archive and member; the archive
+/// must be a regular file, the member at most kMaxTextBytes).
 std::string read_zip_member(const std::string& zip_path, const std::string& member);
 
 /// Names of all members of a zip archive, in archive order (DataError naming the archive).
 std::vector<std::string> list_zip_members(const std::string& zip_path);
 
-/// Read a whole (optionally gzip-compressed, by .gz suffix) file (DataError naming the file,
-/// also for truncated/corrupt gzip).
+/// Read a whole (optionally gzip-compressed, by .gz suffix) regular file of at most kMaxTextBytes
+/// (decompressed) (DataError naming the file: missing, a symlink loop, a FIFO or device, too big,
+/// truncated or corrupt gzip). The bytes as they are: check text with require_utf8(text, path).
 std::string read_text_file(const std::string& path);
 
 }  // namespace attnlab::data

@@ -16,6 +16,11 @@ std::vector<std::string> split_spaces(const std::string& s);
 /// DataError naming the byte offset of the first malformed character unless `s` is valid UTF-8.
 void require_utf8(const std::string& s);
 
+/// The same for a file's text, the error naming where it is: "<where>:<line>: invalid UTF-8 at
+/// byte <offset> (byte <n> of the line): <why>", `where` being the file ("val.en.gz") or the
+/// archive and member ("fra-eng.zip:fra-eng/fra.txt"). Every dataset checks its text files so.
+void require_utf8(const std::string& text, const std::string& where);
+
 /// Lowercase UTF-8 text (ASCII, Latin-1 Supplement, Latin Extended-A, Greek, Cyrillic).
 std::string utf8_lower(const std::string& s);
 

@@ -1,6 +1,7 @@
 #include "cli/plot/canvas.hpp"
 
 #include <attnlab/error.hpp>
+#include <attnlab/files.hpp>
 
 #include <cairo-svg.h>
 #include <fmt/format.h>
@@ -49,10 +50,17 @@ Canvas::Canvas(std::string path, double natural_w, double natural_h, int width, 
   height_ = height > 0 ? height : static_cast<int>(std::ceil(natural_h));
   ATTNLAB_CHECK(width_ > 0 && height_ > 0 && width_ <= 20000 && height_ <= 20000, Error,
                 "plot file {}: size {}x{} pixels is outside 1..20000", path_, width_, height_);
+  // A symlink loop, a directory or a FIFO in the way is named here, not as cairo's "error while
+  // writing to output stream" after the drawing.
   if (auto parent = std::filesystem::path(path_).parent_path(); !parent.empty()) {
+    const auto why = files::problem(parent.string(), files::Want::DirectoryToMake);
+    ATTNLAB_CHECK(why.empty(), Error, "plot file {}: cannot make its folder {}: {}", path_, parent.string(), why);
     std::error_code ec;
     std::filesystem::create_directories(parent, ec);
+    ATTNLAB_CHECK(!ec, Error, "plot file {}: cannot make its folder {}: {}", path_, parent.string(), ec.message());
   }
+  const auto why = files::problem(path_, files::Want::FileToWrite);
+  ATTNLAB_CHECK(why.empty(), Error, "plot file {}: {}", path_, why);
   surface_ = format_ == Format::Png ? cairo_image_surface_create(CAIRO_FORMAT_ARGB32, width_, height_)
                                     : cairo_svg_surface_create(path_.c_str(), width_, height_);
   if (cairo_surface_status(surface_) != CAIRO_STATUS_SUCCESS) {

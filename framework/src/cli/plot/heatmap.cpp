@@ -25,8 +25,16 @@ struct Layout {
   std::vector<std::string> qlabels, klabels;
   double title_h = 0, head_h = 0, row_w = 0, ylabel_w = 0, qlabel_w = 0, klabel_h = 0, xlabel_h = 0, bar_w = 0;
   double grid_x = 0, grid_y = 0, mat_w = 0, mat_h = 0, width = 0, height = 0;
-  float vmax = 1;
+  float vmax = 1;       // the colour scale's top: the largest finite weight
+  int64_t missing = 0;  // cells holding NaN or +-Inf, drawn as "no value"
+  bool any_finite = true;
+  std::string note;  // the line under the figure explaining the "no value" cells, or ""
+  double note_h = 0;
 };
+
+/// A cool grey for a cell with no value (NaN or +-Inf): off the red colour scale, and not a
+/// shade of the black-on-white text either.
+constexpr Color kNoValue{0.80, 0.80, 0.85, 1};
 
 std::vector<std::string> labels_or_positions(const std::vector<std::string>& given, int64_t n) {
   if (static_cast<int64_t>(given.size()) == n) return given;
@@ -71,8 +79,32 @@ Layout layout(const HeatmapGrid& g) {
   const double grid_w = L.cols * L.mat_w + (L.cols - 1) * kGap, grid_h = L.rows * L.mat_h + (L.rows - 1) * kGap;
   L.width = std::max(L.grid_x + grid_w + L.bar_w + kMargin, title_w + 2 * kMargin);
   L.height = L.grid_y + grid_h + L.klabel_h + L.xlabel_h + kMargin;
-  L.vmax = std::max(g.weights.max().item<float>(), 1e-6f);
+  // The colour scale comes from the finite weights: NaN (an all-NaN tensor made cairo fail with
+  // "invalid matrix") and +-Inf cells are drawn grey and explained under the figure.
+  const auto finite = torch::isfinite(g.weights);
+  L.missing = g.weights.numel() - finite.sum().item<int64_t>();
+  L.any_finite = L.missing < g.weights.numel();
+  if (L.any_finite) {
+    L.vmax = std::max(g.weights.masked_select(finite).max().item<float>(), 1e-6f);
+  }
+  if (L.missing > 0) {
+    L.note = L.any_finite ? fmt::format(
+                                "grey: no value (NaN or infinite) in {} of {} cells; colours from the finite "
+                                "weights",
+                                L.missing, g.weights.numel())
+                          : fmt::format("no finite weight: all {} cells are NaN or infinite (grey)", L.missing);
+    const auto m = measure_text(L.note, kTick);
+    L.note_h = m.h + 6;
+    L.width = std::max(L.width, m.w + m.h + 4 + 2 * kMargin);
+    L.height += L.note_h;
+  }
   return L;
+}
+
+/// A cell with no value: grey, crossed by one diagonal hatch line.
+void no_value_cell(const Canvas& c, double x, double y, double size) {
+  c.rect(x, y, size + 0.35, size + 0.35, kNoValue);
+  if (size >= 4) c.line(x + 0.5, y + size - 0.5, x + size - 0.5, y + 0.5, kGrey, std::max(0.5, size / 16));
 }
 
 void colour_bar(const Canvas& c, const Layout& L, double x, double top, double grid_h) {
@@ -122,6 +154,13 @@ void draw_heatmaps(const Canvas& c, const HeatmapGrid& g) {
         for (int64_t ki = 0; ki < L.k; ++ki) {
           const float v = acc[r][col][qi][ki];
           const double cx = mx + ki * L.cell, cy = my + qi * L.cell;
+          if (!std::isfinite(v)) {
+            no_value_cell(c, cx, cy, L.cell);
+            if (annotate)
+              c.text(fmt::format("{}", v), cx + L.cell / 2, cy + L.cell / 2, TextStyle{10}, HAlign::Center,
+                     VAlign::Middle);
+            continue;
+          }
           c.rect(cx, cy, L.cell + 0.35, L.cell + 0.35, reds(v / L.vmax));  // overlap hides seams
           if (annotate) {
             const TextStyle t{10, false, v / L.vmax > 0.55 ? kWhite : kBlack};
@@ -151,10 +190,16 @@ void draw_heatmaps(const Canvas& c, const HeatmapGrid& g) {
     }
   }
   if (!g.xlabel.empty()) {
-    c.text(g.xlabel, L.grid_x + grid_w / 2, L.height - kMargin, kLabel, HAlign::Center, VAlign::Bottom);
+    c.text(g.xlabel, L.grid_x + grid_w / 2, L.height - kMargin - L.note_h, kLabel, HAlign::Center, VAlign::Bottom);
+  }
+  if (!L.note.empty()) {  // a grey swatch, then what it means
+    const double sh = measure_text("Ag", kTick).h, y = L.height - kMargin - sh;
+    no_value_cell(c, kMargin, y, sh);
+    c.frame(kMargin, y, sh, sh, kBlack, 0.4);
+    c.text(L.note, kMargin + sh + 4, y + sh / 2, kTick, HAlign::Left, VAlign::Middle);
   }
   if (!g.ylabel.empty()) c.text(g.ylabel, kMargin, L.grid_y + grid_h / 2, kLabel, HAlign::Center, VAlign::Top, 90);
-  colour_bar(c, L, L.grid_x + grid_w + kGap * 1.5, L.grid_y, grid_h);
+  if (L.any_finite) colour_bar(c, L, L.grid_x + grid_w + kGap * 1.5, L.grid_y, grid_h);  // else no scale to show
 }
 
 }  // namespace attnlab::cli::plot

@@ -1,6 +1,8 @@
 #pragma once
 // d2l's show_heatmaps as a figure: a grid of attention matrices (rows = layers, columns = heads)
-// sharing axes, token labels on the outer axes, and one colour bar ("Reds", 0 .. max weight).
+// sharing axes, token labels on the outer axes, and one colour bar ("Reds", 0 .. the largest
+// finite weight). NaN and infinite cells are drawn grey with a hatch line and counted in a note
+// under the figure (an all-NaN tensor still draws: every cell grey).
 #include "cli/plot/canvas.hpp"
 
 #include <torch/types.h>
