@@ -229,7 +229,14 @@ TEST_F(Sweep, MistakesStopItBeforeAnythingRuns) {
   expect_error({kTiny, "seed=1,,2", "-o", dir}, "has an empty value");
   expect_error({kTiny, "seed=range(2,2)", "-o", dir}, "is empty");
   expect_error({kTiny, "seed=1,2", "seed=3", "-o", dir}, "'seed' is given twice");
-  expect_error({"experiments/nope.yaml", "seed=1,2", "-o", dir}, "not found");
+  expect_error({"experiments/nope.yaml", "seed=1,2", "-o", dir}, "'experiments/nope.yaml': no such file");
+  // Paths are checked without std::filesystem's throwing calls: a symlink loop is named, as a
+  // sweep file, an experiment, a folder to resume and a folder to compare.
+  const auto loop = tmp_ + "/loop";
+  fs::create_symlink(loop, loop);
+  expect_error({loop, "seed=1,2", "-o", dir}, "'" + loop + "': it is a symlink loop");
+  expect_error({loop, "--resume"}, loop + " is not a sweep folder: it is a symlink loop");
+  expect_error({kTiny, "seed=1,2", "-o", loop + "/sub"}, "a directory on its way is a symlink loop");
   expect_error({tmp_, "--resume"}, "is not a sweep folder");
   expect_error({tmp_ + "/x", "--resume", "seed=1"}, "takes the sweep folder alone");
   EXPECT_FALSE(fs::exists(dir));

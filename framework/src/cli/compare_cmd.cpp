@@ -6,6 +6,9 @@
 #include "cli/runs.hpp"
 #include "cli/table.hpp"
 
+#include <attnlab/error.hpp>
+#include <attnlab/files.hpp>
+
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
@@ -167,14 +170,18 @@ std::vector<std::string> expand_folders(const std::vector<std::string>& args) {
   namespace fs = std::filesystem;
   std::vector<std::string> files;
   for (const auto& a : args) {
-    if (!fs::is_directory(a)) {
+    // Anything but a folder (a symlink loop included) goes to the reader, which names what it is.
+    if (!files::problem(a, files::Want::Directory).empty()) {
       files.push_back(a);
       continue;
     }
     std::vector<std::string> inside;
-    for (const auto& e : fs::directory_iterator(a)) {
-      if (e.is_regular_file() && e.path().extension() == ".h5") inside.push_back(e.path().string());
+    std::error_code ec;
+    for (fs::directory_iterator it(a, ec), end; !ec && it != end; it.increment(ec)) {
+      const auto path = it->path().string();
+      if (it->path().extension() == ".h5" && files::problem(path, files::Want::File).empty()) inside.push_back(path);
     }
+    ATTNLAB_CHECK(!ec, Error, "cannot list the folder {}: {}", a, ec.message());
     ATTNLAB_CHECK(!inside.empty(), Error, "{} is a folder without results files (.h5)", a);
     std::sort(inside.begin(), inside.end());
     files.insert(files.end(), inside.begin(), inside.end());

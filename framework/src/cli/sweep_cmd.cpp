@@ -2,6 +2,7 @@
 // and `runner sweep DIR --resume`: expand, check every run, then launch them (sweep_local.cpp).
 #include <attnlab/config/load.hpp>
 #include <attnlab/error.hpp>
+#include <attnlab/files.hpp>
 #include <attnlab/plugin/registry.hpp>
 #include <attnlab/results/reader.hpp>
 
@@ -176,17 +177,23 @@ int cmd_sweep(int argc, char** argv) {
     check_runs(m, m.plugin_dirs);
     jobs = resume_jobs(dir, m);
   } else {
-    ATTNLAB_CHECK(!fs::is_directory(target), Error, "{} is a folder: {}", target,
-                  fs::exists(fs::path(target) / kManifestName) ? "resume its sweep with --resume"
-                                                                : "expected an experiment or sweep file");
+    // POSIX checks (files::problem), never std::filesystem's throwing ones: a symlink loop is named.
+    ATTNLAB_CHECK(!files::problem(target, files::Want::Directory).empty(), Error, "{} is a folder: {}", target,
+                  files::problem((fs::path(target) / kManifestName).string(), files::Want::File).empty()
+                      ? "resume its sweep with --resume"
+                      : "expected an experiment or sweep file");
+    if (const auto why = files::problem(target, files::Want::File); !why.empty()) {
+      throw ConfigError(fmt::format("sweep: experiment or sweep file '{}': {}", target, why));
+    }
     if (is_sweep_file(target)) {
       m.spec = read_sweep_file(target);
     } else {
       m.spec.experiment = target;
     }
     add_arguments(m.spec, args);
-    ATTNLAB_CHECK(fs::is_regular_file(m.spec.experiment), ConfigError, "sweep: experiment file '{}' not found",
-                  m.spec.experiment);
+    if (const auto why = files::problem(m.spec.experiment, files::Want::File); !why.empty()) {
+      throw ConfigError(fmt::format("sweep: experiment file '{}': {}", m.spec.experiment, why));
+    }
     m.spec.experiment = fs::absolute(m.spec.experiment).lexically_normal().string();
     m.jobs = std::max(1, n_jobs);
     m.plugin_dirs = plugin_dirs;
@@ -204,7 +211,11 @@ int cmd_sweep(int argc, char** argv) {
     // A Slurm task gets its cores from Slurm (--sbatch-arg=--cpus-per-task=N), not from --jobs.
     if (!check_runs(m, plugin_dirs) && m.launcher == "local") m.threads = threads_per_run(m.jobs);
     dir = !output.empty() ? output : !m.spec.output.empty() ? m.spec.output : default_folder(experiment_name(m.spec.experiment));
-    ATTNLAB_CHECK(!fs::exists(fs::path(dir) / kManifestName), Error,
+    const auto manifest = (fs::path(dir) / kManifestName).string();
+    const auto manifest_why = files::problem(manifest, files::Want::File);
+    ATTNLAB_CHECK(manifest_why.empty() || manifest_why == "no such file", Error, "sweep folder {}: {}: {}", dir, manifest,
+                  manifest_why);
+    ATTNLAB_CHECK(!manifest_why.empty(), Error,
                   "{} holds a sweep already ({}): resume it with `runner sweep {} --resume`, or choose another -o", dir,
                   kManifestName, dir);
     for (size_t i = 0; i < m.runs.size(); ++i) jobs.push_back({i, false});

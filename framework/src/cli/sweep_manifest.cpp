@@ -2,6 +2,7 @@
 
 #include <attnlab/config/node.hpp>
 #include <attnlab/error.hpp>
+#include <attnlab/files.hpp>
 
 #include <fmt/chrono.h>
 #include <fmt/format.h>
@@ -113,7 +114,11 @@ void write_manifest(const std::string& dir, const Manifest& m) {
 
 Manifest read_manifest(const std::string& dir) {
   const auto path = (fs::path(dir) / kManifestName).string();
-  ATTNLAB_CHECK(fs::is_regular_file(path), ConfigError, "{} is not a sweep folder: it has no {}", dir, kManifestName);
+  if (const auto why = files::problem(dir, files::Want::Directory); !why.empty()) {
+    throw ConfigError(fmt::format("{} is not a sweep folder: {}", dir, why));
+  }
+  ATTNLAB_CHECK(files::problem(path, files::Want::File).empty(), ConfigError, "{} is not a sweep folder: it has no {}", dir,
+                kManifestName);
   Manifest m;
   m.spec = read_sweep_file(path);
   std::ifstream in(path, std::ios::binary);
