@@ -179,6 +179,30 @@ TEST_F(FetchTest, TruncatedGzipIsDataErrorNamingTheFile) {
   EXPECT_THROW(read_text_file(cut.string()), DataError);
 }
 
+TEST_F(FetchTest, GzipThatInflatesPastTheCapIsRefusedNamingItAndTheCap) {
+  // A "bomb": 1 MiB on disk that inflates to 1 GiB + 1 byte. gzip streams may be concatenated
+  // (zlib reads them as one file), so one 64 MiB member of zeros is written 16 times and a last
+  // member holds one byte: the file inflates to exactly kMaxTextBytes + 1.
+  static_assert(kMaxTextBytes % (64u << 20) == 0);
+  const fs::path bomb = root_ / "bomb.en.gz", one = root_ / "one.gz";
+  write_gzip(one, std::string(64u << 20, '\0'));
+  std::ifstream in(one, std::ios::binary);
+  const std::string member((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  ASSERT_LT(member.size(), 1u << 20);
+  std::string bytes;
+  for (std::uint64_t i = 0; i < kMaxTextBytes / (64u << 20); ++i) bytes += member;
+  write_gzip(root_ / "last.gz", "x");
+  std::ifstream last(root_ / "last.gz", std::ios::binary);
+  bytes.append(std::istreambuf_iterator<char>(last), std::istreambuf_iterator<char>());
+  write_file(bomb, bytes);
+  EXPECT_EQ(data_error([&] { slurp(bomb); }),
+            fmt::format("{} decompresses to more than the {} bytes a dataset file may have", bomb.string(),
+                        kMaxTextBytes));
+  // Concatenated members under the cap read whole: the check counts bytes, not members.
+  write_file(root_ / "two.gz", member + member);
+  EXPECT_EQ(slurp(root_ / "two.gz").size(), 2 * (64u << 20));
+}
+
 TEST_F(FetchTest, NonGzipWithGzSuffixAndMissingFiles) {
   write_file(root_ / "plain.gz", "just text\n");
   EXPECT_NE(data_error([&] { read_text_file((root_ / "plain.gz").string()); }).find("plain.gz"), std::string::npos);
