@@ -15,6 +15,11 @@ function(attnlab_defaults target)
   endif()
   if(ATTNLAB_SANITIZE)
     target_compile_options(${target} PRIVATE -fsanitize=address,undefined -fno-omit-frame-pointer)
+    # GCC's flow analysis under ASan reports torch's inline headers (std::optional<at::Generator>
+    # copies in Tensor::uniform_) as maybe-uninitialized: a known false positive of sanitized builds.
+    if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
+      target_compile_options(${target} PRIVATE -Wno-maybe-uninitialized)
+    endif()
     target_link_options(${target} PRIVATE -fsanitize=address,undefined)
   endif()
   if(TARGET attnlab_pch AND NOT "${target}" STREQUAL "attnlab_pch")
