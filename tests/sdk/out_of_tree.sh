@@ -1,21 +1,25 @@
 #!/usr/bin/env bash
-# The SDK as a user gets it: install attnlab, build examples/out_of_tree_scorer against the
+# The SDK as a user gets it: install attnlab, build one of examples/out_of_tree_* against the
 # install alone (no build type given: it must come out Release), run the plugin's own tests, list
-# it with the installed runner and train the 2-epoch example experiment with it.
-#   out_of_tree.sh BUILD_DIR SOURCE_DIR
+# it with the installed runner (OPTION must be among its options) and train the example's 2-epoch
+# experiment with it (data from ATTNLAB_DATA_MIRROR into a scratch data_dir).
+#   out_of_tree.sh BUILD_DIR SOURCE_DIR EXAMPLE KIND NAME OPTION
+#   e.g. out_of_tree.sh build . out_of_tree_scorer scorer luong_general scale
 set -euo pipefail
-build=$1 src=$2
+[ $# -eq 6 ] || { echo "usage: out_of_tree.sh BUILD_DIR SOURCE_DIR EXAMPLE KIND NAME OPTION" >&2; exit 2; }
+build=$1 src=$2 kind=$4 name=$5 option=$6
 work=$(mktemp -d "${TMPDIR:-/tmp}/attnlab-sdk.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
 export CCACHE_DIR=${CCACHE_DIR:-${ATTNLAB_CACHE:-$HOME/.cache/attnlab}/ccache} CCACHE_BASEDIR=$work
 export CCACHE_SLOPPINESS=include_file_mtime,include_file_ctime
+[ -n "${ATTNLAB_DATA_MIRROR:-}" ] || fail "ATTNLAB_DATA_MIRROR is not set (the encoder example trains on fra-eng)"
 unset ATTNLAB_PLUGIN_PATH  # only what the install and --plugin-path give
 
 prefix=$work/prefix
 cmake --install "$build" --prefix "$prefix" >/dev/null
 
-example=$src/examples/out_of_tree_scorer
+example=$src/examples/$3
 lines=$(grep -cv '^\s*\(#.*\)\?$' "$example/CMakeLists.txt")
 [ "$lines" -le 10 ] || fail "the example's CMakeLists.txt has $lines lines (at most 10)"
 
@@ -24,18 +28,18 @@ cmake -S "$example" -B "$work/build" -G Ninja -DCMAKE_PREFIX_PATH="$prefix" \
 grep -q "building plugins as Release" "$work/configure.log" || { cat "$work/configure.log"; fail "no Release default"; }
 cmake --build "$work/build" -j 2 >"$work/build.log" 2>&1 || { cat "$work/build.log"; fail "build"; }
 grep -q -- "-O3" "$work/build/build.ninja" || fail "the plugin was not compiled with optimisation"
-plugin=$work/build/plugins/libattnlab_scorer_luong_general.so
+plugin=$work/build/plugins/libattnlab_${kind}_${name}.so
 [ -f "$plugin" ] || fail "no $plugin"
 (cd "$work/build" && ctest --output-on-failure) || fail "the plugin's own tests"
 
 runner=$prefix/bin/runner
 "$runner" plugins >"$work/list.txt" || fail "installed runner plugins"
 grep -q "dot_product" "$work/list.txt" || { cat "$work/list.txt"; fail "installed runner does not find the in-tree plugins"; }
-"$runner" plugins scorer/luong_general --plugin-path "$work/build/plugins" >"$work/one.txt" || fail "plugins luong_general"
-grep -q "scale" "$work/one.txt" || { cat "$work/one.txt"; fail "luong_general's options not shown"; }
-(cd "$example" && "$runner" experiment.yaml --plugin-path "$work/build/plugins" --results "$work/run.h5" -q) \
-  || fail "the example experiment"
+"$runner" plugins "$kind/$name" --plugin-path "$work/build/plugins" >"$work/one.txt" || fail "plugins $name"
+grep -q -- "$option" "$work/one.txt" || { cat "$work/one.txt"; fail "$name's options not shown"; }
+(cd "$work" && "$runner" "$example/experiment.yaml" --plugin-path "$work/build/plugins" --results "$work/run.h5" -q \
+   data_dir="$work/datasets") || fail "the example experiment"
 "$runner" compare "$work/run.h5" >"$work/compare.txt" || fail "compare"
 grep -q "completed" "$work/compare.txt" || { cat "$work/compare.txt"; fail "the run did not complete"; }
-grep -q "luong_general" <(strings "$work/run.h5") || fail "the results file does not record the plugin"
-echo "out-of-tree scorer: built against the installed SDK, tested, trained 2 epochs"
+grep -q "$name" <(strings "$work/run.h5") || fail "the results file does not record the plugin"
+echo "out-of-tree $kind $name: built against the installed SDK, tested, trained 2 epochs"
