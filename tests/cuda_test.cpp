@@ -6,7 +6,6 @@
 #include <attnlab/data/dataset.hpp>
 #include <attnlab/nn/dot_product.hpp>
 #include <attnlab/nn/rnn.hpp>
-#include <attnlab/nn/scorers.hpp>
 #include <attnlab/nn/transformer.hpp>
 #include <attnlab/results/reader.hpp>
 #include <attnlab/train/beam.hpp>
@@ -22,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "testing/plugins.hpp"
 #include "testing/runner.hpp"
 #include "testing/testing.hpp"
 
@@ -59,7 +59,7 @@ nn::EncoderDecoder transformer(nn::NormPlacement norm) {
 nn::EncoderDecoder bahdanau() {
   return nn::EncoderDecoder(
       nn::GruEncoder(nn::GruOptions(11, 8, 16, 2)).ptr(),
-      nn::GruBahdanauDecoder(nn::GruOptions(13, 8, 16, 2), nn::AdditiveScorer(16, 16, 16).ptr()).ptr());
+      nn::GruBahdanauDecoder(nn::GruOptions(13, 8, 16, 2), testutil::make_scorer("additive", 16, 16)).ptr());
 }
 
 /// Teacher-forced logits and every parameter's gradient of sum(logits^2) agree across devices.

@@ -2,9 +2,9 @@
 // golden values (reference: tests/python/chapter_golden.py), incremental decoding = full decoding,
 // recorded attention layout.
 #include <attnlab/nn/rnn.hpp>
-#include <attnlab/nn/scorers.hpp>
 
 #include "testing/golden.hpp"
+#include "testing/plugins.hpp"
 #include "testing/testing.hpp"
 
 #include <algorithm>
@@ -60,8 +60,10 @@ using testutil::golden::matches;
 // The book's example: vocab 10, embed 8, hidden 16, 2 layers, batch 4, 7 steps.
 const GruOptions kBook = GruOptions(10, 8, 16, 2);
 
+// d2l's Bahdanau decoder: the additive scorer with H hidden units (the plugin's default, num_hiddens
+// 0 = the key size H).
 GruBahdanauDecoder bahdanau(const GruOptions& o) {
-  return GruBahdanauDecoder(o, std::make_shared<AdditiveScorerImpl>(o.num_hiddens(), o.num_hiddens(), o.num_hiddens()));
+  return GruBahdanauDecoder(o, testutil::make_scorer("additive", o.num_hiddens(), o.num_hiddens()));
 }
 
 class Rnn : public SeededTest {};
