@@ -4,7 +4,6 @@
 #include <attnlab/config/node.hpp>
 #include <attnlab/data/dataset.hpp>
 #include <attnlab/nn/encoder_decoder.hpp>
-#include <attnlab/nn/rnn.hpp>
 #include <attnlab/nn/transformer.hpp>
 #include <attnlab/plugin/registry.hpp>
 
@@ -93,7 +92,7 @@ TEST_F(ChapterPlugins, TransformerTakesAnyScorerAndRecordsItsWeights) {
 
 TEST_F(ChapterPlugins, GruEncoderWithBahdanauOrPlainDecoder) {
   auto encoder = registry.create<nn::Encoder>(yaml("{plugin: gru, embed_size: 8, num_hiddens: 16}"), ctx);
-  EXPECT_NE(dynamic_cast<nn::GruEncoderImpl*>(encoder.get()), nullptr);
+  EXPECT_TRUE(testutil::contains(encoder->made_by(), "encoder 'gru' (")) << encoder->made_by();
   EXPECT_EQ(encoder->output_size(), 16);
   for (const char* dec : {"{plugin: gru_bahdanau, embed_size: 8, num_hiddens: 16}",
                           "{plugin: gru_bahdanau, embed_size: 8, num_hiddens: 16, attention: {scorer: dot_product}}",
@@ -105,9 +104,9 @@ TEST_F(ChapterPlugins, GruEncoderWithBahdanauOrPlainDecoder) {
     EXPECT_EQ(logits.sizes(), (Sizes{3, 5, 21})) << dec;
   }
   auto made = registry.create<nn::Decoder>(yaml("{plugin: gru_bahdanau, num_hiddens: 16}"), ctx);
-  auto* bahdanau = dynamic_cast<nn::GruBahdanauDecoderImpl*>(made.get());
-  ASSERT_NE(bahdanau, nullptr);
-  EXPECT_TRUE(testutil::contains(bahdanau->attention_pool->scorer().made_by(), "scorer 'additive' ("));  // the default
+  auto* scorer = dynamic_cast<nn::Scorer*>(made->named_modules()["attention.scorer"].get());
+  ASSERT_NE(scorer, nullptr);
+  EXPECT_TRUE(testutil::contains(scorer->made_by(), "scorer 'additive' (")) << scorer->made_by();  // the default
   auto typo = message_of<ConfigError>([&] { registry.create<nn::Decoder>(yaml("{plugin: gru, num_layer: 2}"), ctx); });
   EXPECT_NE(typo.find("did you mean 'num_layers'"), std::string::npos) << typo;
 }
