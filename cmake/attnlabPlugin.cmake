@@ -5,9 +5,11 @@
 # KIND) in ATTNLAB_PLUGIN_DIR (default: <build>/plugins), which the runner searches with
 # --plugin-path or ATTNLAB_PLUGIN_PATH. Symbols hidden but the descriptor; linked with
 # -Wl,--no-undefined, so a symbol that no library provides fails the link, not a run.
-# TESTS: GoogleTest sources built into the executable <target>_test, linked against an object
-# library of the plugin's sources (so tests can use its classes) with ATTNLAB_PLUGIN_FILE defined
-# as the built plugin's path (so tests can load it as the runner does); registered with ctest.
+# TESTS: GoogleTest sources, each built into an executable named after the file (tests/foo_test.cpp
+# -> foo_test), linked against an object library of the plugin's sources (so tests can use its
+# classes; the plugin's folder is on their include path) with ATTNLAB_PLUGIN_FILE defined as the
+# built plugin's path (so tests can load it as the runner does); registered with ctest. In attnlab's
+# own tree they also get its test helpers (tests/testing) and environment (cmake/attnlabTesting.cmake).
 # `cmake --install` puts the plugin in <prefix>/lib/attnlab/plugins, where an installed runner
 # looks. Used by attnlab's own tree and installed with the SDK (find_package(attnlab)).
 include(GNUInstallDirs)
@@ -65,15 +67,27 @@ function(attnlab_add_plugin)
   endif()
 
   if(P_TESTS)
+    # The plugin's own headers (its folder) for the tests.
+    target_include_directories(${code} PUBLIC ${CMAKE_CURRENT_SOURCE_DIR})
     find_package(GTest REQUIRED)
     include(GoogleTest)
-    add_executable(${target}_test ${P_TESTS})
-    target_link_libraries(${target}_test PRIVATE ${code} GTest::gtest_main)
-    target_compile_definitions(${target}_test PRIVATE ATTNLAB_PLUGIN_FILE="$<TARGET_FILE:${target}>")
-    add_dependencies(${target}_test ${target})
-    if(COMMAND attnlab_defaults)
-      attnlab_defaults(${target}_test)
-    endif()
-    gtest_discover_tests(${target}_test DISCOVERY_TIMEOUT 60)
+    foreach(src ${P_TESTS})
+      get_filename_component(test ${src} NAME_WE)
+      if(TARGET ${test})
+        message(FATAL_ERROR "attnlab_add_plugin(${P_NAME}): test ${src} would be the executable '${test}', "
+                            "which another target already is; name test files after their plugin")
+      endif()
+      add_executable(${test} ${src})
+      target_link_libraries(${test} PRIVATE ${code})
+      target_compile_definitions(${test} PRIVATE ATTNLAB_PLUGIN_FILE="$<TARGET_FILE:${target}>")
+      add_dependencies(${test} ${target})
+      if(COMMAND attnlab_add_test)  # attnlab's own tree: its test helpers, environment, warnings and PCH
+        attnlab_add_test(${test})
+        set_property(GLOBAL APPEND PROPERTY ATTNLAB_PLUGIN_TEST_TARGETS ${test})
+      else()
+        target_link_libraries(${test} PRIVATE GTest::gtest_main)
+        gtest_discover_tests(${test} DISCOVERY_TIMEOUT 60)
+      endif()
+    endforeach()
   endif()
 endfunction()

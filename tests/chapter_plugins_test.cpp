@@ -4,8 +4,6 @@
 #include <attnlab/config/node.hpp>
 #include <attnlab/data/dataset.hpp>
 #include <attnlab/nn/encoder_decoder.hpp>
-#include <attnlab/nn/rnn.hpp>
-#include <attnlab/nn/scorers.hpp>
 #include <attnlab/nn/transformer.hpp>
 #include <attnlab/plugin/registry.hpp>
 
@@ -42,26 +40,26 @@ class ChapterPlugins : public testutil::SeededTest {
 };
 
 TEST_F(ChapterPlugins, ScorersFromTheRegistry) {
+  // The classes live in their plugins: what a plugin made is seen through nn::Scorer's (torch
+  // Module's) parameters and buffers, and plugin::Made.
   auto additive = registry.create<nn::Scorer>(yaml("additive"), ctx, sized(5, 3));
-  auto* a = dynamic_cast<nn::AdditiveScorerImpl*>(additive.get());
-  ASSERT_NE(a, nullptr);
-  EXPECT_EQ(a->W_q->weight.sizes(), (Sizes{3, 5}));  // num_hiddens 0 = the key size
-  EXPECT_EQ(a->W_k->weight.sizes(), (Sizes{3, 3}));
+  EXPECT_TRUE(testutil::contains(additive->made_by(), "scorer 'additive' (")) << additive->made_by();
+  auto params = additive->named_parameters();
+  EXPECT_EQ(params["W_q.weight"].sizes(), (Sizes{3, 5}));  // num_hiddens 0 = the key size
+  EXPECT_EQ(params["W_k.weight"].sizes(), (Sizes{3, 3}));
   auto wide = registry.create<nn::Scorer>(yaml("{plugin: additive, num_hiddens: 8}"), ctx, sized(5, 3));
-  EXPECT_EQ(dynamic_cast<nn::AdditiveScorerImpl*>(wide.get())->w_v->weight.sizes(), (Sizes{1, 8}));
+  EXPECT_EQ(wide->named_parameters()["w_v.weight"].sizes(), (Sizes{1, 8}));
 
   auto kernel =
       registry.create<nn::Scorer>(yaml("{plugin: gaussian_kernel, learnable: true, w: 0.5}"), ctx, sized(1, 1));
-  auto* g = dynamic_cast<nn::GaussianKernelScorerImpl*>(kernel.get());
-  ASSERT_NE(g, nullptr);
-  EXPECT_TRUE(g->learnable());
-  EXPECT_FLOAT_EQ(g->w().item<float>(), 0.5f);
-  EXPECT_EQ(kernel->parameters().size(), 1u);
+  ASSERT_EQ(kernel->parameters().size(), 1u);  // learnable: w is the one parameter
+  EXPECT_FLOAT_EQ(kernel->named_parameters()["w"].item<float>(), 0.5f);
   auto fixed = registry.create<nn::Scorer>(yaml("gaussian_kernel"), ctx, sized(1, 1));
   EXPECT_TRUE(fixed->parameters().empty());
-  EXPECT_NE(dynamic_cast<nn::AverageScorerImpl*>(
-                registry.create<nn::Scorer>(yaml("average"), ctx, nn::ScorerContext{}).get()),
-            nullptr);
+  EXPECT_FLOAT_EQ(fixed->named_buffers()["w"].item<float>(), 1.0f);
+  auto average = registry.create<nn::Scorer>(yaml("average"), ctx, nn::ScorerContext{});
+  EXPECT_TRUE(testutil::contains(average->made_by(), "scorer 'average' (")) << average->made_by();
+  EXPECT_TRUE(average->parameters().empty());
 }
 
 TEST_F(ChapterPlugins, ScorerErrorsNameThePlaceAndTheSizes) {
@@ -94,7 +92,7 @@ TEST_F(ChapterPlugins, TransformerTakesAnyScorerAndRecordsItsWeights) {
 
 TEST_F(ChapterPlugins, GruEncoderWithBahdanauOrPlainDecoder) {
   auto encoder = registry.create<nn::Encoder>(yaml("{plugin: gru, embed_size: 8, num_hiddens: 16}"), ctx);
-  EXPECT_NE(dynamic_cast<nn::GruEncoderImpl*>(encoder.get()), nullptr);
+  EXPECT_TRUE(testutil::contains(encoder->made_by(), "encoder 'gru' (")) << encoder->made_by();
   EXPECT_EQ(encoder->output_size(), 16);
   for (const char* dec : {"{plugin: gru_bahdanau, embed_size: 8, num_hiddens: 16}",
                           "{plugin: gru_bahdanau, embed_size: 8, num_hiddens: 16, attention: {scorer: dot_product}}",
@@ -106,9 +104,9 @@ TEST_F(ChapterPlugins, GruEncoderWithBahdanauOrPlainDecoder) {
     EXPECT_EQ(logits.sizes(), (Sizes{3, 5, 21})) << dec;
   }
   auto made = registry.create<nn::Decoder>(yaml("{plugin: gru_bahdanau, num_hiddens: 16}"), ctx);
-  auto* bahdanau = dynamic_cast<nn::GruBahdanauDecoderImpl*>(made.get());
-  ASSERT_NE(bahdanau, nullptr);
-  EXPECT_NE(dynamic_cast<nn::AdditiveScorerImpl*>(&bahdanau->attention_pool->scorer()), nullptr);  // the default
+  auto* scorer = dynamic_cast<nn::Scorer*>(made->named_modules()["attention.scorer"].get());
+  ASSERT_NE(scorer, nullptr);
+  EXPECT_TRUE(testutil::contains(scorer->made_by(), "scorer 'additive' (")) << scorer->made_by();  // the default
   auto typo = message_of<ConfigError>([&] { registry.create<nn::Decoder>(yaml("{plugin: gru, num_layer: 2}"), ctx); });
   EXPECT_NE(typo.find("did you mean 'num_layers'"), std::string::npos) << typo;
 }

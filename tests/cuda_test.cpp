@@ -5,8 +5,6 @@
 // docs/ARCHITECTURE.md "Devices"); the device-resolution tests run everywhere.
 #include <attnlab/data/dataset.hpp>
 #include <attnlab/nn/dot_product.hpp>
-#include <attnlab/nn/rnn.hpp>
-#include <attnlab/nn/scorers.hpp>
 #include <attnlab/nn/transformer.hpp>
 #include <attnlab/results/reader.hpp>
 #include <attnlab/train/beam.hpp>
@@ -22,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "testing/plugins.hpp"
 #include "testing/runner.hpp"
 #include "testing/testing.hpp"
 
@@ -56,10 +55,12 @@ nn::EncoderDecoder transformer(nn::NormPlacement norm) {
   return nn::EncoderDecoder(nn::TransformerEncoder(options, dot).ptr(), nn::TransformerDecoder(options, dot).ptr());
 }
 
+// The GRU classes live in their plugins: the encoder "gru" (vocabulary 11) and the decoder
+// "gru_bahdanau" (vocabulary 13) with its default additive scorer, from the registry.
 nn::EncoderDecoder bahdanau() {
-  return nn::EncoderDecoder(
-      nn::GruEncoder(nn::GruOptions(11, 8, 16, 2)).ptr(),
-      nn::GruBahdanauDecoder(nn::GruOptions(13, 8, 16, 2), nn::AdditiveScorer(16, 16, 16).ptr()).ptr());
+  const std::string sizes = "embed_size: 8, num_hiddens: 16, num_layers: 2, dropout: 0.0}";
+  return nn::EncoderDecoder(testutil::make_plugin<nn::Encoder>("{plugin: gru, " + sizes, 11, 13),
+                            testutil::make_plugin<nn::Decoder>("{plugin: gru_bahdanau, " + sizes, 11, 13));
 }
 
 /// Teacher-forced logits and every parameter's gradient of sum(logits^2) agree across devices.

@@ -1,4 +1,6 @@
-"""Golden values for tests/nn_scorers_test.cpp and tests/nn_rnn_test.cpp.
+"""Golden values for plugins/scorer/additive/tests/additive_scorer_test.cpp,
+plugins/decoder/gru_bahdanau/tests/gru_bahdanau_decoder_test.cpp and
+plugins/decoder/gru/tests/gru_decoder_test.cpp.
 
 A reference of d2l 0.17's attention-chapter code (d2l/torch.py of d2l-en v0.17.6: masked_softmax,
 AdditiveAttention, Seq2SeqEncoder, Seq2SeqDecoder, Seq2SeqAttentionDecoder), written out here
@@ -110,7 +112,7 @@ class Seq2SeqAttentionDecoder(nn.Module):
 
 
 golden = Golden("chapter_golden.py", json_flag())
-golden.block("tests/nn_scorers_test.cpp")
+golden.block("plugins/scorer/additive/tests/additive_scorer_test.cpp")
 
 # Additive attention with different query (5) and key (3) sizes, 4 hidden units.
 att = AdditiveAttention(key_size=3, query_size=5, num_hiddens=4, dropout=0.0).eval()
@@ -121,7 +123,7 @@ put_tensor(golden, "kAdditiveWeights", att.attention_weights)
 att(q, k, v, torch.tensor([[1, 3], [2, 4]]))
 put_tensor(golden, "kAdditiveWeights2d", att.attention_weights)
 
-golden.block("tests/nn_rnn_test.cpp")
+golden.block("plugins/decoder/gru_bahdanau/tests/gru_bahdanau_decoder_test.cpp")
 # The book's Bahdanau example sizes: vocab 10, embed 8, hidden 16, 2 layers, batch 4, 7 steps.
 enc = Seq2SeqEncoder(10, 8, 16, 2).eval()
 dec = Seq2SeqAttentionDecoder(10, 8, 16, 2).eval()
@@ -136,6 +138,7 @@ put_tensor(golden, "kBahdanauLogits", out, step=7)
 put_tensor(golden, "kBahdanauWeights", torch.cat(dec.attention_weights, dim=1), step=5)  # [B, T, S]
 put_tensor(golden, "kBahdanauHidden", state[1], step=4)
 
+golden.block("plugins/decoder/gru/tests/gru_decoder_test.cpp")
 plain = Seq2SeqDecoder(10, 8, 16, 2).eval()
 fill(plain)
 with torch.no_grad():

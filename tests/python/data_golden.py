@@ -1,4 +1,4 @@
-"""Golden values for tests/data_text_test.cpp, tests/metrics_bleu_test.cpp and tests/fra_eng_test.cpp.
+"""Golden values for tests/data_text_test.cpp, tests/metrics_bleu_test.cpp and plugins/dataset/fra_eng/tests/fra_eng_test.cpp.
 
 Carries copies of d2l 1.0.3's code (MTFraEng._preprocess/_tokenize/_build_arrays, Vocab, bleu)
 without importing d2l. Run with the project's venv:
@@ -166,7 +166,7 @@ def bleu_block(golden):
 
 
 def corpus_block(golden, zip_path):
-    golden.block('tests/fra_eng_test.cpp', f'from {os.path.basename(zip_path)}')
+    golden.block('plugins/dataset/fra_eng/tests/fra_eng_test.cpp', f'from {os.path.basename(zip_path)}')
     with zipfile.ZipFile(zip_path) as z:
         raw = z.read('fra-eng/fra.txt').decode('utf-8')
     for num_steps, max_examples, name in [(9, 512 + 128, 'kFraEngD2l10'), (10, 600, 'kFraEngD2l017')]:

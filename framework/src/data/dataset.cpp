@@ -1,8 +1,12 @@
-// The Dataset base: split names, moving batches to a device, and the text hooks' defaults.
+// The Dataset base: split names, moving batches to a device, and the text hooks' defaults; the
+// SequenceLabels interface's key function.
 #include <attnlab/data/dataset.hpp>
+#include <attnlab/data/labels.hpp>
 #include <attnlab/error.hpp>
 
 namespace attnlab::data {
+
+SequenceLabels::~SequenceLabels() = default;
 
 const char* split_name(Split s) {
   switch (s) {

@@ -2,7 +2,8 @@
 // Source = the first 2 points, target = the last 2 (teacher-forcing input: last source point +
 // target[:-1]). The validation split is the test set, as the book validates on its test loader.
 // The directions are kept as labels (data::SequenceLabels).
-#include <attnlab/data/corners.hpp>
+#include "corner_sequences.hpp"
+
 #include <attnlab/data/dataset.hpp>
 #include <attnlab/data/labels.hpp>
 #include <attnlab/error.hpp>
@@ -75,7 +76,7 @@ class Corners final : public data::Dataset, public data::SequenceLabels {
 
  private:
   SplitData make_split(int64_t n, int64_t seed) const {
-    auto seqs = data::generate_corners(n, static_cast<uint64_t>(seed), variable_len_, noise_);
+    auto seqs = datasets::corners::generate_corners(n, static_cast<uint64_t>(seed), variable_len_, noise_);
     SplitData d;
     d.src = seqs.points.narrow(1, 0, kSourceLen).contiguous();           // [N, 2, 2]
     d.tgt = seqs.points.narrow(1, kSourceLen, kTargetLen).contiguous();  // [N, 2, 2]

@@ -10,7 +10,7 @@
 //     (num_examples + 1, tokenize_nmt's same off-by-one) is training data; no val split.
 //   Both modes share the same preprocessing and array building (d2l 1.0's).
 //
-// The class lives in a named namespace (not an anonymous one) so tests/fra_eng_test.cpp can
+// The class lives in a named namespace (not an anonymous one) so tests/fra_eng_test.cpp (here) can
 // instantiate it directly; plugin.cpp exports it to the registry.
 #include <attnlab/data/dataset.hpp>
 #include <attnlab/data/vocab.hpp>
@@ -23,7 +23,7 @@
 
 namespace attnlab::datasets::fra_eng {
 
-// Keep in sync with datasets/manifest.tsv (tests/fra_eng_test.cpp checks).
+// Keep in sync with datasets/manifest.tsv (tests/fra_eng_test.cpp here checks).
 inline constexpr const char* kRelPath = "fra-eng/fra-eng.zip";
 /// The sources, in the order tried: d2l's stable copy, then manythings.org (changes over time).
 inline constexpr const char* kD2lUrl = "http://d2l-data.s3-accelerate.amazonaws.com/fra-eng.zip";

@@ -69,7 +69,7 @@ const char* file_stem(data::Split split) {
 }
 
 std::string sha256_of(const std::string& file_name) {
-  // Keep in sync with datasets/manifest.tsv (tests/multi30k_test.cpp checks).
+  // Keep in sync with datasets/manifest.tsv (tests/multi30k_test.cpp here checks).
   static const std::map<std::string, std::string> sums = {
       {"test_2016_flickr.de.gz", "9204244e408ccb38d2a55cfcd344df15005fc42a07a6e55ca6c52b6ababb8cc8"},
       {"test_2016_flickr.en.gz", "611d361c6334bc7246101d48097c13cf5c4413c5befc793cc629934359d532d9"},

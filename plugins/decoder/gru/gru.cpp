@@ -1,5 +1,7 @@
 // Decoder plugin "gru": d2l 0.17's Seq2SeqDecoder, the no-attention baseline. Every step sees the
 // encoder's final last-layer state as its context.
+#include "gru_decoder.hpp"
+
 #include <attnlab/error.hpp>
 #include <attnlab/nn/rnn_options.hpp>
 #include <attnlab/plugin/plugin.hpp>
@@ -14,7 +16,7 @@ std::shared_ptr<nn::Decoder> make(const config::Options& options, const plugin::
   ATTNLAB_CHECK(ctx.data.tgt_vocab_size > 0, ConfigError,
                 "{}: {} predicts target tokens, but the dataset reports no target vocabulary (tgt_vocab_size {})",
                 options.resolved().where(), options.owner(), ctx.data.tgt_vocab_size);
-  return std::make_shared<nn::GruDecoderImpl>(nn::gru_options(options, ctx.data.tgt_vocab_size));
+  return std::make_shared<decoders::gru::GruDecoderImpl>(nn::gru_options(options, ctx.data.tgt_vocab_size));
 }
 
 }  // namespace

@@ -1,5 +1,7 @@
 // Decoder plugin "gru_bahdanau": d2l 0.17's Seq2SeqAttentionDecoder. The query is the last layer's
 // previous hidden state, keys/values the encoder states; any scorer (default additive).
+#include "gru_bahdanau_decoder.hpp"
+
 #include <attnlab/error.hpp>
 #include <attnlab/nn/rnn_options.hpp>
 #include <attnlab/nn/scorer_options.hpp>
@@ -21,7 +23,7 @@ std::shared_ptr<nn::Decoder> make(const config::Options& options, const plugin::
   cross.query_size = cross.key_size = opts.num_hiddens();
   cross.role = nn::ScorerContext::Role::Cross;
   auto scorer = nn::registry_scorer_factory(options, ctx, nn::AttentionRoles::Cross, nn::kGruScorer)(cross);
-  return std::make_shared<nn::GruBahdanauDecoderImpl>(opts, std::move(scorer));
+  return std::make_shared<decoders::gru_bahdanau::GruBahdanauDecoderImpl>(opts, std::move(scorer));
 }
 
 }  // namespace

@@ -1,4 +1,6 @@
 // Encoder plugin "gru": d2l 0.17's Seq2SeqEncoder (embedding, multi-layer GRU, dropout between layers).
+#include "gru_encoder.hpp"
+
 #include <attnlab/error.hpp>
 #include <attnlab/nn/rnn_options.hpp>
 #include <attnlab/plugin/plugin.hpp>
@@ -13,7 +15,7 @@ std::shared_ptr<nn::Encoder> make(const config::Options& options, const plugin::
   ATTNLAB_CHECK(ctx.data.src_vocab_size > 0, ConfigError,
                 "{}: {} embeds source token ids, but the dataset reports no source vocabulary (src_vocab_size {})",
                 options.resolved().where(), options.owner(), ctx.data.src_vocab_size);
-  return std::make_shared<nn::GruEncoderImpl>(nn::gru_options(options, ctx.data.src_vocab_size));
+  return std::make_shared<encoders::gru::GruEncoderImpl>(nn::gru_options(options, ctx.data.src_vocab_size));
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // Scorer plugin "additive": Bahdanau's w_v^T tanh(W_q q + W_k k) (d2l AdditiveAttention's scores).
+#include "additive_scorer.hpp"
+
 #include <attnlab/error.hpp>
-#include <attnlab/nn/scorers.hpp>
 #include <attnlab/plugin/plugin.hpp>
 
 namespace {
@@ -21,7 +22,7 @@ std::shared_ptr<nn::Scorer> make(const config::Options& options, const plugin::B
                 "size {} (use it as the scorer of an attention module)",
                 options.resolved().where(), options.owner(), sc.query_size, sc.key_size);
   const int64_t hiddens = options.get_int("num_hiddens") > 0 ? options.get_int("num_hiddens") : sc.key_size;
-  return std::make_shared<nn::AdditiveScorerImpl>(sc.query_size, sc.key_size, hiddens);
+  return std::make_shared<scorers::additive::AdditiveScorerImpl>(sc.query_size, sc.key_size, hiddens);
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 // Scorer plugin "average": all scores 0, so attention is uniform over the valid keys.
-#include <attnlab/nn/scorers.hpp>
+#include "average_scorer.hpp"
+
 #include <attnlab/plugin/plugin.hpp>
 
 namespace {
@@ -9,7 +10,7 @@ using namespace attnlab;
 config::Schema schema() { return {}; }
 
 std::shared_ptr<nn::Scorer> make(const config::Options&, const plugin::BuildContext&, const nn::ScorerContext&) {
-  return std::make_shared<nn::AverageScorerImpl>();
+  return std::make_shared<scorers::average::AverageScorerImpl>();
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // Scorer plugin "gaussian_kernel": Nadaraya-Watson scores -((q - k) w)^2 / 2, fixed or learnable w.
+#include "gaussian_kernel_scorer.hpp"
+
 #include <attnlab/error.hpp>
-#include <attnlab/nn/scorers.hpp>
 #include <attnlab/plugin/plugin.hpp>
 
 namespace {
@@ -18,7 +19,7 @@ std::shared_ptr<nn::Scorer> make(const config::Options& options, const plugin::B
   ATTNLAB_CHECK(sc.query_size <= 0 || sc.key_size <= 0 || sc.query_size == sc.key_size, ConfigError,
                 "{}: {} compares queries with keys, so they need one size, found query size {} and key size {}",
                 options.resolved().where(), options.owner(), sc.query_size, sc.key_size);
-  return std::make_shared<nn::GaussianKernelScorerImpl>(options.get_float("w"), options.get_bool("learnable"));
+  return std::make_shared<scorers::gaussian_kernel::GaussianKernelScorerImpl>(options.get_float("w"), options.get_bool("learnable"));
 }
 
 }  // namespace

@@ -1,21 +1,23 @@
 // The corner-sequence generator: shapes, value ranges, walk direction, seeding, variable lengths.
-#include <attnlab/data/corners.hpp>
+#include "corner_sequences.hpp"
+
 #include <attnlab/error.hpp>
 
 #include "testing/testing.hpp"
 
 namespace {
 using namespace attnlab;
+namespace cs = attnlab::datasets::corners;
 using Sizes = std::vector<int64_t>;
 
 /// Index of the nearest square corner for each point: points [..., 2] -> [...]
 torch::Tensor nearest_corner(const torch::Tensor& points) {
-  auto d = (points.unsqueeze(-2) - data::square_corners()).pow(2).sum(-1);  // [..., 4]
+  auto d = (points.unsqueeze(-2) - cs::square_corners()).pow(2).sum(-1);  // [..., 4]
   return d.argmin(-1);
 }
 
 TEST(CornerSequences, ShapesAndLabels) {
-  auto s = data::generate_corners(128, 13);
+  auto s = cs::generate_corners(128, 13);
   EXPECT_EQ(s.points.sizes(), (Sizes{128, 4, 2}));
   EXPECT_EQ(s.points.scalar_type(), torch::kFloat32);
   EXPECT_EQ(s.lengths.sizes(), (Sizes{128}));
@@ -30,19 +32,19 @@ TEST(CornerSequences, ShapesAndLabels) {
 }
 
 TEST(CornerSequences, PointsAreCornersPlusSmallNoise) {
-  auto s = data::generate_corners(2000, 13);
-  auto corners = data::square_corners().index_select(0, nearest_corner(s.points).reshape(-1)).reshape({2000, 4, 2});
+  auto s = cs::generate_corners(2000, 13);
+  auto corners = cs::square_corners().index_select(0, nearest_corner(s.points).reshape(-1)).reshape({2000, 4, 2});
   auto noise = s.points - corners;  // [n, 4, 2]
   EXPECT_LT(noise.abs().max().item<float>(), 0.6f);  // 6 standard deviations
   EXPECT_NEAR(noise.std().item<float>(), 0.1, 0.005);
   EXPECT_NEAR(noise.mean().item<float>(), 0.0, 0.005);
   // Without noise the points are exactly the corners.
-  auto exact = data::generate_corners(50, 3, false, 0.0);
+  auto exact = cs::generate_corners(50, 3, false, 0.0);
   EXPECT_TRUE(exact.points.abs().eq(1).all().item<bool>());
 }
 
 TEST(CornerSequences, WalkClockwiseOrCounterClockwise) {
-  auto s = data::generate_corners(256, 13);
+  auto s = cs::generate_corners(256, 13);
   auto idx = nearest_corner(s.points);  // [n, 4] corner indices in the clockwise list
   EXPECT_TRUE(idx.select(1, 0).eq(s.starts).all().item<bool>());
   auto step = torch::remainder(idx.narrow(1, 1, 3) - idx.narrow(1, 0, 3), 4);  // [n, 3]: 1 cw, 3 ccw
@@ -53,12 +55,12 @@ TEST(CornerSequences, WalkClockwiseOrCounterClockwise) {
   auto cross = e1.select(1, 0) * e2.select(1, 1) - e1.select(1, 1) * e2.select(1, 0);  // [n]
   EXPECT_TRUE(torch::where(s.directions == 1, cross < 0, cross > 0).all().item<bool>());
   // The helper the dataset documents.
-  EXPECT_TRUE(data::corner_order(2, true).equal(torch::tensor({2, 3, 0, 1}, torch::kLong)));
-  EXPECT_TRUE(data::corner_order(2, false).equal(torch::tensor({1, 0, 3, 2}, torch::kLong)));
+  EXPECT_TRUE(cs::corner_order(2, true).equal(torch::tensor({2, 3, 0, 1}, torch::kLong)));
+  EXPECT_TRUE(cs::corner_order(2, false).equal(torch::tensor({1, 0, 3, 2}, torch::kLong)));
 }
 
 TEST(CornerSequences, SeedingIsPrivateAndReproducible) {
-  auto a = data::generate_corners(64, 13), b = data::generate_corners(64, 13), c = data::generate_corners(64, 17);
+  auto a = cs::generate_corners(64, 13), b = cs::generate_corners(64, 13), c = cs::generate_corners(64, 17);
   EXPECT_TRUE(a.points.equal(b.points));
   EXPECT_TRUE(a.directions.equal(b.directions));
   EXPECT_FALSE(a.points.equal(c.points));
@@ -66,12 +68,12 @@ TEST(CornerSequences, SeedingIsPrivateAndReproducible) {
   torch::manual_seed(5);
   auto before = torch::rand({3});
   torch::manual_seed(5);
-  data::generate_corners(64, 13);
+  cs::generate_corners(64, 13);
   EXPECT_TRUE(torch::rand({3}).equal(before));
 }
 
 TEST(CornerSequences, VariableLengths) {
-  auto s = data::generate_corners(300, 13, true);
+  auto s = cs::generate_corners(300, 13, true);
   for (int64_t len : {2, 3, 4}) EXPECT_GT(s.lengths.eq(len).sum().item<int64_t>(), 50) << "length " << len;
   EXPECT_TRUE(((s.lengths >= 2) & (s.lengths <= 4)).all().item<bool>());
   auto steps = torch::arange(4).unsqueeze(0);                          // [1, 4]
@@ -81,8 +83,8 @@ TEST(CornerSequences, VariableLengths) {
 }
 
 TEST(CornerSequences, BadArgumentsAreDataErrors) {
-  EXPECT_THROW(data::generate_corners(0, 1), DataError);
-  EXPECT_THROW(data::generate_corners(4, 1, false, -1.0), DataError);
+  EXPECT_THROW(cs::generate_corners(0, 1), DataError);
+  EXPECT_THROW(cs::generate_corners(4, 1, false, -1.0), DataError);
 }
 
 }  // namespace

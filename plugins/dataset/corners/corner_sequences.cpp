@@ -1,14 +1,12 @@
 // Corner sequences (Step-by-Step ch. 9-10) from a private, seeded torch generator.
-#include <attnlab/data/corners.hpp>
-#include <attnlab/data/labels.hpp>
+#include "corner_sequences.hpp"
+
 #include <attnlab/error.hpp>
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/torch.h>
 
-namespace attnlab::data {
-
-SequenceLabels::~SequenceLabels() = default;
+namespace attnlab::datasets::corners {
 
 torch::Tensor square_corners() {
   return torch::tensor({-1.f, -1.f, -1.f, 1.f, 1.f, 1.f, 1.f, -1.f}).reshape({4, 2});  // [4, 2]
@@ -48,4 +46,4 @@ CornerSequences generate_corners(int64_t n, uint64_t seed, bool variable_len, do
   return out;
 }
 
-}  // namespace attnlab::data
+}  // namespace attnlab::datasets::corners

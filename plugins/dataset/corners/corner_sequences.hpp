@@ -7,11 +7,13 @@
 // not touched). It draws in the book's order (start corners, lengths, directions, noise) but does
 // NOT reproduce NumPy's stream: the same seed gives different sequences than the book's
 // generate_sequences(seed=13), with the same distribution.
+//
+// Used by the corners dataset plugin (corners.cpp) alone; tests/corner_sequences_test.cpp tests it.
 #include <torch/types.h>
 
 #include <cstdint>
 
-namespace attnlab::data {
+namespace attnlab::datasets::corners {
 
 struct CornerSequences {
   torch::Tensor points;      // [n, 4, 2] float32; rows at or past `lengths` are 0
@@ -31,4 +33,4 @@ torch::Tensor corner_order(int64_t start, bool clockwise);
 /// n sequences; variable_len draws lengths 2..4 (the book's option), otherwise all have 4 points.
 CornerSequences generate_corners(int64_t n, uint64_t seed, bool variable_len = false, double noise = 0.1);
 
-}  // namespace attnlab::data
+}  // namespace attnlab::datasets::corners

@@ -1,0 +1,42 @@
+#pragma once
+// Plugins' objects for tests: a plugin's class lives in its plugin (plugins/<kind>/<name>/), so a
+// test that needs another plugin's object, e.g. Bahdanau's decoder with the additive scorer or a
+// decoder with the gru encoder, asks the registry for it as the runner does.
+#include <attnlab/config/node.hpp>
+#include <attnlab/nn/scorer.hpp>
+#include <attnlab/plugin/registry.hpp>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace attnlab::testutil {
+
+/// The plugin of interface I (an encoder, a decoder, ...) that `yaml` names ("{plugin: gru,
+/// num_hiddens: 16}") from the built plugins (ATTNLAB_PLUGIN_PATH, set by ctest), for a dataset
+/// with these vocabulary sizes.
+template <class I>
+std::shared_ptr<I> make_plugin(const std::string& yaml, int64_t src_vocab_size, int64_t tgt_vocab_size) {
+  plugin::Registry registry;
+  registry.discover();
+  plugin::BuildContext ctx;
+  ctx.registry = &registry;
+  ctx.data.src_vocab_size = src_vocab_size;
+  ctx.data.tgt_vocab_size = tgt_vocab_size;
+  return registry.create<I>(config::parse_yaml("plugin: " + yaml, "test.yaml").at("plugin"), ctx);
+}
+
+/// The scorer plugin `yaml` names ("additive", "{plugin: additive, num_hiddens: 8}"), made for
+/// queries and keys of these sizes.
+inline std::shared_ptr<nn::Scorer> make_scorer(const std::string& yaml, int64_t query_size, int64_t key_size) {
+  plugin::Registry registry;
+  registry.discover();
+  plugin::BuildContext ctx;
+  ctx.registry = &registry;
+  nn::ScorerContext sc;
+  sc.query_size = query_size;
+  sc.key_size = key_size;
+  return registry.create<nn::Scorer>(config::parse_yaml("scorer: " + yaml, "test.yaml").at("scorer"), ctx, sc);
+}
+
+}  // namespace attnlab::testutil
