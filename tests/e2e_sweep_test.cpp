@@ -1,6 +1,7 @@
-// `runner sweep` end to end with the real runner on tiny corner runs: a 2x3 grid with two jobs,
-// --resume (a failed run and a missing file rerun, completed ones untouched), SIGINT to the sweep
-// (no run left `running`), threads per run, sweep files, and the errors that stop it before anything runs.
+// `runner sweep` end to end with the real runner on tiny runs: a 2x3 grid with two jobs, --resume
+// (a failed run and a missing file rerun, completed ones untouched, an interrupted run continued
+// from its checkpoint), SIGINT to the sweep (no run left `running`), threads per run, sweep files,
+// and the errors that stop it before anything runs.
 #include <attnlab/results/reader.hpp>
 #include <attnlab/results/results.hpp>
 
@@ -129,6 +130,52 @@ TEST_F(Sweep, SigintInterruptsRunningRunsAndLeavesNoneRunning) {
   auto dry = run({"sweep", dir, "--resume", "--dry-run"});
   EXPECT_EQ(dry.exit_code, 0) << dry.err;
   EXPECT_TRUE(contains(dry.err, "3 of 3 runs to run (2 interrupted, 1 pending)")) << dry.err;
+}
+
+TEST_F(Sweep, ResumeContinuesAnInterruptedRunFromItsCheckpoint) {
+  // The seq2seq trainer checkpoints every epoch (the corners' regression trainer does not). A
+  // sweep without axes is one run, named run.h5.
+  const auto dir = tmp_ + "/continue";
+  const std::string results = dir + "/run.h5";
+  bool signalled = false;
+  auto r = run({"sweep", "experiments/tests/tiny_synthetic.yaml", "trainer.max_epochs=12", "-o", dir},
+               [&](pid_t pid, const std::string&) {
+    // Two epochs done and checkpointed, then ^C to the sweep.
+    for (int i = 0; i < 2400 && !signalled; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(25));
+      if (contains(testutil::read_file(dir + "/run.log"), " 2/12") && fs::exists(results + ".ckpt/last.pt")) {
+        kill(pid, SIGINT);
+        signalled = true;
+      }
+    }
+    if (!signalled) kill(pid, SIGKILL);
+  });
+  ASSERT_TRUE(signalled) << r.err;
+  ASSERT_EQ(r.exit_code, 130) << r.err;
+  ASSERT_EQ(status_of(results), "interrupted");
+  const auto before = results::ResultsReader(results).metric("train", "loss");
+  ASSERT_GE(before.size(), 2u);
+  ASSERT_LT(before.size(), 12u);
+
+  r = run({"sweep", dir, "--resume"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(contains(r.err, "1 of 1 runs to run (1 interrupted)")) << r.err;
+  const auto log = testutil::read_file(dir + "/run.log");
+  const auto second = log.find("attempt 2:");
+  ASSERT_NE(second, std::string::npos) << log;
+  // The second attempt is the runner's --resume on the same file: it goes on from the epoch after
+  // the checkpoint instead of starting again, and the epochs already trained stay as they were.
+  const auto attempt2 = log.substr(second, log.find('\n', second) - second);
+  EXPECT_TRUE(contains(attempt2, "--resume")) << attempt2;
+  EXPECT_FALSE(contains(log.substr(second), " 1/12 ")) << log.substr(second);
+  EXPECT_TRUE(contains(log.substr(second), "12/12")) << log.substr(second);
+  EXPECT_EQ(status_of(results), "completed");
+  const auto after = results::ResultsReader(results).metric("train", "loss");
+  ASSERT_EQ(after.size(), 12u);
+  for (size_t e = 0; e < before.size(); ++e) EXPECT_EQ(after[e], before[e]) << "epoch " << e + 1;
+  const auto m = manifest(dir);
+  EXPECT_TRUE(contains(m, "status: completed")) << m;
+  EXPECT_TRUE(contains(m, "attempts: 2")) << m;
 }
 
 TEST_F(Sweep, ThreadsPerRunUnlessSetAndSweepFiles) {
