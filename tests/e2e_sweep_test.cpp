@@ -10,10 +10,12 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
 #include <csignal>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <thread>
 
 namespace {
@@ -237,6 +239,41 @@ TEST_F(Sweep, CompareGroupsTheSweepFolder) {
   r = run({"compare", dir, "--group-by", "model.nrom"});
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_TRUE(contains(r.err, "'model.nrom' is in no run's config; did you mean 'model.norm'?")) << r.err;
+}
+
+TEST_F(Sweep, CompareShowsTheSamplesMeanBleuPlainAndGrouped) {
+  // d2l's "mean BLEU" over the experiment's evaluate.samples (/samples/bleu), per run and per group.
+  const auto dir = tmp_ + "/bleu";
+  auto r = run({"sweep", "experiments/tests/tiny_fra_eng.yaml", "seed=0,1", "trainer.max_epochs=1", "-o", dir});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::vector<double> means;
+  for (const char* seed : {"0", "1"}) {
+    const auto samples = results::ResultsReader(dir + "/seed=" + seed + ".h5").samples();
+    ASSERT_EQ(samples.size(), 4u);
+    double sum = 0;
+    for (const auto& s : samples) sum += s.bleu;
+    means.push_back(sum / 4);
+  }
+  r = run({"compare", dir, "--no-attention"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(contains(r.out, fmt::format("- ({:.3f}, 4 sentences)", means[0]))) << r.out;
+  r = run({"compare", dir, "--format", "csv"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(contains(r.out, "samples mean sentence bleu")) << r.out;
+  EXPECT_TRUE(contains(r.out, fmt::format("{:.9g}", means[1]))) << r.out;
+  // One group of both runs (same trainer), its mean and sample sd.
+  r = run({"compare", dir, "--group-by", "trainer.max_epochs", "--format", "csv", "--no-attention"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const double mean = (means[0] + means[1]) / 2;
+  const double sd = std::abs(means[0] - means[1]) / std::sqrt(2.0);
+  const auto at = r.out.find("samples,sentence BLEU,mean,2,");
+  ASSERT_NE(at, std::string::npos) << r.out;
+  std::vector<std::string> fields;  // section, quantity, value, n, mean, sd, ...
+  std::stringstream row(r.out.substr(at, r.out.find('\n', at) - at));
+  for (std::string f; std::getline(row, f, ',');) fields.push_back(f);
+  ASSERT_GE(fields.size(), 6u);
+  EXPECT_NEAR(std::stod(fields[4]), mean, 1e-12);
+  EXPECT_NEAR(std::stod(fields[5]), sd, 1e-12);
 }
 
 TEST_F(Sweep, SlurmDryRunPrintsOneArrayScript) {

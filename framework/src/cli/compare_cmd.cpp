@@ -83,6 +83,15 @@ Table evals_table(const std::vector<Run>& runs) {
     row[1] = decoding;
     t.rows.push_back(std::move(row));
   }
+  // The experiment's evaluate.samples, translated at the end of training: d2l's mean sentence BLEU.
+  if (std::any_of(runs.begin(), runs.end(), [](const Run& r) { return r.samples_mean_bleu.has_value(); })) {
+    std::vector<std::string> row{"samples", "end of training"};
+    for (const auto& r : runs) {
+      row.push_back(r.samples_mean_bleu ? fmt::format("- ({:.3f}, {} sentences)", *r.samples_mean_bleu, r.samples)
+                                        : std::string("-"));
+    }
+    t.rows.push_back(std::move(row));
+  }
   return t;
 }
 
@@ -120,6 +129,8 @@ Table csv_table(const std::vector<Run>& runs, const std::vector<std::string>& ke
     t.header.push_back("eval " + e + " bleu");
     t.header.push_back("eval " + e + " d2l_mean_bleu");
   }
+  const bool samples = std::any_of(runs.begin(), runs.end(), [](const Run& r) { return r.samples_mean_bleu.has_value(); });
+  if (samples) t.header.push_back("samples mean sentence bleu");
   const AttentionStats all = union_of_heads(runs);
   for (const auto& [m, layers] : all) {
     for (const auto& [l, heads] : layers) {
@@ -146,6 +157,7 @@ Table csv_table(const std::vector<Run>& runs, const std::vector<std::string>& ke
       row.push_back(it == r.evals.end() ? "" : fmt::format("{:.9g}", it->second.bleu));
       row.push_back(it == r.evals.end() ? "" : fmt::format("{:.9g}", it->second.d2l_mean_bleu));
     }
+    if (samples) row.push_back(r.samples_mean_bleu ? fmt::format("{:.9g}", *r.samples_mean_bleu) : "");
     for (const auto& [m, layers] : all) {
       for (const auto& [l, heads] : layers) {
         for (const auto& [h, unused] : heads) {
@@ -273,7 +285,7 @@ int cmd_compare(int argc, char** argv) {
       std::cout << render(metrics_table(runs, metrics), fmt_kind) << "\n";
     }
     if (auto ev = evals_table(runs); !ev.rows.empty()) {
-      heading("Evaluations (runner eval: sacreBLEU on the split, d2l's mean sentence BLEU in parentheses)");
+      heading("Evaluations (runner eval: sacreBLEU on the split, d2l's mean sentence BLEU in parentheses; samples: the experiment's evaluate.samples)");
       std::cout << render(ev, fmt_kind) << "\n";
     }
     auto att = attention_table(runs);

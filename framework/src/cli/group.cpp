@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <map>
@@ -92,6 +93,9 @@ std::vector<Quantity> quantities(const std::vector<Run>& runs, const std::vector
                       return d2l ? it->second.d2l_mean_bleu : it->second.bleu;
                     }});
     }
+  }
+  if (std::any_of(runs.begin(), runs.end(), [](const Run& r) { return r.samples_mean_bleu.has_value(); })) {
+    qs.push_back({"samples", "sentence BLEU", "mean", [](const Run& r) { return r.samples_mean_bleu; }});
   }
   if (!attention) return qs;
   for (const auto& [m, layers] : union_of_heads(runs)) {

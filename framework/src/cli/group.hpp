@@ -25,9 +25,9 @@ std::vector<Group> group_runs(const std::vector<Run>& runs, const std::vector<st
 
 /// One number per run (nullopt where the run lacks it): "train/loss" "final", "eval test" "sacrebleu", ...
 struct Quantity {
-  std::string section;  // "metric", "eval", "attention"
+  std::string section;  // "metric", "eval", "samples", "attention"
   std::string name;     // "train/loss", "test", "encoder_self layer 1 head 2"
-  std::string value;    // "final", "best (min)", "sacrebleu", "d2l_mean_bleu", "entropy", "max_weight"
+  std::string value;    // "final", "best (min)", "sacrebleu", "d2l_mean_bleu", "mean", "entropy", "max_weight"
   std::function<std::optional<double>(const Run&)> of;
 };
 std::vector<Quantity> quantities(const std::vector<Run>& runs, const std::vector<std::string>& metrics,

@@ -101,6 +101,12 @@ Run load_run(const std::string& path) {
     r.wall_partial = true;
   }
   add_attention(in, r.attention);
+  if (const auto samples = in.samples(); !samples.empty()) {
+    double sum = 0;
+    for (const auto& s : samples) sum += s.bleu;
+    r.samples = static_cast<int64_t>(samples.size());
+    r.samples_mean_bleu = sum / static_cast<double>(samples.size());
+  }
   for (const auto& name : in.children("eval")) {
     const std::string at = "eval/" + name;
     if (!in.has(at + "/hypotheses")) continue;  // not a finished evaluation

@@ -38,6 +38,10 @@ struct Run {
   std::vector<double> epochs;                          // /metrics/epoch/index when present
   AttentionStats attention;
   std::map<std::string, EvalScore> evals;  // "test", "test_beam5", ...
+  /// /samples: the experiment's evaluate.samples translated at the end of training; the mean of
+  /// their d2l sentence BLEU (d2l's "mean BLEU" over its example sentences), and how many.
+  std::optional<double> samples_mean_bleu;
+  int64_t samples = 0;
 };
 
 /// Reads everything compare needs. ResultsError (from ResultsReader) for files that are not
