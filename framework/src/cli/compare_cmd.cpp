@@ -84,7 +84,7 @@ Table evals_table(const std::vector<Run>& runs) {
     t.rows.push_back(std::move(row));
   }
   // The experiment's evaluate.samples, translated at the end of training: d2l's mean sentence BLEU.
-  if (std::any_of(runs.begin(), runs.end(), [](const Run& r) { return r.samples_mean_bleu.has_value(); })) {
+  if (any_samples(runs)) {
     std::vector<std::string> row{"samples", "end of training"};
     for (const auto& r : runs) {
       row.push_back(r.samples_mean_bleu ? fmt::format("- ({:.3f}, {} sentences)", *r.samples_mean_bleu, r.samples)
@@ -129,7 +129,7 @@ Table csv_table(const std::vector<Run>& runs, const std::vector<std::string>& ke
     t.header.push_back("eval " + e + " bleu");
     t.header.push_back("eval " + e + " d2l_mean_bleu");
   }
-  const bool samples = std::any_of(runs.begin(), runs.end(), [](const Run& r) { return r.samples_mean_bleu.has_value(); });
+  const bool samples = any_samples(runs);
   if (samples) t.header.push_back("samples mean sentence bleu");
   const AttentionStats all = union_of_heads(runs);
   for (const auto& [m, layers] : all) {

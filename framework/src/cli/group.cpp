@@ -94,7 +94,7 @@ std::vector<Quantity> quantities(const std::vector<Run>& runs, const std::vector
                     }});
     }
   }
-  if (std::any_of(runs.begin(), runs.end(), [](const Run& r) { return r.samples_mean_bleu.has_value(); })) {
+  if (any_samples(runs)) {
     qs.push_back({"samples", "sentence BLEU", "mean", [](const Run& r) { return r.samples_mean_bleu; }});
   }
   if (!attention) return qs;

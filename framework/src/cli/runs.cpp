@@ -248,6 +248,10 @@ const HeadStats* find_head(const Run& run, const std::string& module, int64_t la
   return hi == li->second.end() ? nullptr : &hi->second;
 }
 
+bool any_samples(const std::vector<Run>& runs) {
+  return std::any_of(runs.begin(), runs.end(), [](const Run& r) { return r.samples_mean_bleu.has_value(); });
+}
+
 std::vector<std::string> eval_names(const std::vector<Run>& runs) {
   std::set<std::string> names;
   for (const auto& r : runs) {

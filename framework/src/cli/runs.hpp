@@ -82,6 +82,8 @@ AttentionStats union_of_heads(const std::vector<Run>& runs);
 const HeadStats* find_head(const Run& run, const std::string& module, int64_t layer, int64_t head);
 /// Every /eval/<name> any run has, sorted.
 std::vector<std::string> eval_names(const std::vector<Run>& runs);
+/// true when any run has /samples (Run::samples_mean_bleu).
+bool any_samples(const std::vector<Run>& runs);
 
 /// "12.3s", "4m05s", "1h02m"
 std::string format_seconds(double s);
