@@ -226,4 +226,23 @@ TEST_F(Reliability, DefaultResultsFileNameStaysInResults) {
   EXPECT_EQ(unnamed, 1u);
 }
 
+// The fuzzer's kept finds on the results reader crash, hang or exhaust HDF5 1.10.8 itself; every
+// command that reads results files turns each into one error line (the read check in a child).
+TEST_F(Reliability, DamagedResultsFilesAreOneLineErrorsForEveryReadingCommand) {
+  testutil::ScopedEnv seconds("ATTNLAB_READ_CHECK_SECONDS", "2");
+  Cases cases;
+  for (const auto& entry : fs::directory_iterator(source_ + "/fuzz/known/results_reader")) {
+    const auto path = entry.path().string();
+    for (const char* command : {"compare", "plot", "eval"}) cases.push_back({{command, path}, path});
+  }
+  ASSERT_GE(cases.size(), 27u);
+  for (const auto& [args, path] : cases) {
+    const std::string cmd = fmt::format("runner {}", fmt::join(args, " "));
+    auto r = run(args);
+    EXPECT_EQ(r.exit_code, 1) << cmd << "\n" << r.err;
+    EXPECT_EQ(testutil::count_lines(r.err), 1u) << cmd << "\n" << r.err;
+    EXPECT_TRUE(contains(r.err, path)) << cmd << "\n" << r.err;
+  }
+}
+
 }  // namespace

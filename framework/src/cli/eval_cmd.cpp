@@ -53,12 +53,9 @@ int cmd_eval(int argc, char** argv) {
   const auto split = parse_split(split_name);
   if (name.empty()) name = to.beam_size > 1 ? fmt::format("{}_beam{}", split_name, to.beam_size) : split_name;
 
-  std::string stored;
-  {
-    results::ResultsReader reader(run);
-    stored = reader.config();
-    ATTNLAB_CHECK(!stored.empty(), ResultsError, "results file {} holds no /config to rebuild the run from", run);
-  }
+  const std::string stored =
+      results::read_isolated(run, [&] { return results::ResultsReader(run, results::ReadCheck::none).config(); });
+  ATTNLAB_CHECK(!stored.empty(), ResultsError, "results file {} holds no /config to rebuild the run from", run);
   config::Node root = config::parse_yaml(stored, run + ":/config");
   for (const auto& o : overrides) config::apply_override(root, o);
   config::Options top(root, train::experiment_schema(), "the stored experiment", {});

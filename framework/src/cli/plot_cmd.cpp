@@ -11,8 +11,12 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <stdlib.h>
+
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <functional>
 #include <iostream>
@@ -46,6 +50,21 @@ std::string resolve_sample(const results::ResultsReader& in, const std::string& 
                           in.path(), fmt::join(samples, " | ")));
 }
 
+/// A folder of its own under the temporary folder, removed with everything in it.
+struct ScratchDir {
+  ScratchDir() : path((fs::temp_directory_path() / "attnlab-plot-XXXXXX").string()) {
+    ATTNLAB_CHECK(::mkdtemp(path.data()) != nullptr, Error, "plot: cannot make a scratch folder {}: {}", path,
+                  std::strerror(errno));
+  }
+  ~ScratchDir() {
+    std::error_code ignored;
+    fs::remove_all(path, ignored);
+  }
+  ScratchDir(const ScratchDir&) = delete;
+  ScratchDir& operator=(const ScratchDir&) = delete;
+  std::string path;
+};
+
 }  // namespace
 
 int cmd_plot(int argc, char** argv) {
@@ -72,71 +91,82 @@ int cmd_plot(int argc, char** argv) {
              "  runner plot RUN.h5 --attention encoder_self --sample 0 -o enc.png\n"
              "  runner plot RUN.h5 --losses -o losses.svg");
   if (auto code = parse_command_line(app, argc, argv, "runner plot")) return *code;
-  results::ResultsReader in(file);  // ResultsError for anything that is not a results file
-  const bool all = modules.empty() && !losses && !predictions;
+  // Drawing reads the file as it goes: the whole of it is rehearsed in a copy of this process
+  // (results::rehearse_read), drawing into a scratch folder, before it is done here.
+  const auto draw = [&](const std::string& out) -> std::vector<std::string> {
+    results::ResultsReader in(file, results::ReadCheck::none);  // checked by the rehearsal below
+    const bool all = modules.empty() && !losses && !predictions;
 
-  std::vector<Figure> figures;
-  if (all || losses) {
-    if (!in.metric_groups().empty() || losses) {
-      figures.push_back({"losses", [&](const std::string& p) {
-                           ATTNLAB_CHECK(plot::losses_figure(in, p, size, !linear), Error,
-                                         "plot: {} has no metric series", file);
-                         }});
+    std::vector<Figure> figures;
+    if (all || losses) {
+      if (!in.metric_groups().empty() || losses) {
+        figures.push_back({"losses", [&](const std::string& p) {
+                             ATTNLAB_CHECK(plot::losses_figure(in, p, size, !linear), Error,
+                                           "plot: {} has no metric series", file);
+                           }});
+      }
     }
-  }
-  if (!modules.empty() || (all && !in.attention_samples().empty())) {
-    const auto s = resolve_sample(in, sample);
-    const auto recorded = in.attention_modules(s);
-    if (modules.empty()) modules = recorded;
-    for (const auto& m : modules) {
-      ATTNLAB_CHECK(std::find(recorded.begin(), recorded.end(), m) != recorded.end(), Error,
-                    "plot: --attention '{}' was not recorded for sample '{}' in {}; recorded: {}", m, s, file,
-                    fmt::join(recorded, ", "));
-      figures.push_back({"attention_" + safe(m), [&, m, s](const std::string& p) {
-                           plot::attention_figure(in, s, m, p, size);
-                         }});
+    if (!modules.empty() || (all && !in.attention_samples().empty())) {
+      const auto s = resolve_sample(in, sample);
+      const auto recorded = in.attention_modules(s);
+      if (modules.empty()) modules = recorded;
+      for (const auto& m : modules) {
+        ATTNLAB_CHECK(std::find(recorded.begin(), recorded.end(), m) != recorded.end(), Error,
+                      "plot: --attention '{}' was not recorded for sample '{}' in {}; recorded: {}", m, s, file,
+                      fmt::join(recorded, ", "));
+        figures.push_back({"attention_" + safe(m), [&, m, s](const std::string& p) {
+                             plot::attention_figure(in, s, m, p, size);
+                           }});
+      }
     }
-  }
-  if (all || predictions) {
-    if (auto base = plot::corner_predictions(in); !base.empty()) {
-      figures.push_back({"predictions", [&, base](const std::string& p) {
-                           plot::corners_figure(in, base, p, size, count);
-                         }});
-    } else if (plot::has_kernel_regression(in)) {
-      figures.push_back({"kernel_regression", [&](const std::string& p) { plot::kernel_regression_figure(in, p, size); }});
-    } else if (predictions) {
-      throw Error(fmt::format("plot: {} holds no predictions to draw (predictions/test/prediction for corner "
-                              "sequences, or predictions/x + predictions/test + predictions/truth)",
-                              file));
+    if (all || predictions) {
+      if (auto base = plot::corner_predictions(in); !base.empty()) {
+        figures.push_back({"predictions", [&, base](const std::string& p) {
+                             plot::corners_figure(in, base, p, size, count);
+                           }});
+      } else if (plot::has_kernel_regression(in)) {
+        figures.push_back({"kernel_regression", [&](const std::string& p) { plot::kernel_regression_figure(in, p, size); }});
+      } else if (predictions) {
+        throw Error(fmt::format("plot: {} holds no predictions to draw (predictions/test/prediction for corner "
+                                "sequences, or predictions/x + predictions/test + predictions/truth)",
+                                file));
+      }
     }
-  }
-  ATTNLAB_CHECK(!figures.empty(), Error, "plot: nothing to draw in {} (no metrics, attention or predictions)", file);
+    ATTNLAB_CHECK(!figures.empty(), Error, "plot: nothing to draw in {} (no metrics, attention or predictions)", file);
 
+    const auto ext = fs::path(out).extension().string();
+    const bool single_file = !out.empty() && (ext == ".png" || ext == ".svg" || ext == ".PNG" || ext == ".SVG");
+    // "-o l.jpg" made a folder named l.jpg: a name with another extension is refused, unless it is
+    // a folder that exists. A symlink loop, a FIFO or a file where a folder goes is named.
+    if (!out.empty() && !single_file) {
+      const auto why = files::problem(out, ext.empty() ? files::Want::DirectoryToMake : files::Want::Directory);
+      ATTNLAB_CHECK(ext.empty() || why != "no such directory", Error,
+                    "plot: -o {}: cannot write '{}' files; name a .png or .svg file, or a folder", out, ext);
+      ATTNLAB_CHECK(why.empty(), Error, "plot: -o {}: {}", out, why);
+    }
+    if (single_file) {
+      ATTNLAB_CHECK(figures.size() == 1, Error,
+                    "plot: {} figures were chosen but -o names one file ({}); give a folder, or choose one figure "
+                    "with --attention MODULE, --losses or --predictions",
+                    figures.size(), out);
+      figures.front().draw(out);
+      return {out};
+    }
+    const fs::path dir = out.empty() ? fs::path(fs::path(file).replace_extension("").string() + "_plots") : fs::path(out);
+    std::vector<std::string> drawn;
+    for (const auto& f : figures) {
+      drawn.push_back((dir / (f.name + "." + format)).string());
+      f.draw(drawn.back());
+    }
+    return drawn;
+  };
   const auto ext = fs::path(out).extension().string();
-  const bool single_file = !out.empty() && (ext == ".png" || ext == ".svg" || ext == ".PNG" || ext == ".SVG");
-  // "-o l.jpg" made a folder named l.jpg: a name with another extension is refused, unless it is
-  // a folder that exists. A symlink loop, a FIFO or a file where a folder goes is named.
-  if (!out.empty() && !single_file) {
-    const auto why = files::problem(out, ext.empty() ? files::Want::DirectoryToMake : files::Want::Directory);
-    ATTNLAB_CHECK(ext.empty() || why != "no such directory", Error,
-                  "plot: -o {}: cannot write '{}' files; name a .png or .svg file, or a folder", out, ext);
-    ATTNLAB_CHECK(why.empty(), Error, "plot: -o {}: {}", out, why);
+  const bool one_file = ext == ".png" || ext == ".svg" || ext == ".PNG" || ext == ".SVG";
+  {
+    const ScratchDir scratch;
+    results::rehearse_read(file, [&] { draw(one_file ? scratch.path + "/figure" + ext : scratch.path); });
   }
-  if (single_file) {
-    ATTNLAB_CHECK(figures.size() == 1, Error,
-                  "plot: {} figures were chosen but -o names one file ({}); give a folder, or choose one figure "
-                  "with --attention MODULE, --losses or --predictions",
-                  figures.size(), out);
-    figures.front().draw(out);
-    std::cout << out << "\n";
-    return 0;
-  }
-  const fs::path dir = out.empty() ? fs::path(fs::path(file).replace_extension("").string() + "_plots") : fs::path(out);
-  for (const auto& f : figures) {
-    const auto path = (dir / (f.name + "." + format)).string();
-    f.draw(path);
-    std::cout << path << "\n";
-  }
+  for (const auto& path : draw(out)) std::cout << path << "\n";
   return 0;
 }
 

@@ -71,8 +71,10 @@ std::map<std::string, std::string> flatten(const config::Node& node) {
   return out;
 }
 
-Run load_run(const std::string& path) {
-  results::ResultsReader in(path);  // ResultsError for anything that is not a results file
+namespace {
+
+Run read_run(const std::string& path) {
+  results::ResultsReader in(path, results::ReadCheck::none);  // the rehearsal in load_run checks it
   Run r;
   r.path = path;
   r.experiment = in.attr_string("experiment");
@@ -121,6 +123,13 @@ Run load_run(const std::string& path) {
     r.evals[name] = e;
   }
   return r;
+}
+
+}  // namespace
+
+Run load_run(const std::string& path) {
+  // ResultsError for anything that is not a results file, or that HDF5 cannot read without crashing.
+  return results::read_isolated(path, [&] { return read_run(path); });
 }
 
 std::vector<std::string> differing_keys(const std::vector<Run>& runs) {

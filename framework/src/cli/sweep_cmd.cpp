@@ -77,7 +77,8 @@ std::string default_folder(const std::string& experiment) {
 /// The status a results file records, or "" when it cannot be read.
 std::string stored_status(const std::string& path) {
   try {
-    return results::ResultsReader(path).attr_string("status");
+    return results::read_isolated(
+        path, [&] { return results::ResultsReader(path, results::ReadCheck::none).attr_string("status"); });
   } catch (const std::exception&) {
     return "";
   }

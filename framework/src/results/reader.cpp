@@ -69,7 +69,7 @@ hid_t open_read_only(const std::string& path, bool lock) {
 
 }  // namespace
 
-ResultsReader::ResultsReader(const std::string& path) : impl_(std::make_unique<Impl>()), path_(path) {
+ResultsReader::ResultsReader(const std::string& path, ReadCheck read_check) : impl_(std::make_unique<Impl>()), path_(path) {
   h5::silence_errors();
   if (const auto why = files::problem(path, files::Want::File); !why.empty()) not_results(path, why);
   ATTNLAB_CHECK(::access(path.c_str(), R_OK) == 0, ResultsError, "cannot read results file {}: {}", path,
@@ -78,6 +78,7 @@ ResultsReader::ResultsReader(const std::string& path) : impl_(std::make_unique<I
     H5Eclear2(H5E_DEFAULT);
     not_results(path, "not an HDF5 file");
   }
+  if (read_check == ReadCheck::before_open) check_readable(path, ReadCheckLimits::for_file(path));
   hid_t file = open_read_only(path, false);
   if (file < 0) {
     std::string why = h5::error_stack();

@@ -178,10 +178,12 @@ std::string check_resumable(const std::string& path, const std::string& name, co
                 "--resume {} continues that results file; --results {} names another", path, *ro.results_path);
   ATTNLAB_CHECK(trainer.can_resume(), ConfigError,
                 "cannot resume {}: this experiment's trainer does not write resumable checkpoints", path);
-  results::ResultsReader stored(path);
-  ATTNLAB_CHECK(stored.attr_string("experiment") == name, ConfigError,
-                "cannot resume {}: it holds experiment '{}', this is '{}'", path, stored.attr_string("experiment"),
-                name);
+  const auto [experiment, stored_config] = results::read_isolated(path, [&] {
+    results::ResultsReader stored(path, results::ReadCheck::none);
+    return std::pair{stored.attr_string("experiment"), stored.config()};
+  });
+  ATTNLAB_CHECK(experiment == name, ConfigError, "cannot resume {}: it holds experiment '{}', this is '{}'", path,
+                experiment, name);
   const auto last = checkpoint_dir(path) + "/last.pt";
   const auto why = files::problem(last, files::Want::File);
   ATTNLAB_CHECK(why != "no such file", DataError, "cannot resume {}: no checkpoint {} (it is written after each epoch)",
@@ -197,7 +199,7 @@ std::string check_resumable(const std::string& path, const std::string& name, co
       throw ConfigError(fmt::format("cannot resume {} with this experiment: {}", path, e.what()));
     }
   }
-  return stored.config();
+  return stored_config;
 }
 
 }  // namespace

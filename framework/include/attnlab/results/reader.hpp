@@ -5,6 +5,7 @@
 #include <torch/types.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -20,11 +21,52 @@ struct Attention {
   std::vector<std::string> query_tokens, key_tokens;
 };
 
+/// What the read check allows the checking process before it calls a file damaged.
+struct ReadCheckLimits {
+  int seconds = 60;                      // wall time to read everything
+  uint64_t memory_bytes = 1ULL << 30;    // address space on top of what the process maps already
+  /// The defaults for the file at `path`: 60 s + 1 s per 8 MiB, 1 GiB + 16 times its size.
+  /// ATTNLAB_READ_CHECK_SECONDS (whole seconds) replaces the time.
+  static ReadCheckLimits for_file(const std::string& path);
+};
+
+/// Read every object of an HDF5 file (each group's links, each object's attributes, each dataset
+/// whole, variable-length strings included) in a forked child process, and return when HDF5
+/// survived that. The HDF5 library that Debian ships (1.10.8) can crash, loop forever or allocate
+/// gigabytes on a damaged file, which no exception can catch; this turns each into a ResultsError
+/// "results file <path> is damaged: HDF5 crashed reading it (signal 11, SIGSEGV) ..." (or "did
+/// not finish reading it within N s", "needed more than X GiB of memory"), or, when a live run
+/// holds the file, names that run. What HDF5 refuses cleanly is left to the reader.
+void check_readable(const std::string& path, const ReadCheckLimits& limits);
+
+/// Run `read`, which reads the results file at `path` and changes nothing outside this process,
+/// in a forked copy of this process, under check_readable's limits, and return when HDF5 survived
+/// it there; else the same ResultsError as check_readable. The copy starts in this process's exact
+/// state (HDF5's caches included), so what HDF5 does in it, it would do here: a command rehearses
+/// its own reads, then makes them (read_isolated). What `read` throws in the copy is dropped: the
+/// real read meets it again.
+void rehearse_read(const std::string& path, const std::function<void()>& read);
+
+/// rehearse_read(path, read), then read() here, returning what it returns. Inside `read`, open
+/// the file with ReadCheck::none: the rehearsal is the check.
+template <class Read>
+auto read_isolated(const std::string& path, Read&& read) -> decltype(read()) {
+  rehearse_read(path, [&] { (void)read(); });
+  return read();
+}
+
+/// How ResultsReader opens a file.
+enum class ReadCheck {
+  before_open,  // check_readable first (the default: a damaged file is an error, not a crash)
+  none,         // open it directly: HDF5's own failures reach this process (the fuzz target)
+};
+
 class ResultsReader {
  public:
   /// Open read-only. ResultsError "not an attnlab results file: <path> (<why>)" when the file is
-  /// not HDF5 or lacks the root attributes "experiment" and "status".
-  explicit ResultsReader(const std::string& path);
+  /// not HDF5 or lacks the root attributes "experiment" and "status"; "results file <path> is
+  /// damaged: ..." when HDF5 cannot read it without crashing (check_readable).
+  explicit ResultsReader(const std::string& path, ReadCheck check = ReadCheck::before_open);
   ~ResultsReader();  // closes; never throws
   ResultsReader(const ResultsReader&) = delete;
   ResultsReader& operator=(const ResultsReader&) = delete;
@@ -75,5 +117,12 @@ class ResultsReader {
   std::unique_ptr<Impl> impl_;
   std::string path_;
 };
+
+/// Every read that attnlab's commands make of a results file, through `in`, in the order `runner
+/// compare` makes them (root attributes, /config, metrics, samples, attention), then each
+/// dataset and common attribute of every group four levels deep. A refusal (attnlab::Error) ends
+/// only the read it came from; anything else propagates. The read check's child runs it first;
+/// the results_reader fuzz target runs it on every input.
+void read_all(const ResultsReader& in);
 
 }  // namespace attnlab::results

@@ -1,0 +1,384 @@
+// The crash-isolating read check behind ResultsReader (see reader.hpp, check_readable).
+//
+// Debian's HDF5 1.10.8 crashes, loops forever or allocates gigabytes on some damaged files
+// (fuzz/README.md lists the kinds: H5HG_read's wild reads of variable-length strings, a global
+// heap whose free-space object has size 0, H5T__conv_vlen's claimed multi-GiB lengths). None of
+// it can be caught in the process that hits it. So before a file is read for real, a forked child
+// reads every object of it the way any reader could: every link of every group, every attribute
+// of every object and every dataset whole, each in its own stored type (variable-length strings
+// included), after reading it through ResultsReader as the commands do, under an alarm and an
+// address-space limit. The child's end says whether HDF5
+// survived; what HDF5 refuses cleanly is left to the reader, which names it better.
+#include <attnlab/error.hpp>
+#include <attnlab/results/reader.hpp>
+#include <ATen/Parallel.h>
+#include <fmt/format.h>
+#include <hdf5.h>
+
+#include <fcntl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <csignal>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <new>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "results/hdf5.hpp"
+#include "results/lock.hpp"
+
+namespace attnlab::results {
+
+namespace {
+
+// The child's exit codes; any other end (a signal, or an exit status a library chose, as a
+// sanitizer's report does) means HDF5 did not survive the file.
+constexpr int kWalked = 0;
+constexpr int kOutOfMemory = 3;  // a read claimed more than the memory allowance
+
+constexpr int kMaxDepth = 64;           // nested groups followed (a results file has 4)
+constexpr int64_t kMaxObjects = 1 << 20;  // links visited before the walk stops
+
+struct Walk {
+  uint64_t memory_bytes = 0;  // the largest buffer one read may claim
+  int64_t objects = 0;
+  bool out_of_memory = false;
+};
+
+herr_t note_allocation_failure(unsigned, const H5E_error2_t* e, void* data) {
+  if (e->min_num == H5E_CANTALLOC || e->min_num == H5E_NOSPACE)
+    static_cast<Walk*>(data)->out_of_memory = true;
+  return 0;
+}
+
+/// After a failed HDF5 call: whether it failed for memory, then forget the error.
+void after_failure(Walk& walk) {
+  H5Ewalk2(H5E_DEFAULT, H5E_WALK_DOWNWARD, note_allocation_failure, &walk);
+  H5Eclear2(H5E_DEFAULT);
+}
+
+/// Read the elements of an attribute or dataset (`read`) into memory of its native type, then free
+/// what variable-length types allocated. Skipped, as the reader refuses it (hdf5.cpp,
+/// stored_elements) and HDF5 overruns its buffers reading it: an object whose shape claims more
+/// elements than it stores bytes for.
+template <class Read>
+void read_elements(hid_t file_type, hid_t space, hsize_t stored_bytes, Walk& walk, Read&& read) {
+  const hssize_t claimed = H5Sget_select_npoints(space);
+  if (claimed < 0) return after_failure(walk);
+  if (static_cast<hsize_t>(claimed) > stored_bytes / std::max<size_t>(1, H5Tget_size(file_type))) return;
+  const hid_t mem = H5Tget_native_type(file_type, H5T_DIR_ASCEND);
+  if (mem < 0) return after_failure(walk);
+  const size_t size = H5Tget_size(mem);
+  if (size > 0) {
+    // Sized by what the file claims: a claim past the memory allowance counts as running out.
+    const uint64_t elements = static_cast<uint64_t>(std::max<hssize_t>(claimed, 1));
+    std::vector<unsigned char> buffer;
+    try {
+      if (elements > walk.memory_bytes / size) throw std::bad_alloc();
+      buffer.resize(elements * size);
+    } catch (const std::exception&) {
+      walk.out_of_memory = true;
+    }
+    if (!buffer.empty()) {
+      // Reclaim frees what variable-length parts the read allocated (nothing for fixed types).
+      if (read(mem, buffer.data()) < 0) after_failure(walk);
+      else H5Dvlen_reclaim(mem, space, H5P_DEFAULT, buffer.data());
+    }
+  } else {
+    after_failure(walk);
+  }
+  H5Tclose(mem);
+}
+
+herr_t read_attribute(hid_t obj, const char* name, const H5A_info_t*, void* data) {
+  auto& walk = *static_cast<Walk*>(data);
+  const hid_t attr = H5Aopen(obj, name, H5P_DEFAULT);
+  if (attr < 0) return after_failure(walk), 0;
+  const hid_t type = H5Aget_type(attr), space = H5Aget_space(attr);
+  if (type >= 0 && space >= 0) {
+    read_elements(type, space, H5Aget_storage_size(attr), walk,
+                  [&](hid_t mem, void* buf) { return H5Aread(attr, mem, buf); });
+  } else {
+    after_failure(walk);
+  }
+  if (type >= 0) H5Tclose(type);
+  if (space >= 0) H5Sclose(space);
+  H5Aclose(attr);
+  return 0;
+}
+
+void read_object(hid_t obj, Walk& walk, int depth);
+
+struct Level {
+  Walk* walk;
+  int depth;
+};
+
+herr_t visit_link(hid_t group, const char* name, const H5L_info_t*, void* data) {
+  auto& level = *static_cast<Level*>(data);
+  if (++level.walk->objects > kMaxObjects) return 1;
+  const hid_t obj = H5Oopen(group, name, H5P_DEFAULT);
+  if (obj < 0) return after_failure(*level.walk), 0;
+  read_object(obj, *level.walk, level.depth + 1);
+  H5Oclose(obj);
+  return 0;
+}
+
+void read_object(hid_t obj, Walk& walk, int depth) {
+  hsize_t index = 0;
+  if (H5Aiterate2(obj, H5_INDEX_NAME, H5_ITER_INC, &index, read_attribute, &walk) < 0) after_failure(walk);
+  switch (H5Iget_type(obj)) {
+    case H5I_GROUP: {
+      if (depth >= kMaxDepth) return;
+      Level level{&walk, depth};
+      if (H5Literate(obj, H5_INDEX_NAME, H5_ITER_INC, nullptr, visit_link, &level) < 0) after_failure(walk);
+      return;
+    }
+    case H5I_DATASET: {
+      const hid_t type = H5Dget_type(obj), space = H5Dget_space(obj);
+      if (type >= 0 && space >= 0) {
+        read_elements(type, space, H5Dget_storage_size(obj), walk,
+                      [&](hid_t mem, void* buf) { return H5Dread(obj, mem, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf); });
+      } else {
+        after_failure(walk);
+      }
+      if (type >= 0) H5Tclose(type);
+      if (space >= 0) H5Sclose(space);
+      return;
+    }
+    default:
+      return;
+  }
+}
+
+/// Run one read; a documented refusal (attnlab::Error) ends that read only.
+template <class F>
+void attempt(F&& f) {
+  try {
+    f();
+  } catch (const Error&) {
+  }
+}
+
+void read_children(const ResultsReader& in, const std::string& path, int depth, int& budget) {
+  std::vector<std::string> names;
+  attempt([&] { names = in.children(path); });
+  for (const auto& name : names) {
+    if (--budget < 0) return;
+    const std::string at = path.empty() ? name : path + "/" + name;
+    attempt([&] { (void)in.has(at); });
+    attempt([&] { (void)in.tensor(at); });
+    attempt([&] { (void)in.strings(at); });
+    for (const char* attr : {"text", "split", "bleu", "query_tokens"}) {
+      attempt([&] { (void)in.attr_string_at(at, attr); });
+      attempt([&] { (void)in.attr_double_at(at, attr); });
+    }
+    if (depth < 4) read_children(in, at, depth + 1, budget);
+  }
+}
+
+/// The address space this process maps now, in bytes (0 when unknown).
+uint64_t mapped_bytes() {
+  std::ifstream statm("/proc/self/statm");
+  uint64_t pages = 0;
+  if (!(statm >> pages)) return 0;
+  return pages * static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+}
+
+/// Whether an exception from a read says that memory ran out (torch's allocator throws its own).
+bool out_of_memory(const std::exception& e) {
+  return dynamic_cast<const std::bad_alloc*>(&e) != nullptr ||
+         std::string_view(e.what()).find("can't allocate memory") != std::string_view::npos;
+}
+
+/// The walk, on a file opened as the reader opens it: no file lock, then (a writer in this
+/// process) with one; closed at the end, since closing frees what the metadata cache read, which
+/// HDF5 can also get wrong. Whether a read claimed more than `memory_bytes`.
+bool walk_file(const std::string& path, uint64_t memory_bytes) {
+  Walk walk;
+  walk.memory_bytes = memory_bytes > 0 ? memory_bytes : UINT64_MAX;
+  hid_t file = -1;
+  for (bool lock : {false, true}) {
+    const hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
+    if (fapl < 0) break;  // left to the reader
+    H5Pset_fclose_degree(fapl, H5F_CLOSE_STRONG);
+#if H5_VERSION_GE(1, 10, 7)
+    H5Pset_file_locking(fapl, lock, true);
+#endif
+    file = H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl);
+    H5Pclose(fapl);
+    if (file >= 0) break;
+    after_failure(walk);
+  }
+  if (file >= 0) {
+    const hid_t root = H5Oopen(file, "/", H5P_DEFAULT);
+    if (root >= 0) {
+      read_object(root, walk, 0);
+      H5Oclose(root);
+    } else {
+      after_failure(walk);
+    }
+    if (H5Fclose(file) < 0) after_failure(walk);
+  }
+  return walk.out_of_memory;
+}
+
+/// The child: quiet, limited, `read` (true when memory ran out), then _exit with how it went
+/// (never returns, never runs destructors or atexit handlers of the parent's state).
+[[noreturn]] void child(const ReadCheckLimits& limits, const std::function<bool()>& read) {
+  // No output, no core file, default crash actions (the runner's handlers are the parent's).
+  if (const int null = ::open("/dev/null", O_WRONLY); null >= 0) {
+    ::dup2(null, STDOUT_FILENO);
+    ::dup2(null, STDERR_FILENO);
+  }
+  for (int sig : {SIGSEGV, SIGBUS, SIGABRT, SIGFPE, SIGILL, SIGALRM, SIGINT, SIGTERM, SIGHUP}) std::signal(sig, SIG_DFL);
+  const rlimit no_core{0, 0};
+  ::setrlimit(RLIMIT_CORE, &no_core);
+  if (const uint64_t mapped = mapped_bytes(); mapped > 0 && limits.memory_bytes > 0) {
+    const rlimit as{mapped + limits.memory_bytes, mapped + limits.memory_bytes};
+    ::setrlimit(RLIMIT_AS, &as);
+  }
+  ::alarm(static_cast<unsigned>(limits.seconds));
+  // The parent's OpenMP threads are not in this copy of it: torch works on one thread here.
+  at::set_num_threads(1);
+  H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+  bool out_of_memory_seen = false;
+  try {
+    out_of_memory_seen = read();
+  } catch (const std::exception& e) {
+    out_of_memory_seen = out_of_memory(e);
+  } catch (...) {
+  }
+  ::_exit(out_of_memory_seen ? kOutOfMemory : kWalked);
+}
+
+std::string signal_text(int sig) {
+  const char* name = sigabbrev_np(sig);
+  return name != nullptr ? fmt::format("signal {}, SIG{}", sig, name) : fmt::format("signal {}", sig);
+}
+
+std::string bytes_text(uint64_t bytes) {
+  if (bytes >= (1ULL << 30)) return fmt::format("{:.1f} GiB", static_cast<double>(bytes) / (1ULL << 30));
+  if (bytes >= (1ULL << 20)) return fmt::format("{} MiB", bytes >> 20);
+  return fmt::format("{} KiB", bytes >> 10);
+}
+
+}  // namespace
+
+void read_all(const ResultsReader& in) {
+  attempt([&] { (void)in.attr_string("experiment"); });
+  attempt([&] { (void)in.status(); });
+  attempt([&] {
+    for (const auto& name : in.attr_names()) {
+      attempt([&] { (void)in.attr_strings(name); });
+      attempt([&] { (void)in.attr_int(name); });
+      attempt([&] { (void)in.attr_double(name); });
+    }
+  });
+  attempt([&] { (void)in.config(); });
+  attempt([&] {
+    for (const auto& group : in.metric_groups())
+      for (const auto& name : in.metric_names(group)) attempt([&] { (void)in.metric(group, name); });
+  });
+  attempt([&] { (void)in.samples(); });
+  attempt([&] {
+    for (const auto& sample : in.attention_samples())
+      attempt([&] {
+        for (const auto& module : in.attention_modules(sample)) attempt([&] { (void)in.attention(sample, module); });
+      });
+  });
+  int budget = 256;
+  read_children(in, "", 0, budget);
+}
+
+ReadCheckLimits ReadCheckLimits::for_file(const std::string& path) {
+  ReadCheckLimits limits;
+  struct stat st {};
+  const uint64_t size = ::stat(path.c_str(), &st) == 0 ? static_cast<uint64_t>(st.st_size) : 0;
+  // A healthy file reads at disk speed with a few times its size in memory; the allowance is
+  // generous so that a loaded machine never calls a good file damaged.
+  limits.seconds = 60 + static_cast<int>(size / (8ULL << 20));
+  limits.memory_bytes = (1ULL << 30) + 16 * size;
+  if (const char* s = std::getenv("ATTNLAB_READ_CHECK_SECONDS"); s != nullptr && *s != '\0') {
+    char* end = nullptr;
+    const long v = std::strtol(s, &end, 10);
+    ATTNLAB_CHECK(end != nullptr && *end == '\0' && v >= 1 && v <= 86400, ConfigError,
+                  "ATTNLAB_READ_CHECK_SECONDS: expected whole seconds from 1 to 86400, found '{}'", s);
+    limits.seconds = static_cast<int>(v);
+  }
+  return limits;
+}
+
+namespace {
+
+/// `read` in a forked copy of this process, ended as check_readable describes.
+void in_child(const std::string& path, const ReadCheckLimits& limits, const std::function<bool()>& read) {
+  // Flushed so that the child's copy of the parent's stdio buffers cannot be written twice.
+  std::fflush(nullptr);
+  const pid_t pid = ::fork();
+  ATTNLAB_CHECK(pid >= 0, ResultsError, "cannot check results file {} before reading it: fork failed: {}", path,
+                std::strerror(errno));
+  if (pid == 0) child(limits, read);
+
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0) {
+    ATTNLAB_CHECK(errno == EINTR, ResultsError, "cannot check results file {} before reading it: waitpid: {}", path,
+                  std::strerror(errno));
+  }
+  std::string what;
+  if (WIFEXITED(status) && WEXITSTATUS(status) == kWalked) return;
+  if (WIFEXITED(status) && WEXITSTATUS(status) == kOutOfMemory) {
+    what = fmt::format("needed more than {} of memory to read it", bytes_text(limits.memory_bytes));
+  } else if (WIFSIGNALED(status) && WTERMSIG(status) == SIGALRM) {
+    what = fmt::format("did not finish reading it within {} s", limits.seconds);
+  } else if (WIFSIGNALED(status)) {
+    what = fmt::format("crashed reading it ({})", signal_text(WTERMSIG(status)));
+  } else {
+    what = fmt::format("crashed reading it (exit status {})", WEXITSTATUS(status));
+  }
+  if (const auto writer = WriterLock::holder(path)) {
+    throw ResultsError(fmt::format(
+        "results file {} is being written by a running run ({}) and its last flush cannot be read: HDF5 {} (in a "
+        "separate checking process; try again after the next epoch)",
+        path, WriterLock::who(writer), what));
+  }
+  throw ResultsError(
+      fmt::format("results file {} is damaged: HDF5 {} (in a separate checking process; nothing was read from it)", path,
+                  what));
+}
+
+}  // namespace
+
+void check_readable(const std::string& path, const ReadCheckLimits& limits) {
+  in_child(path, limits, [&] {
+    // HDF5's failures depend on what it read before (its metadata cache): the commands' own
+    // reads first, in their order, then the walk reaches what they did not.
+    try {
+      read_all(ResultsReader(path, ReadCheck::none));
+    } catch (const std::exception& e) {
+      if (out_of_memory(e)) return true;
+    }
+    return walk_file(path, limits.memory_bytes);
+  });
+}
+
+void rehearse_read(const std::string& path, const std::function<void()>& read) {
+  // An exception ends the child like a return (a refusal: the real read meets it again), but
+  // for a failed allocation.
+  in_child(path, ReadCheckLimits::for_file(path), [&] {
+    read();
+    return false;
+  });
+}
+
+}  // namespace attnlab::results

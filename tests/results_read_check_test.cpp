@@ -1,0 +1,171 @@
+// The read check (results::check_readable): HDF5 1.10.8 crashes, loops or allocates gigabytes on
+// some damaged files, which no exception catches; ResultsReader reads each file in a forked child
+// first and turns each of those ends into one ResultsError. The damaged files are the fuzzer's
+// finds, kept in fuzz/known/results_reader/.
+#include <attnlab/error.hpp>
+#include <attnlab/results/reader.hpp>
+#include <attnlab/results/results.hpp>
+
+#include <fmt/format.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <filesystem>
+
+#include "results/lock.hpp"
+#include "testing/testing.hpp"
+
+namespace {
+using attnlab::ResultsError;
+using attnlab::results::ReadCheckLimits;
+using attnlab::results::ResultsReader;
+using attnlab::testutil::contains;
+namespace fs = std::filesystem;
+
+std::string known(const std::string& name) {
+  const auto source = attnlab::testutil::env_or("ATTNLAB_SOURCE_DIR", "");
+  EXPECT_FALSE(source.empty()) << "ATTNLAB_SOURCE_DIR is not set (run through ctest)";
+  return source + "/fuzz/known/results_reader/" + name;
+}
+
+std::string open_error(const std::string& path) {
+  try {
+    ResultsReader reader(path);
+  } catch (const ResultsError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(ResultsReadCheck, AFileThatCrashesHdf5IsCalledDamagedNamingTheSignal) {
+  const auto path = known("hdf5-global-heap-bad-index.h5");
+  const auto message = open_error(path);
+  // SIGSEGV; under ASan, which reports the wild read itself, its exit status.
+  EXPECT_TRUE(contains(message, "results file " + path + " is damaged: HDF5 crashed reading it (")) << message;
+  EXPECT_TRUE(message.ends_with(") (in a separate checking process; nothing was read from it)")) << message;
+#if !defined(__SANITIZE_ADDRESS__)
+  EXPECT_TRUE(contains(message, "(signal 11, SIGSEGV)")) << message;
+#endif
+}
+
+TEST(ResultsReadCheck, AFileOnWhichHdf5LoopsIsCalledDamagedAfterTheTimeLimit) {
+  const auto path = known("hdf5-global-heap-zero-free-space.h5");
+  attnlab::testutil::ScopedEnv seconds("ATTNLAB_READ_CHECK_SECONDS", "2");
+  const auto message = open_error(path);
+  EXPECT_TRUE(contains(message, "results file " + path + " is damaged: HDF5 did not finish reading it within 2 s"))
+      << message;
+}
+
+TEST(ResultsReadCheck, AFileClaimingGigabytesIsCalledDamagedNamingTheAllowance) {
+  const auto path = known("hdf5-vlen-huge-length.h5");
+  const auto message = open_error(path);
+  EXPECT_TRUE(contains(message, "results file " + path + " is damaged: HDF5 needed more than 1.0 GiB of memory"))
+      << message;
+  // The allowance is the caller's: a healthy file is refused under a small enough one.
+  const auto dir = attnlab::testutil::temp_dir("attnlab-read-check");
+  const auto healthy = dir + "/run.h5";
+  {
+    attnlab::results::Results r(healthy, "exp");
+    r.write_tensor("big", torch::zeros({4096, 1024}));  // 16 MiB of float32
+    r.set_status(attnlab::results::Status::Completed);
+  }
+  EXPECT_NO_THROW(attnlab::results::check_readable(healthy, ReadCheckLimits::for_file(healthy)));
+  ReadCheckLimits small;
+  small.memory_bytes = 8 << 20;
+  try {
+    attnlab::results::check_readable(healthy, small);
+    ADD_FAILURE() << "a 16 MiB dataset was read within 8 MiB";
+  } catch (const ResultsError& e) {
+    EXPECT_TRUE(contains(e.what(), "needed more than 8 MiB of memory")) << e.what();
+  }
+  fs::remove_all(dir);
+}
+
+// A file that a live run holds is not called damaged: its last flush may be mid-write.
+TEST(ResultsReadCheck, ACrashOnAFileBeingWrittenNamesTheRunWritingIt) {
+  const auto dir = attnlab::testutil::temp_dir("attnlab-read-check");
+  const auto path = dir + "/live.h5";
+  fs::copy_file(known("hdf5-global-heap-wild-read-2.h5"), path);
+  attnlab::results::WriterLock lock(path);
+  const auto message = open_error(path);
+  EXPECT_TRUE(contains(message, fmt::format("results file {} is being written by a running run (pid {}) and its last "
+                                            "flush cannot be read: HDF5 crashed reading it",
+                                            path, ::getpid())))
+      << message;
+  fs::remove_all(dir);
+}
+
+// Every kept find of the fuzzer, read as `runner compare` reads a run: a ResultsError, never a
+// signal; the checking process leaves no child behind.
+TEST(ResultsReadCheck, EveryKnownDamagedFileIsAnErrorNotACrash) {
+  attnlab::testutil::ScopedEnv seconds("ATTNLAB_READ_CHECK_SECONDS", "2");
+  int files = 0;
+  for (const auto& entry : fs::directory_iterator(fs::path(known("")))) {
+    const auto path = entry.path().string();
+    ++files;
+    try {
+      ResultsReader reader(path);
+      (void)reader.config();
+      for (const auto& group : reader.metric_groups())
+        for (const auto& name : reader.metric_names(group)) (void)reader.metric(group, name);
+      (void)reader.samples();
+      for (const auto& sample : reader.attention_samples())
+        for (const auto& module : reader.attention_modules(sample)) (void)reader.attention(sample, module);
+      ADD_FAILURE() << path << " read without an error";
+    } catch (const attnlab::Error& e) {
+      EXPECT_TRUE(contains(e.what(), path)) << e.what();
+    }
+  }
+  EXPECT_GE(files, 9);
+  EXPECT_EQ(::waitpid(-1, nullptr, WNOHANG), -1) << "a checking process was left behind";
+}
+
+// A command's reads are rehearsed in a copy of the process: what ends the copy is reported and
+// the read is not made here; what the read throws or returns is met here as without the copy.
+TEST(ResultsReadCheck, ARehearsedReadRunsHereOnlyWhenTheCopySurvivedIt) {
+  const auto dir = attnlab::testutil::temp_dir("attnlab-read-check");
+  const auto path = dir + "/run.h5";
+  {
+    attnlab::results::Results r(path, "exp");
+    r.set_status(attnlab::results::Status::Completed);
+  }
+  int here = 0;
+  const auto experiment = attnlab::results::read_isolated(path, [&] {
+    ++here;
+    return ResultsReader(path, attnlab::results::ReadCheck::none).attr_string("experiment");
+  });
+  EXPECT_EQ(experiment, "exp");
+  EXPECT_EQ(here, 1);  // the copy's count stayed in the copy
+  try {
+    attnlab::results::read_isolated(path, [&]() -> int {
+      ++here;
+      std::raise(SIGSEGV);
+      return 0;
+    });
+    ADD_FAILURE() << "a read that crashed the copy was made here";
+  } catch (const ResultsError& e) {
+    EXPECT_TRUE(contains(e.what(), "results file " + path + " is damaged: HDF5 crashed reading it (")) << e.what();
+  }
+  EXPECT_EQ(here, 1);
+  EXPECT_THROW(attnlab::results::read_isolated(path, [&] { return ResultsReader(path).attr_string("absent"); }),
+               ResultsError);
+  fs::remove_all(dir);
+}
+
+TEST(ResultsReadCheck, TheTimeLimitFromTheEnvironmentMustBeWholeSeconds) {
+  for (const char* bad : {"abc", "0", "1.5", "-3", "100000"}) {
+    attnlab::testutil::ScopedEnv seconds("ATTNLAB_READ_CHECK_SECONDS", bad);
+    try {
+      (void)ReadCheckLimits::for_file("x.h5");
+      ADD_FAILURE() << bad << " was taken";
+    } catch (const attnlab::ConfigError& e) {
+      EXPECT_EQ(std::string(e.what()),
+                fmt::format("ATTNLAB_READ_CHECK_SECONDS: expected whole seconds from 1 to 86400, found '{}'", bad));
+    }
+  }
+  attnlab::testutil::ScopedEnv seconds("ATTNLAB_READ_CHECK_SECONDS", "7");
+  EXPECT_EQ(ReadCheckLimits::for_file("x.h5").seconds, 7);
+}
+
+}  // namespace
