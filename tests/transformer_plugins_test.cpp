@@ -53,6 +53,40 @@ TEST_F(TransformerPlugins, BuildsATrainableModel) {
   for (const auto& p : model->parameters()) EXPECT_TRUE(p.grad().defined());
 }
 
+// `positional_encoding: none` adds nothing to the embeddings (ALiBi gives positions through the
+// scorer): a sequence of one repeated token then has the same state at every position, in the
+// encoder and in the decoder; with d2l's sinusoidal encoding the positions differ.
+TEST_F(TransformerPlugins, PositionalEncodingNoneLeavesPositionsIndistinguishable) {
+  const std::string model = "model: {plugin: transformer, num_hiddens: 16, ffn_num_hiddens: 32, num_heads: 4, "
+                            "num_blks: 2, dropout: 0.0, positional_encoding: ";
+  const auto src = torch::full({1, 6}, 3, torch::kLong), tgt = torch::full({1, 5}, 4, torch::kLong);
+  const auto spread = [](const torch::Tensor& x) {  // x [1, T, H]: largest distance from position 0
+    return (x - x.narrow(1, 0, 1)).abs().max().item<double>();
+  };
+  for (const bool none : {true, false}) {
+    auto node = yaml(model + (none ? "none}" : "sinusoidal}"));
+    auto encoder = registry.create<nn::Encoder>(node, ctx);
+    auto decoder = registry.create<nn::Decoder>(node, ctx);
+    encoder->eval();
+    decoder->eval();
+    torch::NoGradGuard no_grad;
+    auto enc = encoder->forward(src, torch::tensor({6}));
+    auto state = decoder->init_state(enc, /*incremental=*/false);
+    // Causal self-attention over identical inputs still averages identical values.
+    auto logits = decoder->forward(tgt, *state);  // [1, 5, 21]
+    if (none) {
+      EXPECT_LT(spread(enc.states), 1e-5);
+      EXPECT_LT(spread(logits), 1e-5);
+    } else {
+      EXPECT_GT(spread(enc.states), 1e-2);
+      EXPECT_GT(spread(logits), 1e-2);
+    }
+  }
+  auto msg = message_of<ConfigError>(
+      [&] { registry.create<nn::Encoder>(yaml("model: {plugin: transformer, positional_encoding: learned}"), ctx); });
+  EXPECT_TRUE(testutil::contains(msg, "sinusoidal")) << msg;
+}
+
 TEST_F(TransformerPlugins, DefaultsAreD2ls) {
   auto decoder = registry.create<nn::Decoder>(yaml("model: transformer"), ctx);
   auto* dec = dynamic_cast<nn::TransformerDecoderImpl*>(decoder.get());

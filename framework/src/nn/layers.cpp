@@ -3,7 +3,8 @@
 
 namespace attnlab::nn {
 
-PositionalEncodingImpl::PositionalEncodingImpl(int64_t num_hiddens, double dropout, int64_t max_len) {
+PositionalEncodingImpl::PositionalEncodingImpl(int64_t num_hiddens, double dropout, int64_t max_len, bool add)
+    : add_(add) {
   TORCH_CHECK(num_hiddens >= 1 && max_len >= 1, "PositionalEncoding: num_hiddens and max_len must be >= 1, found ",
               num_hiddens, " and ", max_len);
   auto p = torch::zeros({1, max_len, num_hiddens});  // [1, max_len, H]
@@ -23,6 +24,7 @@ torch::Tensor PositionalEncodingImpl::forward(const torch::Tensor& x, int64_t of
               "], found ", x.sizes());
   TORCH_CHECK(offset >= 0 && offset + x.size(1) <= P.size(1), "PositionalEncoding: positions ", offset, "..",
               offset + x.size(1) - 1, " exceed max_len ", P.size(1));
+  if (!add_) return dropout_->forward(x);                                         // [B, T, H]
   return dropout_->forward(x + P.narrow(1, offset, x.size(1)).to(x.device()));  // [B, T, H]
 }
 

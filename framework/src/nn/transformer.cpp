@@ -68,7 +68,8 @@ TransformerEncoderImpl::TransformerEncoderImpl(const TransformerOptions& options
   check_options(options, "TransformerEncoder");
   embedding = register_module("embedding", torch::nn::Embedding(options.vocab_size(), options.num_hiddens()));
   pos_encoding = register_module(
-      "pos_encoding", PositionalEncoding(options.num_hiddens(), options.dropout(), options.max_len()));
+      "pos_encoding", PositionalEncoding(options.num_hiddens(), options.dropout(), options.max_len(),
+                                         options.positional_encoding()));
   auto blks = register_module("blks", torch::nn::ModuleList());
   for (int64_t i = 0; i < options.num_blks(); ++i) {
     blocks.emplace_back(options.block(), make_scorer);
@@ -124,7 +125,8 @@ TransformerDecoderImpl::TransformerDecoderImpl(const TransformerOptions& options
   check_options(options, "TransformerDecoder");
   embedding = register_module("embedding", torch::nn::Embedding(options.vocab_size(), options.num_hiddens()));
   pos_encoding = register_module(
-      "pos_encoding", PositionalEncoding(options.num_hiddens(), options.dropout(), options.max_len()));
+      "pos_encoding", PositionalEncoding(options.num_hiddens(), options.dropout(), options.max_len(),
+                                         options.positional_encoding()));
   auto blks = register_module("blks", torch::nn::ModuleList());
   for (int64_t i = 0; i < options.num_blks(); ++i) {
     blocks.emplace_back(options.block(), make_scorer, i);

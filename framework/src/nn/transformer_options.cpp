@@ -17,6 +17,9 @@ config::Schema transformer_schema(AttentionRoles roles) {
       opt_enum("norm", "last", {"first", "last"},
                "layer norm placement: last = d2l AddNorm ln(x + f(x)); first = x + f(ln(x)) and a final LayerNorm"),
       opt_int("max_len", 1000, "longest sequence the positional encoding covers", 1, 1000000),
+      opt_enum("positional_encoding", "sinusoidal", {"sinusoidal", "none"},
+               "sinusoidal: d2l's, added to the scaled embeddings; none: nothing added, positions come from the "
+               "scorer alone (ALiBi) or not at all"),
       opt_float("ffn_dropout", 0.0, "dropout after the FFN's ReLU (Step-by-Step's layers; d2l has none)", 0.0, 1.0),
       attention_option(roles, kTransformerScorer),
   };
@@ -30,6 +33,7 @@ TransformerOptions transformer_options(const config::Options& o, int64_t vocab_s
       .bias(o.get_bool("bias"))
       .norm(o.get_string("norm") == "first" ? NormPlacement::First : NormPlacement::Last)
       .max_len(o.get_int("max_len"))
+      .positional_encoding(o.get_string("positional_encoding") == "sinusoidal")
       .ffn_dropout(o.get_float("ffn_dropout"));
 }
 

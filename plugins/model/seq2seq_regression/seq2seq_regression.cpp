@@ -21,7 +21,8 @@ class Seq2SeqRegression final : public nn::SequenceRegressor {
                     double pe_dropout, bool xavier)
       : n_features_(n_features), scale_(std::sqrt(static_cast<double>(opts.num_hiddens()))) {
     proj = register_module("proj", torch::nn::Linear(n_features, opts.num_hiddens()));
-    pos_encoding = register_module("pos_encoding", nn::PositionalEncoding(opts.num_hiddens(), pe_dropout, opts.max_len()));
+    pos_encoding = register_module("pos_encoding", nn::PositionalEncoding(opts.num_hiddens(), pe_dropout, opts.max_len(),
+                                                                              opts.positional_encoding()));
     encoder = register_module("encoder", nn::TransformerEncoder(opts, make_scorer));
     decoder = register_module("decoder", nn::TransformerDecoder(opts, make_scorer));
     linear = register_module("linear", torch::nn::Linear(opts.num_hiddens(), n_features));

@@ -12,13 +12,16 @@ namespace attnlab::nn {
 /// Sinusoidal positional encoding with dropout: X + P[:, :T, :], then dropout.
 class PositionalEncodingImpl : public torch::nn::Module {
  public:
-  PositionalEncodingImpl(int64_t num_hiddens, double dropout, int64_t max_len = 1000);
+  /// `add` false: P is not added, only the dropout is applied (a model whose positions come from
+  /// elsewhere, such as an ALiBi scorer; P stays a buffer, so the module's state is the same).
+  PositionalEncodingImpl(int64_t num_hiddens, double dropout, int64_t max_len = 1000, bool add = true);
   /// x [B, T, H] -> [B, T, H]. `offset`: position of x's first step (incremental decoding feeds
   /// step t alone and needs P[:, t]; d2l 1.0.3 always adds P[:, :T]).
   torch::Tensor forward(const torch::Tensor& x, int64_t offset = 0);
   torch::Tensor P;  // [1, max_len, H] buffer
  private:
   torch::nn::Dropout dropout_{nullptr};
+  bool add_ = true;
 };
 TORCH_MODULE(PositionalEncoding);
 

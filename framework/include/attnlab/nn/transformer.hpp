@@ -97,6 +97,7 @@ struct TransformerOptions {
   TORCH_ARG(bool, bias) = false;        // bias in the attention projections
   TORCH_ARG(NormPlacement, norm) = NormPlacement::Last;  // First adds a final LayerNorm
   TORCH_ARG(int64_t, max_len) = 1000;   // positional encoding length
+  TORCH_ARG(bool, positional_encoding) = true;  // false: no sinusoidal encoding added (dropout only)
   TORCH_ARG(double, ffn_dropout) = 0.0;  // after the FFN's ReLU (Step-by-Step's layers); 0 = d2l
   // TF-lab variants (seed 004); the defaults are d2l's model.
   TORCH_ARG(TransformerInit, init) = TransformerInit::Default;
