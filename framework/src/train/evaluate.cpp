@@ -94,13 +94,19 @@ void evaluate(const EvalSpec& spec, nn::EncoderDecoder& model, const data::Datas
     std::vector<std::string> dec_inputs{"<bos>"};
     for (int64_t t = 0; t + 1 < used; ++t) dec_inputs.push_back(dataset.decode_target({ids[t]}));
     if (auto it = out.attention.find("encoder_self"); it != out.attention.end()) {
-      results.write_attention(sources[i], "encoder_self", take(it->second, b, src_len, src_len), src_tokens, src_tokens);
+      results.write_attention(
+          sources[i], "encoder_self",
+          {.weights = take(it->second, b, src_len, src_len), .query_tokens = src_tokens, .key_tokens = src_tokens});
     }
     if (auto it = out.attention.find("decoder_self"); it != out.attention.end()) {
-      results.write_attention(sources[i], "decoder_self", take(it->second, b, used, used), dec_inputs, dec_inputs);
+      results.write_attention(
+          sources[i], "decoder_self",
+          {.weights = take(it->second, b, used, used), .query_tokens = dec_inputs, .key_tokens = dec_inputs});
     }
     if (auto it = out.attention.find("decoder_cross"); it != out.attention.end()) {
-      results.write_attention(sources[i], "decoder_cross", take(it->second, b, used, src_len), dec_inputs, src_tokens);
+      results.write_attention(
+          sources[i], "decoder_cross",
+          {.weights = take(it->second, b, used, src_len), .query_tokens = dec_inputs, .key_tokens = src_tokens});
     }
   }
   results.write_samples(rows);

@@ -143,7 +143,9 @@ class NadarayaWatsonTrainer final : public train::Trainer {
     res.write_tensor("predictions/truth", test_.y);
     res.write_tensor("data/x_train", train_.x);
     res.write_tensor("data/y_train", train_.y);
-    res.write_attention("test", "attention_pooling", weights.unsqueeze(0), labels(test_.x), labels(train_.x));
+    res.write_attention(
+        "test", "attention_pooling",
+        {.weights = weights.unsqueeze(0), .query_tokens = labels(test_.x), .key_tokens = labels(train_.x)});
     const double entropy = mean_entropy(weights);
     const double mse = (y_hat - test_.y).pow(2).mean().item<double>();
     res.set_attr("test_mse", mse);

@@ -193,8 +193,10 @@ class RegressionTrainer final : public train::Trainer {
       for (const auto& [module, w] : maps) {
         const bool decoder_queries = module.rfind("decoder", 0) == 0;
         const bool source_keys = module != "decoder_self";
-        ctx.results->write_attention(name, module, w.select(1, i), decoder_queries ? dec_labels : src_labels,
-                                     source_keys ? src_labels : dec_labels);
+        ctx.results->write_attention(name, module,
+                                     {.weights = w.select(1, i),
+                                      .query_tokens = decoder_queries ? dec_labels : src_labels,
+                                      .key_tokens = source_keys ? src_labels : dec_labels});
       }
     }
   }
