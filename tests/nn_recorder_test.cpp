@@ -1,9 +1,12 @@
 // The attention recorder: entries with module, layer, heads and sides; the active recorder and its
-// scope; steps appended by query position (incremental decoding).
+// scope; steps appended by query position (incremental decoding); attention modules writing to it.
+#include <attnlab/nn/attention.hpp>
+#include <attnlab/nn/dot_product.hpp>
 #include <attnlab/nn/recorder.hpp>
 
 #include "testing/testing.hpp"
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -154,6 +157,70 @@ TEST_F(Recorder, ScopesMakeARecorderActiveAndRestoreThePreviousOne) {
     EXPECT_EQ(active_recorder(), &outer);
   }
   EXPECT_EQ(active_recorder(), nullptr);
+}
+
+/// Dot products, counting which path attention took.
+class CountingScorer final : public Scorer {
+ public:
+  torch::Tensor score(const torch::Tensor& q, const torch::Tensor& k, const Positions& at) override {
+    ++scored;
+    return dot_.score(q, k, at);
+  }
+  std::optional<torch::Tensor> attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                      const torch::Tensor& valid_lens, const Positions& at, double dropout,
+                                      bool training) override {
+    ++fused;
+    return dot_.attend(q, k, v, valid_lens, at, dropout, training);
+  }
+  int scored = 0, fused = 0;
+
+ private:
+  DotProductScorerImpl dot_;
+};
+
+TEST_F(Recorder, AttentionTakesItsFusedPathUnlessARecorderIsActive) {
+  auto scorer = std::make_shared<CountingScorer>();
+  Attention attention(scorer, 0.0, RecordAs{.module = "pooling"});
+  auto q = torch::randn({2, 3, 4}), kv = torch::randn({2, 5, 4});
+  auto plain = attention->forward(q, kv, kv, torch::tensor({5, 2}));
+  EXPECT_EQ(scorer->fused, 1);
+  EXPECT_EQ(scorer->scored, 0);
+  AttentionRecorder r;
+  torch::Tensor recorded;
+  {
+    RecordingScope scope(&r);
+    recorded = attention->forward(q, kv, kv, torch::tensor({5, 2}));
+  }
+  EXPECT_EQ(scorer->fused, 1);
+  EXPECT_EQ(scorer->scored, 1);
+  EXPECT_ALLCLOSE(recorded, plain, 1e-5, 1e-6);
+  auto m = r.module("pooling");
+  EXPECT_EQ(m.queries, Side::Queries);  // RecordAs's defaults
+  EXPECT_EQ(m.keys, Side::Keys);
+  EXPECT_EQ(m.layers, (Sizes{0}));
+  ASSERT_EQ(m.weights.sizes(), (Sizes{1, 2, 1, 3, 5}));  // [layers, B, heads 1, Q, K]
+  EXPECT_ALLCLOSE(m.weights.sum(-1), torch::ones({1, 2, 1, 3}));
+  EXPECT_TRUE(m.weights[0][1].narrow(-1, 2, 3).eq(0).all().item<bool>());  // past valid length 2
+  attention->forward(q, kv, kv);  // the scope is gone: nothing more is recorded
+  EXPECT_EQ(scorer->fused, 2);
+  EXPECT_EQ(r.module("pooling").weights.size(1), 2);
+}
+
+TEST_F(Recorder, MultiHeadAttentionRecordsPerHeadWeightsAsItsOptionsSay) {
+  const RecordAs as{kDecoderCross, 3, Side::Target, Side::Source};
+  MultiHeadAttention mha(MultiHeadAttentionOptions(8, 2).record_as(as), std::make_shared<DotProductScorerImpl>());
+  auto q = torch::randn({3, 4, 8}), kv = torch::randn({3, 6, 8});
+  const auto lens = torch::tensor({6, 2, 4});
+  AttentionRecorder r;
+  RecordingScope scope(&r);
+  mha->forward(q, kv, kv, lens);
+  auto m = r.module(kDecoderCross);
+  EXPECT_EQ(m.layers, (Sizes{3}));
+  EXPECT_EQ(m.queries, Side::Target);
+  EXPECT_EQ(m.keys, Side::Source);
+  ASSERT_EQ(m.weights.sizes(), (Sizes{1, 3, 2, 4, 6}));                     // [layers, B, heads, Q, K]
+  EXPECT_TRUE(m.weights[0][1].narrow(-1, 2, 4).eq(0).all().item<bool>());   // sequence 1: 2 valid keys
+  EXPECT_FALSE(m.weights[0][2].narrow(-1, 2, 2).eq(0).all().item<bool>());  // sequence 2: 4
 }
 
 }  // namespace
