@@ -182,9 +182,11 @@ TEST_F(Alibi, MultiHeadAttentionMatchesTheHeadByHeadReference) {
   const nn::Positions at{6, 0};
   // The fused path, then the explicit one.
   EXPECT_ALLCLOSE(mha->forward(q, kv, kv, lens, at).flatten(), torch::tensor(kAlibiMha), 1e-4, 1e-6);
-  mha->set_recording(true);
+  nn::AttentionRecorder recorder;
+  nn::RecordingScope scope(&recorder);
   EXPECT_ALLCLOSE(mha->forward(q, kv, kv, lens, at).flatten(), torch::tensor(kAlibiMha), 1e-4, 1e-6);
-  EXPECT_EQ(mha->weights()[1].narrow(-1, 4, 3).abs().max().item<float>(), 0.0f);  // padding masked
+  auto w = recorder.module("attention").weights[0];                  // [B, heads, Q, K]
+  EXPECT_EQ(w[1].narrow(-1, 4, 3).abs().max().item<float>(), 0.0f);  // padding masked
 }
 
 TEST_F(Alibi, FusedPathEqualsExplicitPathWithItsBias) {
@@ -198,7 +200,8 @@ TEST_F(Alibi, FusedPathEqualsExplicitPathWithItsBias) {
       auto v = torch::randn({6, 6, 5}, torch::requires_grad());
       auto fused = attention->forward(q, k, v, lens, {2, 0});  // [6, 4, 5]
       auto g = torch::autograd::grad({(fused * fused).sum()}, {q, k, v});
-      attention->set_recording(true);
+      nn::AttentionRecorder recorder;
+      nn::RecordingScope scope(&recorder);  // the explicit path
       auto explicit_out = attention->forward(q, k, v, lens, {2, 0});
       auto h = torch::autograd::grad({(explicit_out * explicit_out).sum()}, {q, k, v});
       EXPECT_ALLCLOSE(fused, explicit_out, 1e-5, 1e-5);

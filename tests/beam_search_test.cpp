@@ -1,6 +1,7 @@
 // Beam search on small random transformers: beam 1 is greedy decoding exactly, wider beams never
 // find a less likely output here, scores match a teacher-forced rescoring, batching changes nothing;
-// decoder states reorder their caches, and a state without reorder() refuses beam search.
+// decoder states reorder their caches, and a state without reorder() refuses beam search. Greedy
+// decoding appends each step's attention to an active recorder; beam search pauses it.
 #include <attnlab/error.hpp>
 #include <attnlab/nn/dot_product.hpp>
 #include <attnlab/nn/transformer.hpp>
@@ -70,19 +71,47 @@ TEST_F(BeamSearch, BeamOneIsGreedyExactly) {
   for (uint64_t seed = 0; seed < 6; ++seed) {
     auto model = small_model(seed, seed % 2 ? 2.0 : 0.0);
     auto s = sources(8, seed);
-    auto greedy = greedy_decode(model, s.src, s.lens, kBos, kSteps, false);
-    auto stopped = greedy_decode(model, s.src, s.lens, kBos, kSteps, false, /*stop_at_eos=*/kEos);
+    auto greedy = greedy_decode(model, s.src, s.lens, kBos, kSteps);
+    auto stopped = greedy_decode(model, s.src, s.lens, kBos, kSteps, /*stop_at_eos=*/kEos);
     auto beam = beam_search(model, s.src, s.lens, kBos, kEos, {.beam_size = 1, .length_penalty = 0.6, .max_steps = kSteps});
-    EXPECT_LE(stopped.ids.size(1), kSteps);
+    EXPECT_LE(stopped.size(1), kSteps);
     for (int64_t b = 0; b < 8; ++b) {
-      auto want = until_eos(greedy.ids[b], kEos);
-      EXPECT_EQ(until_eos(stopped.ids[b], kEos), want) << "early stop changed row " << b << ", seed " << seed;
+      auto want = until_eos(greedy[b], kEos);
+      EXPECT_EQ(until_eos(stopped[b], kEos), want) << "early stop changed row " << b << ", seed " << seed;
       EXPECT_EQ(row_tokens(beam, b), want) << "seed " << seed << " row " << b;
       EXPECT_EQ(beam.lengths[b].item<int64_t>(), static_cast<int64_t>(want.size()));
       if (static_cast<int64_t>(want.size()) < kSteps) ++ended_early;
     }
   }
   EXPECT_GT(ended_early, 0) << "no greedy output ended before max_steps: the <eos> path went untested";
+}
+
+TEST_F(BeamSearch, GreedyDecodingAppendsEveryStepToTheRecorderAndBeamSearchRecordsNothing) {
+  auto model = small_model(3, 2.0);
+  auto s = sources(4, 3);
+  const auto plain = greedy_decode(model, s.src, s.lens, kBos, kSteps, kEos);
+  nn::AttentionRecorder recorder;
+  torch::Tensor recorded;  // [4, kSteps]
+  {
+    nn::RecordingScope scope(&recorder);
+    recorded = greedy_decode(model, s.src, s.lens, kBos, kSteps, kEos);
+    beam_search(model, s.src, s.lens, kBos, kEos, {.beam_size = 3, .max_steps = kSteps});  // paused
+  }
+  EXPECT_EQ(recorded.size(1), kSteps);  // no early stop while recording: every step has a row
+  for (int64_t b = 0; b < 4; ++b) EXPECT_EQ(until_eos(recorded[b], kEos), until_eos(plain[b], kEos)) << b;
+  ASSERT_EQ(recorder.modules().size(), 3u);
+  const auto enc = recorder.module(nn::kEncoderSelf).weights;     // [layers, B, heads, S, S]
+  const auto self = recorder.module(nn::kDecoderSelf).weights;    // [layers, B, heads, steps, steps]
+  const auto cross = recorder.module(nn::kDecoderCross).weights;  // [layers, B, heads, steps, S]
+  EXPECT_EQ(enc.sizes(), (std::vector<int64_t>{2, 4, 2, 7, 7}));
+  EXPECT_EQ(self.sizes(), (std::vector<int64_t>{2, 4, 2, kSteps, kSteps}));
+  EXPECT_EQ(cross.sizes(), (std::vector<int64_t>{2, 4, 2, kSteps, 7}));
+  // Step t saw keys 0..t: the rest of its row is zero-filled, what it saw sums to 1.
+  auto upper = torch::ones({kSteps, kSteps}, torch::kBool).triu(1);
+  EXPECT_TRUE(self.masked_select(upper).eq(0).all().item<bool>());
+  EXPECT_ALLCLOSE(self.sum(-1), torch::ones({2, 4, 2, kSteps}), 1e-5, 1e-5);
+  // Beam search (rows of beams, not sentences) left the greedy maps alone.
+  EXPECT_EQ(recorder.module(nn::kDecoderCross).weights.size(1), 4);
 }
 
 // Beam search does not dominate greedy decoding sentence by sentence in general: the greedy

@@ -80,10 +80,11 @@ TEST_F(ChapterPlugins, TransformerTakesAnyScorerAndRecordsItsWeights) {
                                  "num_blks: 1, dropout: 0.0, attention: {scorer: ") +
                      scorer + "}}");
     auto encoder = registry.create<nn::Encoder>(node, ctx);
-    encoder->set_recording(true);
+    nn::AttentionRecorder recorder;
+    nn::RecordingScope scope(&recorder);
     auto out = encoder->forward(torch::randint(0, 20, {2, 5}), torch::tensor({5, 3}));
     EXPECT_EQ(out.states.sizes(), (Sizes{2, 5, 16})) << scorer;
-    auto w = encoder->attention().at("encoder_self");  // [layers, B, heads, S, S]
+    auto w = recorder.module(nn::kEncoderSelf).weights;  // [layers, B, heads, S, S]
     EXPECT_EQ(w.sizes(), (Sizes{1, 2, 4, 5, 5})) << scorer;
     EXPECT_ALLCLOSE(w.sum(-1), torch::ones({1, 2, 4, 5}), 1e-5, 1e-5);
     EXPECT_EQ(w.select(1, 1).narrow(-1, 3, 2).abs().max().item<float>(), 0.0f) << scorer;  // source padding

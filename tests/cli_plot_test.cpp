@@ -136,13 +136,13 @@ TEST_F(Plot, NanAndInfiniteAttentionIsDrawnGreyWithTheScaleFromFiniteWeights) {
   {
     results::Results w(path, "nan_attention");
     const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
-    w.write_attention("all", "encoder_self", torch::full({1, 2, 3, 4}, nan), {}, {});
+    w.write_attention("all", "encoder_self", {.weights = torch::full({1, 2, 3, 4}, nan)});
     auto part = torch::softmax(torch::randn({2, 2, 5, 5}), -1);  // [layers, heads, queries, keys]
     part[0][0][0][0] = nan;
     part[0][1][2][3] = inf;
     part[1][0][4][4] = -inf;
-    w.write_attention("part", "encoder_self", part, {}, {});
-    w.write_attention("finite", "encoder_self", torch::softmax(torch::randn({2, 2, 5, 5}), -1), {}, {});
+    w.write_attention("part", "encoder_self", {.weights = part});
+    w.write_attention("finite", "encoder_self", {.weights = torch::softmax(torch::randn({2, 2, 5, 5}), -1)});
     w.set_status(results::Status::Completed);
   }
   std::map<std::string, int> grey, red;
@@ -179,7 +179,7 @@ TEST_F(Plot, KernelRegressionLayout) {
     w.write_tensor("predictions/truth", truth);
     w.write_tensor("data/x_train", x_train);
     w.write_tensor("data/y_train", y_train);
-    w.write_attention("test", "attention_pooling", weights.view({1, 1, 50, 50}), {}, {});
+    w.write_attention("test", "attention_pooling", {.weights = weights.view({1, 1, 50, 50})});
     w.append_metric("train", "loss", 1.0);
     w.append_metric("train", "loss", 0.5);
     w.set_status(results::Status::Completed);

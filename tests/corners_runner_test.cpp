@@ -55,6 +55,11 @@ TEST_F(CornersRunner, NormFirstRunRecordsLossesPredictionsAndAttention) {
   EXPECT_EQ(cross.key_tokens, enc.key_tokens);                         // keys: the source points
   EXPECT_EQ(cross.query_tokens.at(0), enc.key_tokens.at(1));           // first decoder input: last source point
   EXPECT_ALLCLOSE(cross.weights.sum(-1), torch::ones({2, 3, 2}), 1e-5, 1e-5);
+  EXPECT_EQ(cross.layers, (Sizes{0, 1}));
+  EXPECT_EQ(cross.query_side, "target");  // the points the decoder was fed
+  EXPECT_EQ(cross.key_side, "source");
+  EXPECT_EQ(enc.query_side, "source");
+  EXPECT_EQ(in.attention(samples[0], "decoder_self").key_side, "target");
 }
 
 TEST_F(CornersRunner, TorchTransformerRuns) {

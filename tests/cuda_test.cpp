@@ -120,9 +120,10 @@ TEST_F(Cuda, SdpaFastPathEqualsExplicitPathOnTheGpu) {
       auto lens = valid.defined() ? valid.to(kGpu) : valid;
       auto fused = attention->forward(q, k, v, lens);
       auto g = torch::autograd::grad({(fused * fused).sum()}, {q, k, v});
-      attention->set_recording(true);
+      nn::AttentionRecorder recorder;
+      nn::RecordingScope scope(&recorder);  // the explicit path
       auto explicit_out = attention->forward(q, k, v, lens);
-      ASSERT_TRUE(attention->weights().defined());
+      ASSERT_FALSE(recorder.empty());
       auto h = torch::autograd::grad({(explicit_out * explicit_out).sum()}, {q, k, v});
       EXPECT_ALLCLOSE(fused.cpu(), explicit_out.cpu(), 1e-5, 1e-5);
       for (size_t i = 0; i < g.size(); ++i) EXPECT_ALLCLOSE(g[i].cpu(), h[i].cpu(), 1e-4, 1e-5);
@@ -136,12 +137,22 @@ TEST_F(Cuda, GreedyAndBeamDecodingGiveTheCpuTokens) {
     auto [cpu, gpu] = gru ? twins(bahdanau) : twins([] { return transformer(nn::NormPlacement::Last); });
     auto src = torch::randint(3, 11, {4, 6});
     auto valid = torch::tensor({6, 3, 5, 1});
-    auto a = train::greedy_decode(cpu, src, valid, 1, 7, /*record_attention=*/true);
-    auto b = train::greedy_decode(gpu, src.to(kGpu), valid.to(kGpu), 1, 7, /*record_attention=*/true);
-    ASSERT_TRUE(b.ids.is_cuda());
-    EXPECT_TRUE(torch::equal(b.ids.cpu(), a.ids)) << a.ids << b.ids.cpu();
-    ASSERT_EQ(a.attention.size(), b.attention.size());
-    for (const auto& [name, w] : a.attention) EXPECT_ALLCLOSE(b.attention.at(name).cpu(), w, 1e-4, 1e-5) << name;
+    nn::AttentionRecorder on_cpu, on_gpu;
+    torch::Tensor a, b;  // [B, 7]
+    {
+      nn::RecordingScope scope(&on_cpu);
+      a = train::greedy_decode(cpu, src, valid, 1, 7);
+    }
+    {
+      nn::RecordingScope scope(&on_gpu);
+      b = train::greedy_decode(gpu, src.to(kGpu), valid.to(kGpu), 1, 7);
+    }
+    ASSERT_TRUE(b.is_cuda());
+    EXPECT_TRUE(torch::equal(b.cpu(), a)) << a << b.cpu();
+    const auto modules = on_cpu.modules();
+    ASSERT_EQ(modules.size(), on_gpu.modules().size());
+    for (const auto& m : modules)
+      EXPECT_ALLCLOSE(on_gpu.module(m.module).weights.cpu(), m.weights, 1e-4, 1e-5) << m.module;
     if (gru) continue;  // the GRU decoders' state cannot reorder (no beam search)
 
     train::BeamOptions beam;

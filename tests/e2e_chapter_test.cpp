@@ -73,6 +73,9 @@ TEST_F(ChapterRunner, NadarayaWatsonParametricLossFallsAndItsAttentionIsSharper)
     EXPECT_EQ(att.query_tokens[0], "0.00");
     EXPECT_EQ(att.query_tokens[49], "4.90");
     EXPECT_EQ(att.key_tokens.size(), 50u);
+    EXPECT_EQ(att.layers, (std::vector<int64_t>{0}));
+    EXPECT_EQ(att.query_side, "queries");  // the test inputs
+    EXPECT_EQ(att.key_side, "keys");       // the training inputs
   }
   // The same data in all three (one seed, one generator).
   EXPECT_TRUE(torch::equal(p.tensor("data/y_train"), n.tensor("data/y_train")));

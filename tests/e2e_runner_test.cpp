@@ -14,6 +14,7 @@
 #include <fstream>
 #include <sstream>
 #include <thread>
+#include <tuple>
 
 #include "testing/runner.hpp"
 #include "testing/testing.hpp"
@@ -80,6 +81,16 @@ TEST_F(RunnerTest, TwoEpochRunWritesACompleteResultsFile) {
   EXPECT_EQ(cross.query_tokens.at(0), "<bos>");
   auto self = rd.attention("i'm home .", "decoder_self");
   EXPECT_EQ(self.weights.size(2), self.weights.size(3));
+  // Each map says what it is: its layers, heads and the tokens on each axis.
+  for (const auto& [module, queries, keys] :
+       {std::tuple{"encoder_self", "source", "source"}, std::tuple{"decoder_self", "target", "target"},
+        std::tuple{"decoder_cross", "target", "source"}}) {
+    const auto att = rd.attention("i'm home .", module);
+    EXPECT_EQ(att.layers, (std::vector<int64_t>{0})) << module;
+    EXPECT_EQ(att.query_side, queries) << module;
+    EXPECT_EQ(att.key_side, keys) << module;
+    EXPECT_EQ(rd.attr_double_at(std::string("attention/i'm home ./") + module, "heads"), 2.0) << module;
+  }
 }
 
 TEST_F(RunnerTest, EvalTranslatesAFraEngSplitAndStoresItsScores) {

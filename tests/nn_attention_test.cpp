@@ -128,11 +128,12 @@ TEST_F(AttentionPooling, RecordsWeightsOnlyWhileRecording) {
   Attention attention(dot(), 0.0);
   auto q = torch::randn({2, 1, 2}), k = torch::ones({2, 10, 2});
   auto v = torch::arange(40, torch::kFloat32).reshape({1, 10, 4}).repeat({2, 1, 1});  // d2l's example
+  AttentionRecorder recorder;
   attention->forward(q, k, v, torch::tensor({2, 6}));
-  EXPECT_FALSE(attention->weights().defined());
-  attention->set_recording(true);
+  EXPECT_TRUE(recorder.empty());
+  RecordingScope scope(&recorder);
   auto out = attention->forward(q, k, v, torch::tensor({2, 6}));  // [2, 1, 4]
-  ASSERT_EQ(attention->weights().sizes(), (std::vector<int64_t>{2, 1, 10}));
+  ASSERT_EQ(recorder.module("attention").weights.sizes(), (std::vector<int64_t>{1, 2, 1, 1, 10}));
   // Equal keys: uniform over the valid ones, so the output is the mean of the valid values.
   EXPECT_ALLCLOSE(out[0][0], v[0].slice(0, 0, 2).mean(0));
   EXPECT_ALLCLOSE(out[1][0], v[1].slice(0, 0, 6).mean(0));
@@ -178,7 +179,8 @@ void expect_paths_equal(const torch::Tensor& valid_lens, bool training,
   auto v = torch::randn({3, 6, 5}, torch::requires_grad());
   auto fused = attention->forward(q, k, v, valid_lens, positions);  // [3, 4, 5]
   auto g = torch::autograd::grad({(fused * fused).sum()}, {q, k, v});
-  attention->set_recording(true);
+  AttentionRecorder recorder;
+  RecordingScope scope(&recorder);  // the explicit path
   auto explicit_out = attention->forward(q, k, v, valid_lens, positions);
   auto h = torch::autograd::grad({(explicit_out * explicit_out).sum()}, {q, k, v});
   EXPECT_ALLCLOSE(fused, explicit_out, 1e-5, 1e-5);
@@ -223,7 +225,8 @@ TEST_F(AttentionPooling, PositionsReachTheScorerOnBothPaths) {
   attention->forward(q, kv, kv, {}, {7, 2});  // fused
   EXPECT_EQ(scorer->last.query_offset, 7);
   EXPECT_EQ(scorer->last.key_offset, 2);
-  attention->set_recording(true);  // explicit
+  AttentionRecorder recorder;
+  RecordingScope scope(&recorder);  // explicit
   attention->forward(q, kv, kv, {}, {3, 0});
   EXPECT_EQ(scorer->last.query_offset, 3);
   EXPECT_EQ(scorer->last.key_offset, 0);
@@ -240,9 +243,10 @@ TEST_F(MultiHead, D2lExampleShapes) {
   MultiHeadAttention mha(MultiHeadAttentionOptions(num_hiddens, num_heads).dropout(0.5), dot());
   auto x = torch::ones({2, 4, num_hiddens}), y = torch::ones({2, 6, num_hiddens});
   EXPECT_EQ(mha->forward(x, y, y, torch::tensor({3, 2})).sizes(), (std::vector<int64_t>{2, 4, 100}));
-  mha->set_recording(true);
+  AttentionRecorder recorder;
+  RecordingScope scope(&recorder);
   mha->forward(x, y, y, torch::tensor({3, 2}));
-  EXPECT_EQ(mha->weights().sizes(), (std::vector<int64_t>{2, 5, 4, 6}));
+  EXPECT_EQ(recorder.module("attention").weights.sizes(), (std::vector<int64_t>{1, 2, 5, 4, 6}));
 }
 
 TEST_F(MultiHead, TransposesAreInverse) {
@@ -259,9 +263,10 @@ TEST_F(MultiHead, MatchesPythonReference) {
     auto q = data(0.5, {2, 3, 8}), kv = data(1.5, {2, 4, 8});
     const auto& expected = bias ? kMhaBias : kMhaNoBias;
     EXPECT_ALLCLOSE(mha->forward(q, kv, kv, torch::tensor({3, 2})).flatten(), golden(expected), 1e-5, 1e-5);
-    mha->set_recording(true);  // the explicit path
+    AttentionRecorder recorder;
+    RecordingScope scope(&recorder);  // the explicit path
     EXPECT_ALLCLOSE(mha->forward(q, kv, kv, torch::tensor({3, 2})).flatten(), golden(expected), 1e-5, 1e-5);
-    auto w = mha->weights();  // [2, 2, 3, 4]
+    auto w = recorder.module("attention").weights[0];  // [2, 2, 3, 4]
     EXPECT_ALLCLOSE(w.sum(-1), torch::ones({2, 2, 3}));
     EXPECT_TRUE(w[1].slice(-1, 2).eq(0).all().item<bool>());
   }

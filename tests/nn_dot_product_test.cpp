@@ -15,7 +15,8 @@ TEST_F(Scorers, BookToyDotProductWithTwoDimensionalQueries) {
   Attention attention(std::make_shared<DotProductScorerImpl>(), 0.5);
   attention->eval();
   EXPECT_ALLCLOSE(attention->forward(queries, toy_keys, toy_values, toy_valid), toy_expected, 1e-5, 1e-5);
-  attention->set_recording(true);  // the explicit (non-SDPA) path gives the same
+  AttentionRecorder recorder;
+  RecordingScope scope(&recorder);  // the explicit (non-SDPA) path gives the same
   EXPECT_ALLCLOSE(attention->forward(queries, toy_keys, toy_values, toy_valid), toy_expected, 1e-5, 1e-5);
 }
 

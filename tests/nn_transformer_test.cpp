@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -188,18 +189,27 @@ void expect_incremental_equals_full(NormPlacement norm) {
   torch::NoGradGuard no_grad;
   auto enc = encoder->forward(torch::randint(0, 13, {2, 5}), torch::tensor({5, 3}));
   auto tgt = torch::randint(0, 13, {2, 6});  // [B, T]
-  auto full_state = decoder->init_state(enc, false);
-  auto full = decoder->forward(tgt, *full_state);  // [2, 6, 13]
+  AttentionRecorder full_pass, by_step;
+  torch::Tensor full;  // [2, 6, 13]
+  {
+    RecordingScope scope(&full_pass);
+    auto full_state = decoder->init_state(enc, false);
+    full = decoder->forward(tgt, *full_state);
+  }
   auto state = decoder->init_state(enc, true);
-  decoder->set_recording(true);
+  RecordingScope scope(&by_step);
   std::vector<torch::Tensor> steps;
   for (int64_t t = 0; t < tgt.size(1); ++t) {
     steps.push_back(decoder->forward(tgt.slice(1, t, t + 1), *state));  // [2, 1, 13]
-    auto attention = decoder->attention();
-    EXPECT_EQ(attention.at("decoder_self").sizes(), (Sizes{2, 2, 4, 1, t + 1}));
-    EXPECT_EQ(attention.at("decoder_cross").sizes(), (Sizes{2, 2, 4, 1, 5}));
+    // Each step appends one query row; self-attention's keys grow by one.
+    EXPECT_EQ(by_step.module(kDecoderSelf).weights.sizes(), (Sizes{2, 2, 4, t + 1, t + 1}));
+    EXPECT_EQ(by_step.module(kDecoderCross).weights.sizes(), (Sizes{2, 2, 4, t + 1, 5}));
   }
   EXPECT_ALLCLOSE(torch::cat(steps, 1), full, 1e-5, 1e-5);
+  // The steps' maps are the full causal pass's: the keys a step does not see yet are zero in both.
+  for (const char* module : {kDecoderSelf, kDecoderCross}) {
+    EXPECT_ALLCLOSE(by_step.module(module).weights, full_pass.module(module).weights, 1e-5, 1e-6) << module;
+  }
   auto& st = dynamic_cast<TransformerDecoderState&>(*state);
   EXPECT_EQ(st.steps, 6);
   EXPECT_EQ(st.caches[1].sizes(), (Sizes{2, 6, 16}));
@@ -220,19 +230,33 @@ TEST_F(Transformer, RecordsAttentionMaps) {
   model->eval();
   auto src = torch::randint(0, 13, {2, 5}), tgt = torch::randint(0, 13, {2, 4});
   auto valid = torch::tensor({5, 2});
+  AttentionRecorder recorder;
   EXPECT_EQ(model->forward(src, valid, tgt).sizes(), (Sizes{2, 4, 13}));
-  EXPECT_TRUE(encoder->attention().empty());
-  EXPECT_TRUE(decoder->attention().empty());
-  model->set_recording(true);
-  auto recorded = model->forward(src, valid, tgt);
-  auto enc_w = encoder->attention().at("encoder_self");  // [layers, B, heads, S, S]
+  EXPECT_TRUE(recorder.empty());
+  torch::Tensor recorded;
+  {
+    RecordingScope scope(&recorder);
+    recorded = model->forward(src, valid, tgt);
+  }
+  auto modules = recorder.modules();
+  ASSERT_EQ(modules.size(), 3u);  // in the order they ran
+  const std::vector<std::tuple<const char*, Side, Side>> expected = {{kEncoderSelf, Side::Source, Side::Source},
+                                                                     {kDecoderSelf, Side::Target, Side::Target},
+                                                                     {kDecoderCross, Side::Target, Side::Source}};
+  for (size_t i = 0; i < modules.size(); ++i) {
+    const auto& [name, queries, keys] = expected[i];
+    EXPECT_EQ(modules[i].module, name);
+    EXPECT_EQ(modules[i].queries, queries) << name;
+    EXPECT_EQ(modules[i].keys, keys) << name;
+    EXPECT_EQ(modules[i].layers, (Sizes{0, 1, 2})) << name;
+  }
+  auto enc_w = modules[0].weights;  // [layers, B, heads, S, S]
   EXPECT_EQ(enc_w.sizes(), (Sizes{3, 2, 4, 5, 5}));
   EXPECT_TRUE(enc_w.select(1, 1).slice(-1, 2).eq(0).all().item<bool>());
-  auto dec = decoder->attention();
-  EXPECT_EQ(dec.at("decoder_self").sizes(), (Sizes{3, 2, 4, 4, 4}));
-  EXPECT_EQ(dec.at("decoder_cross").sizes(), (Sizes{3, 2, 4, 4, 5}));
+  EXPECT_EQ(modules[1].weights.sizes(), (Sizes{3, 2, 4, 4, 4}));
+  EXPECT_EQ(modules[2].weights.sizes(), (Sizes{3, 2, 4, 4, 5}));
   auto upper = torch::ones({4, 4}, torch::kBool).triu(1);  // causal: nothing above the diagonal
-  EXPECT_TRUE(dec.at("decoder_self").masked_select(upper).eq(0).all().item<bool>());
+  EXPECT_TRUE(modules[1].weights.masked_select(upper).eq(0).all().item<bool>());
   EXPECT_ALLCLOSE(recorded, model->forward(src, valid, tgt), 1e-5, 1e-5);  // fused path, same values
 }
 

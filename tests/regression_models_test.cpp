@@ -10,6 +10,7 @@
 #include "testing/testing.hpp"
 
 #include <string>
+#include <tuple>
 
 namespace {
 using namespace attnlab;
@@ -174,20 +175,28 @@ TEST_F(RegressionModels, RecordedAttentionHasTheStackShapes) {
     torch::NoGradGuard no_grad;
     auto src = torch::randn({3, 2, 2});
     auto plain = m->predict(src, 2);
-    m->set_recording(true);
-    auto recorded = m->predict(src, 2);
-    auto att = m->attention();
-    m->set_recording(false);
+    nn::AttentionRecorder att;
+    torch::Tensor recorded;
+    {
+      nn::RecordingScope scope(&att);
+      recorded = m->predict(src, 2);
+    }
     EXPECT_ALLCLOSE(recorded, plain, 1e-5, 1e-6);  // recording changes nothing
     const int64_t layers = std::string(yaml).find("torch") != std::string::npos ? 1 : 2;
-    for (const char* module : {"encoder_self", "decoder_self", "decoder_cross"}) {
-      ASSERT_TRUE(att.count(module)) << yaml << " " << module;
-      const auto& w = att.at(module);  // [layers, B, heads, Q, K]
+    const std::vector<std::tuple<const char*, nn::Side, nn::Side>> expected = {
+        {nn::kEncoderSelf, nn::Side::Source, nn::Side::Source},
+        {nn::kDecoderSelf, nn::Side::Target, nn::Side::Target},
+        {nn::kDecoderCross, nn::Side::Target, nn::Side::Source}};
+    for (const auto& [module, queries, keys] : expected) {
+      const auto recorded_module = att.module(module);
+      EXPECT_EQ(recorded_module.queries, queries) << yaml << " " << module;
+      EXPECT_EQ(recorded_module.keys, keys) << yaml << " " << module;
+      const auto& w = recorded_module.weights;  // [layers, B, heads, Q, K]: the last decoding step's full pass
       EXPECT_EQ(w.sizes(), (Sizes{layers, 3, 3, 2, 2})) << yaml << " " << module;
       EXPECT_ALLCLOSE(w.sum(-1), torch::ones({layers, 3, 3, 2}), 1e-5, 1e-5);
     }
     // Causal: the first decoder query sees only itself.
-    auto self = att.at("decoder_self");
+    auto self = att.module(nn::kDecoderSelf).weights;
     EXPECT_ALLCLOSE(self.select(3, 0).select(3, 1), torch::zeros({layers, 3, 3}), 0, 1e-6);
   }
 }

@@ -69,9 +69,15 @@ torch::Tensor write_everything(Results& r) {
   }
   r.write_samples(kSamples);
   torch::Tensor w = torch::softmax(torch::randn({2, 3, 4, 5}), -1);  // [layers, heads, queries, keys]
-  r.write_attention("i'm home .", "encoder.self", w, {"i", "'m", "home", "."}, {"<s>", "i", "'m", "home", "."});
-  r.write_attention("i'm home .", "decoder.cross", w.to(torch::kDouble), {}, {});
-  r.write_attention("a/b", "m", w.narrow(2, 0, 1), {"q"}, {});
+  r.write_attention("i'm home .", "encoder.self",
+                    {.weights = w,
+                     .query_tokens = {"i", "'m", "home", "."},
+                     .key_tokens = {"<s>", "i", "'m", "home", "."},
+                     .layers = {2, 5},
+                     .query_side = "source",
+                     .key_side = "source"});
+  r.write_attention("i'm home .", "decoder.cross", {.weights = w.to(torch::kDouble)});
+  r.write_attention("a/b", "m", {.weights = w.narrow(2, 0, 1), .query_tokens = {"q"}});
   r.write_tensor("predictions/test", torch::arange(6, torch::kDouble).reshape({3, 2}));  // [3, 2]
   r.write_tensor("/scalar", torch::tensor(7.5));
   return w;
@@ -123,10 +129,16 @@ TEST_F(ResultsTest, RoundTripsEveryKindOfContent) {
   EXPECT_ALLCLOSE(a.weights, w);
   EXPECT_EQ(a.query_tokens, (std::vector<std::string>{"i", "'m", "home", "."}));
   EXPECT_EQ(a.key_tokens, (std::vector<std::string>{"<s>", "i", "'m", "home", "."}));
+  EXPECT_EQ(a.layers, (std::vector<int64_t>{2, 5}));
+  EXPECT_EQ(a.query_side, "source");
+  EXPECT_EQ(a.key_side, "source");
+  EXPECT_EQ(in.attr_double_at("attention/i'm home ./encoder.self", "heads"), 3.0);
   Attention cross = in.attention("i'm home .", "decoder.cross");  // written as float64, stored float32
   EXPECT_ALLCLOSE(cross.weights, w);
   EXPECT_TRUE(cross.query_tokens.empty());
   EXPECT_TRUE(cross.key_tokens.empty());
+  EXPECT_EQ(cross.layers, (std::vector<int64_t>{0, 1}));  // not given: 0, 1, ...
+  EXPECT_EQ(cross.query_side, "");                        // not given: not written
   Attention slash = in.attention("a/b", "m");
   EXPECT_EQ(slash.weights.sizes(), (std::vector<int64_t>{2, 3, 1, 5}));
   EXPECT_TRUE(in.has("/attention/a_b/m"));  // '/' in a sample name becomes '_' in the link
@@ -198,8 +210,13 @@ TEST_F(ResultsTest, ReplacesSamplesAttentionTensorsConfigAndAttributes) {
     r.write_config("a: 2");
     r.write_samples(kSamples);
     r.write_samples({{"only", "one", "row", 0.5}});
-    r.write_attention("s", "m", torch::ones({1, 1, 2, 2}), {"a", "b"}, {"c", "d"});
-    r.write_attention("s", "m", torch::zeros({2, 1, 3, 1}), {"x", "y", "z"}, {});
+    r.write_attention("s", "m",
+                      {.weights = torch::ones({1, 1, 2, 2}),
+                       .query_tokens = {"a", "b"},
+                       .key_tokens = {"c", "d"},
+                       .query_side = "target",
+                       .key_side = "source"});
+    r.write_attention("s", "m", {.weights = torch::zeros({2, 1, 3, 1}), .query_tokens = {"x", "y", "z"}});
     r.write_tensor("predictions/test", torch::ones({4}));
     r.write_tensor("predictions/test", torch::zeros({2, 2}));
   }
@@ -214,7 +231,35 @@ TEST_F(ResultsTest, ReplacesSamplesAttentionTensorsConfigAndAttributes) {
   EXPECT_ALLCLOSE(a.weights, torch::zeros({2, 1, 3, 1}));
   EXPECT_EQ(a.query_tokens, (std::vector<std::string>{"x", "y", "z"}));
   EXPECT_TRUE(a.key_tokens.empty());
+  EXPECT_EQ(a.layers, (std::vector<int64_t>{0, 1}));  // the replaced map's attributes went with it
+  EXPECT_EQ(a.query_side, "");
   EXPECT_ALLCLOSE(in.tensor("predictions/test"), torch::zeros({2, 2}));
+}
+
+TEST_F(ResultsTest, ReadsAttentionWrittenBeforeLayersAndSidesWereStored) {
+  const std::string path = file("old_attention.h5");
+  {
+    Results r(path, "old");
+    r.write_attention("s", "m",
+                      {.weights = torch::ones({3, 1, 2, 2}),
+                       .query_tokens = {"a", "b"},
+                       .key_tokens = {"c", "d"},
+                       .layers = {4, 5, 6},
+                       .query_side = "target",
+                       .key_side = "source"});
+  }
+  hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+  ASSERT_GE(f, 0);
+  hid_t ds = H5Dopen2(f, "/attention/s/m", H5P_DEFAULT);
+  for (const char* name : {"layers", "heads", "query_side", "key_side"}) EXPECT_GE(H5Adelete(ds, name), 0) << name;
+  H5Dclose(ds);
+  H5Fclose(f);
+  ResultsReader in(path);
+  Attention a = in.attention("s", "m");
+  EXPECT_EQ(a.layers, (std::vector<int64_t>{0, 1, 2}));
+  EXPECT_EQ(a.query_side, "");
+  EXPECT_EQ(a.key_side, "");
+  EXPECT_EQ(a.query_tokens, (std::vector<std::string>{"a", "b"}));
 }
 
 TEST_F(ResultsTest, RefusesFilesThatAreNotResults) {
@@ -315,11 +360,15 @@ TEST_F(ResultsTest, ReportsBadInputAndHdf5FailuresNamingTheFile) {
   const std::string path = file("errors.h5");
   Results r(path, "errors");
   r.write_config("x: 1");
-  std::string msg = error_of([&] { r.write_attention("s", "m", torch::ones({2, 3, 4}), {}, {}); });
+  std::string msg = error_of([&] { r.write_attention("s", "m", {.weights = torch::ones({2, 3, 4})}); });
   EXPECT_NE(msg.find("[layers, heads, queries, keys], found 3-D"), std::string::npos) << msg;
   EXPECT_NE(msg.find(path), std::string::npos) << msg;
-  msg = error_of([&] { r.write_attention("s", "m", torch::ones({1, 1, 2, 3}), {"only one"}, {}); });
+  msg = error_of([&] {
+    r.write_attention("s", "m", {.weights = torch::ones({1, 1, 2, 3}), .query_tokens = {"only one"}});
+  });
   EXPECT_NE(msg.find("has 2 queries but 1 query labels"), std::string::npos) << msg;
+  msg = error_of([&] { r.write_attention("s", "m", {.weights = torch::ones({2, 1, 2, 3}), .layers = {0, 1, 2}}); });
+  EXPECT_NE(msg.find("has 2 layers but 3 layer indices"), std::string::npos) << msg;
   msg = error_of([&] { r.append_metric("train", "a/b", 1.0); });
   EXPECT_NE(msg.find("metric name must be a non-empty name without '/', found 'a/b'"), std::string::npos) << msg;
   msg = error_of([&] { r.write_tensor("", torch::ones({1})); });

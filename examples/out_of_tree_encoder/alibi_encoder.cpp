@@ -53,12 +53,16 @@ struct Options {
 };
 
 /// Self-attention with ALiBi + add & norm, FFN + add & norm (d2l's block, norm first or last).
+/// While a recorder is active, its attention records as layer `index` of "encoder_self" (source
+/// tokens on both axes), which the runner writes to the results file and `runner plot` draws.
 class Block : public torch::nn::Module {
  public:
-  explicit Block(const Options& o) {
+  Block(const Options& o, int64_t index) {
+    const nn::RecordAs self{nn::kEncoderSelf, index, nn::Side::Source, nn::Side::Source};
     attention = register_module(
-        "attention", nn::MultiHeadAttention(nn::MultiHeadAttentionOptions(o.num_hiddens, o.num_heads).dropout(o.dropout),
-                                            std::make_shared<LinearBiasScorer>(o.num_heads)));
+        "attention", nn::MultiHeadAttention(
+                         nn::MultiHeadAttentionOptions(o.num_hiddens, o.num_heads).dropout(o.dropout).record_as(self),
+                         std::make_shared<LinearBiasScorer>(o.num_heads)));
     addnorm1 = register_module("addnorm1", nn::AddNorm(o.num_hiddens, o.dropout, o.norm));
     ffn = register_module("ffn", nn::PositionWiseFFN(o.num_hiddens, o.ffn_num_hiddens, o.num_hiddens));
     addnorm2 = register_module("addnorm2", nn::AddNorm(o.num_hiddens, o.dropout, o.norm));
@@ -82,7 +86,7 @@ class AlibiEncoder final : public nn::Encoder {
     dropout_ = register_module("dropout", torch::nn::Dropout(o.dropout));
     auto blks = register_module("blks", torch::nn::ModuleList());
     for (int64_t b = 0; b < o.num_blks; ++b) {
-      blocks_.push_back(std::make_shared<Block>(o));
+      blocks_.push_back(std::make_shared<Block>(o, b));
       blks->push_back(blocks_.back());
     }
     if (o.norm == nn::NormPlacement::First) {
@@ -97,22 +101,6 @@ class AlibiEncoder final : public nn::Encoder {
     for (auto& block : blocks_) x = block->forward(x, valid_lens);
     if (final_ln_) x = final_ln_->forward(x);
     return {x, valid_lens};
-  }
-
-  void set_recording(bool on) override {
-    recording_ = on;
-    for (auto& block : blocks_) block->attention->set_recording(on);
-  }
-
-  /// {"encoder_self": [layers, B, heads, S, S]} after a forward while recording, as `runner plot` reads it.
-  nn::AttentionMap attention() const override {
-    std::vector<torch::Tensor> layers;
-    for (const auto& block : blocks_) {
-      auto w = block->attention->weights();
-      if (!w.defined()) return {};
-      layers.push_back(w);
-    }
-    return {{"encoder_self", torch::stack(layers)}};
   }
 
   int64_t output_size() const override { return options_.num_hiddens; }

@@ -13,6 +13,7 @@ import h5py
 import numpy as np
 
 STATUSES = {"running", "completed", "interrupted", "failed", "diverged"}
+SIDES = {"source", "target", "queries", "keys"}
 ISO = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
 errors = []
 
@@ -107,6 +108,16 @@ def check_attention(f):
                 expect(len(q) == d.shape[2], f"{where}: {len(q)} query tokens for {d.shape[2]} queries")
             if k is not None and len(k):
                 expect(len(k) == d.shape[3], f"{where}: {len(k)} key tokens for {d.shape[3]} keys")
+            layers = d.attrs.get("layers")
+            expect(isinstance(layers, np.ndarray) and layers.dtype == np.int64 and layers.shape == (d.shape[0],),
+                   f"{where}: attribute 'layers' should be int64 [{d.shape[0]}], found {layers!r}")
+            heads = d.attrs.get("heads")
+            expect(isinstance(heads, np.integer) and heads == d.shape[1],
+                   f"{where}: attribute 'heads' should be {d.shape[1]}, found {heads!r}")
+            for side in ("query_side", "key_side"):
+                if side in d.attrs:
+                    expect(d.attrs[side] in SIDES, f"{where}: attribute {side!r} should be one of {sorted(SIDES)}, "
+                                                   f"found {d.attrs[side]!r}")
 
 
 def main():

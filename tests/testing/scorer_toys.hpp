@@ -39,9 +39,10 @@ class ScorerToys : public SeededTest {
     auto X = torch::ones({2, 4, kHiddens}), Y = torch::ones({2, 6, kHiddens});
     nn::MultiHeadAttention mha(nn::MultiHeadAttentionOptions(kHiddens, kHeads).dropout(0.5), std::move(scorer));
     mha->eval();
-    mha->set_recording(true);
+    nn::AttentionRecorder recorder;
+    nn::RecordingScope scope(&recorder);
     EXPECT_EQ(mha->forward(X, Y, Y, torch::tensor({3, 2})).sizes(), (std::vector<int64_t>{2, 4, kHiddens}));
-    auto w = mha->weights();  // [2, heads, 4, 6]
+    auto w = recorder.module("attention").weights[0];  // [2, heads, 4, 6]
     EXPECT_EQ(w.sizes(), (std::vector<int64_t>{2, kHeads, 4, 6}));
     EXPECT_ALLCLOSE(w.sum(-1), torch::ones({2, kHeads, 4}), 1e-5, 1e-5);
     EXPECT_EQ(w.narrow(3, 3, 3).abs().max().item<float>(), 0.0f);  // masked past valid length 3

@@ -45,12 +45,17 @@ void zero_queries_and_keys(nn::Encoder& encoder) {
 TEST_F(AlibiEncoder, WithoutQueriesAndKeysTheWeightsAreTheSoftmaxOfTheDistanceBias) {
   auto encoder = make("plugin: alibi_transformer\nnum_hiddens: 8\nnum_heads: 4\nnum_blks: 2\ndropout: 0\n");
   zero_queries_and_keys(*encoder);
-  encoder->set_recording(true);
   auto src = torch::randint(0, 11, {2, 5}, torch::kLong);
   auto valid = torch::tensor({5, 3}, torch::kLong);
+  nn::AttentionRecorder recorder;
+  nn::RecordingScope scope(&recorder);
   auto out = encoder->forward(src, valid);
   ASSERT_EQ(out.states.sizes(), (std::vector<int64_t>{2, 5, 8}));
-  auto w = encoder->attention().at("encoder_self");
+  auto recorded = recorder.module(nn::kEncoderSelf);
+  EXPECT_EQ(recorded.queries, nn::Side::Source);
+  EXPECT_EQ(recorded.keys, nn::Side::Source);
+  EXPECT_EQ(recorded.layers, (std::vector<int64_t>{0, 1}));
+  const auto& w = recorded.weights;
   ASSERT_EQ(w.sizes(), (std::vector<int64_t>{2, 2, 4, 5, 5}));  // [layers, B, heads, Q, K]
   // Head h (1-based) of 4 has slope 2^(-8h/4); query i weighs key j < valid by exp(-m|i-j|).
   for (int64_t b = 0; b < 2; ++b) {

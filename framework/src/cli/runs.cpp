@@ -38,13 +38,14 @@ void flatten_into(const config::Node& node, const std::string& prefix, std::map<
 void add_attention(const results::ResultsReader& in, AttentionStats& stats) {
   for (const auto& sample : in.attention_samples()) {
     for (const auto& module : in.attention_modules(sample)) {
-      auto w = in.attention(sample, module).weights.to(torch::kDouble);  // [layers, heads, Q, K]
+      const auto att = in.attention(sample, module);
+      auto w = att.weights.to(torch::kDouble);  // [layers, heads, Q, K]
       if (w.dim() != 4 || w.numel() == 0) continue;
       auto entropy = -(w * torch::log(w.clamp_min(1e-30))).sum(-1).mean(-1);  // [layers, heads]
       auto peak = w.amax({2, 3});                                             // [layers, heads]
       for (int64_t l = 0; l < w.size(0); ++l) {
         for (int64_t h = 0; h < w.size(1); ++h) {
-          auto& s = stats[module][l][h];
+          auto& s = stats[module][att.layers[static_cast<size_t>(l)]][h];
           s.entropy += entropy[l][h].item<double>();
           s.max_weight = std::max(s.max_weight, peak[l][h].item<double>());
           ++s.samples;

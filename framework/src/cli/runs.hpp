@@ -17,7 +17,7 @@ struct HeadStats {
   double max_weight = 0;  // largest weight seen
   int64_t samples = 0;
 };
-/// "encoder_self" -> layer -> head -> stats
+/// "encoder_self" -> layer (as stored: the layers attribute) -> head -> stats
 using AttentionStats = std::map<std::string, std::map<int64_t, std::map<int64_t, HeadStats>>>;
 
 /// One `runner eval` result (/eval/<name>).

@@ -35,8 +35,10 @@ torch::Tensor masked_softmax(const torch::Tensor& scores, const torch::Tensor& v
   return torch::softmax(scores.masked_fill(keep.logical_not(), fill), -1);  // [B, Q, K]
 }
 
-AttentionImpl::AttentionImpl(std::shared_ptr<Scorer> scorer, double dropout) : scorer_(std::move(scorer)) {
+AttentionImpl::AttentionImpl(std::shared_ptr<Scorer> scorer, double dropout, RecordAs record_as, int64_t heads)
+    : scorer_(std::move(scorer)), record_as_(std::move(record_as)), heads_(heads) {
   TORCH_CHECK(scorer_ != nullptr, "Attention: no scorer given");
+  TORCH_CHECK(heads_ >= 1, "Attention: heads must be >= 1, found ", heads_);
   register_module("scorer", scorer_);
   dropout_ = register_module("dropout", torch::nn::Dropout(dropout));
 }
@@ -49,8 +51,8 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& queries, const torch::
               ", ", keys.sizes(), ", ", values.sizes());
   TORCH_CHECK(keys.size(1) == values.size(1), "Attention: keys have ", keys.size(1), " positions, values ",
               values.size(1));
-  if (!recording_) {
-    weights_ = torch::Tensor();
+  auto* recorder = active_recorder();
+  if (recorder == nullptr) {
     std::optional<torch::Tensor> fused;  // [B, Q, Dv] when the scorer has a fused path
     try {
       fused = scorer_->attend(queries, keys, values, valid_lens, positions, dropout_->options.p(), is_training());
@@ -65,8 +67,12 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& queries, const torch::
   } catch (...) {
     plugin::rethrow_naming(*scorer_, "score()");
   }
-  auto weights = masked_softmax(scores, valid_lens);    // [B, Q, K]
-  if (recording_) weights_ = weights.detach();          // before dropout, as d2l keeps them
+  auto weights = masked_softmax(scores, valid_lens);  // [B, Q, K]
+  if (recorder != nullptr) {
+    // Before dropout, as d2l keeps them.
+    recorder->record(record_as_, weights.reshape({-1, heads_, weights.size(1), weights.size(2)}),
+                     positions.query_offset);  // [B / heads, heads, Q, K]
+  }
   return torch::bmm(dropout_->forward(weights), values);  // [B, Q, Dv]
 }
 
@@ -129,7 +135,8 @@ MultiHeadAttentionImpl::MultiHeadAttentionImpl(const MultiHeadAttentionOptions& 
     W_v = register_module("W_v", linear(in(options.value_size())));
   }
   W_o = register_module("W_o", linear(hiddens));
-  attention_ = register_module("attention", Attention(std::move(scorer), options.dropout()));
+  attention_ =
+      register_module("attention", Attention(std::move(scorer), options.dropout(), options.record_as(), heads));
 }
 
 torch::Tensor MultiHeadAttentionImpl::forward(const torch::Tensor& queries, const torch::Tensor& keys,
@@ -144,12 +151,6 @@ torch::Tensor MultiHeadAttentionImpl::forward(const torch::Tensor& queries, cons
   if (valid_lens.defined()) lens = valid_lens.repeat_interleave(heads, 0);
   auto out = attention_->forward(q, k, v, lens, positions);  // [B * heads, Q, H / heads]
   return W_o->forward(transpose_output(out, heads));     // [B, Q, H]
-}
-
-torch::Tensor MultiHeadAttentionImpl::weights() const {
-  const auto& w = attention_->weights();  // [B * heads, Q, K]
-  if (!w.defined()) return {};
-  return w.reshape({-1, options.num_heads(), w.size(1), w.size(2)});  // [B, heads, Q, K]
 }
 
 }  // namespace attnlab::nn

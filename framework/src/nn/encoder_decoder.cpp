@@ -60,11 +60,6 @@ torch::Tensor EncoderDecoderImpl::decode(const torch::Tensor& tgt, DecoderState&
   }
 }
 
-void EncoderDecoderImpl::set_recording(bool on) {
-  encoder_->set_recording(on);
-  decoder_->set_recording(on);
-}
-
 int64_t EncoderDecoderImpl::num_parameters() const {
   int64_t n = 0;
   for (const auto& p : parameters()) n += p.numel();

@@ -18,14 +18,6 @@ void check_options(const TransformerOptions& o, const char* who) {
               o.num_hiddens());
 }
 
-/// Per-block [B, heads, Q, K] -> [layers, B, heads, Q, K]; undefined if any block recorded none.
-torch::Tensor stack_weights(const std::vector<torch::Tensor>& per_block) {
-  for (const auto& w : per_block) {
-    if (!w.defined()) return {};
-  }
-  return torch::stack(per_block);
-}
-
 }  // namespace
 
 TransformerBlockOptions TransformerOptions::block() const {
@@ -72,7 +64,7 @@ TransformerEncoderImpl::TransformerEncoderImpl(const TransformerOptions& options
                                          options.positional_encoding()));
   auto blks = register_module("blks", torch::nn::ModuleList());
   for (int64_t i = 0; i < options.num_blks(); ++i) {
-    blocks.emplace_back(options.block(), make_scorer);
+    blocks.emplace_back(options.block(), make_scorer, i);
     blks->push_back(blocks.back());
   }
   if (options.norm() == NormPlacement::First) {
@@ -96,19 +88,6 @@ torch::Tensor TransformerEncoderImpl::forward_embedded(const torch::Tensor& x, c
   auto h = x;  // [B, S, H]
   for (auto& blk : blocks) h = blk->forward(h, valid_lens);
   return final_ln ? final_ln->forward(h) : h;  // [B, S, H]
-}
-
-void TransformerEncoderImpl::set_recording(bool on) {
-  recording_ = on;
-  for (auto& blk : blocks) blk->attention->set_recording(on);
-}
-
-AttentionMap TransformerEncoderImpl::attention() const {
-  std::vector<torch::Tensor> self;
-  for (const auto& blk : blocks) self.push_back(blk->attention->weights());
-  auto stacked = stack_weights(self);  // [layers, B, heads, S, S]
-  if (!stacked.defined()) return {};
-  return {{"encoder_self", stacked}};
 }
 
 // ---------------------------------------------------------------------------------------- decoder
@@ -172,27 +151,6 @@ torch::Tensor TransformerDecoderImpl::forward_embedded(const torch::Tensor& x, T
   auto h = x;  // [B, T, H]
   for (auto& blk : blocks) h = blk->forward(h, state);
   return final_ln ? final_ln->forward(h) : h;  // [B, T, H]
-}
-
-void TransformerDecoderImpl::set_recording(bool on) {
-  recording_ = on;
-  for (auto& blk : blocks) {
-    blk->attention1->set_recording(on);
-    blk->attention2->set_recording(on);
-  }
-}
-
-AttentionMap TransformerDecoderImpl::attention() const {
-  std::vector<torch::Tensor> self, cross;
-  for (const auto& blk : blocks) {
-    self.push_back(blk->attention1->weights());   // [B, heads, T, K]
-    cross.push_back(blk->attention2->weights());  // [B, heads, T, S]
-  }
-  auto s = stack_weights(self), c = stack_weights(cross);  // [layers, B, heads, T, *]
-  AttentionMap out;
-  if (s.defined()) out["decoder_self"] = s;
-  if (c.defined()) out["decoder_cross"] = c;
-  return out;
 }
 
 }  // namespace attnlab::nn

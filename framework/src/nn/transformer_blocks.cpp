@@ -4,9 +4,10 @@
 namespace attnlab::nn {
 namespace {
 
-/// Multi-head attention whose scorer is asked for with per-head sizes, num_heads, and `role`.
+/// Multi-head attention whose scorer is asked for with per-head sizes, num_heads, and `role`;
+/// its weights are recorded as `record_as`.
 MultiHeadAttention make_mha(const TransformerBlockOptions& o, const ScorerFactory& make_scorer,
-                            ScorerContext::Role role, bool causal) {
+                            ScorerContext::Role role, bool causal, RecordAs record_as) {
   TORCH_CHECK(o.num_heads() >= 1 && o.num_hiddens() % o.num_heads() == 0, "Transformer block: ", o.num_heads(),
               " heads do not divide num_hiddens ", o.num_hiddens());
   ScorerContext context;
@@ -19,7 +20,8 @@ MultiHeadAttention make_mha(const TransformerBlockOptions& o, const ScorerFactor
   return MultiHeadAttention(MultiHeadAttentionOptions(o.num_hiddens(), o.num_heads())
                                 .dropout(o.dropout())
                                 .bias(o.bias())
-                                .per_head_projections(o.per_head_projections()),
+                                .per_head_projections(o.per_head_projections())
+                                .record_as(std::move(record_as)),
                             scorer);
 }
 
@@ -34,9 +36,10 @@ PositionWiseFFN make_ffn(const TransformerBlockOptions& o) {
 }  // namespace
 
 TransformerEncoderBlockImpl::TransformerEncoderBlockImpl(const TransformerBlockOptions& options_,
-                                                         const ScorerFactory& make_scorer)
+                                                         const ScorerFactory& make_scorer, int64_t index)
     : options(options_) {
-  attention = register_module("attention", make_mha(options, make_scorer, ScorerContext::Role::Self, false));
+  attention = register_module("attention", make_mha(options, make_scorer, ScorerContext::Role::Self, false,
+                                                    {kEncoderSelf, index, Side::Source, Side::Source}));
   addnorm1 = register_module("addnorm1", make_addnorm(options));
   ffn = register_module("ffn", make_ffn(options));
   addnorm2 = register_module("addnorm2", make_addnorm(options));
@@ -51,9 +54,11 @@ torch::Tensor TransformerEncoderBlockImpl::forward(const torch::Tensor& x, const
 TransformerDecoderBlockImpl::TransformerDecoderBlockImpl(const TransformerBlockOptions& options_,
                                                          const ScorerFactory& make_scorer, int64_t index_)
     : options(options_), index(index_) {
-  attention1 = register_module("attention1", make_mha(options, make_scorer, ScorerContext::Role::Self, true));
+  attention1 = register_module("attention1", make_mha(options, make_scorer, ScorerContext::Role::Self, true,
+                                                      {kDecoderSelf, index, Side::Target, Side::Target}));
   addnorm1 = register_module("addnorm1", make_addnorm(options));
-  attention2 = register_module("attention2", make_mha(options, make_scorer, ScorerContext::Role::Cross, false));
+  attention2 = register_module("attention2", make_mha(options, make_scorer, ScorerContext::Role::Cross, false,
+                                                      {kDecoderCross, index, Side::Target, Side::Source}));
   addnorm2 = register_module("addnorm2", make_addnorm(options));
   ffn = register_module("ffn", make_ffn(options));
   addnorm3 = register_module("addnorm3", make_addnorm(options));

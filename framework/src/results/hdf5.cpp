@@ -211,6 +211,14 @@ void write_int_attr(hid_t obj, const std::string& name, int64_t value, const std
   check(H5Awrite(attr.get(), H5T_NATIVE_INT64, &value), file, fmt::format("cannot write attribute '{}'", name));
 }
 
+void write_ints_attr(hid_t obj, const std::string& name, const std::vector<int64_t>& values, const std::string& file) {
+  Handle space = dataspace(file, {values.size()});
+  Handle attr = new_attr(obj, name, H5T_STD_I64LE, space.get(), file);
+  const int64_t none = 0;  // HDF5 refuses a null buffer even for zero elements
+  check(H5Awrite(attr.get(), H5T_NATIVE_INT64, values.empty() ? &none : values.data()), file,
+        fmt::format("cannot write attribute '{}'", name));
+}
+
 void write_double_attr(hid_t obj, const std::string& name, double value, const std::string& file) {
   Handle space = dataspace(file, {}, true);
   Handle attr = new_attr(obj, name, H5T_IEEE_F64LE, space.get(), file);
@@ -225,6 +233,21 @@ std::vector<std::string> read_strings_attr(hid_t obj, const std::string& name, c
   return read_strings(type.get(), space.get(),
                       stored_strings(type.get(), space.get(), H5Aget_storage_size(attr.get()), file, what), file, what,
                       [&](hid_t mem, void* buf) { return H5Aread(attr.get(), mem, buf); });
+}
+
+std::vector<int64_t> read_ints_attr(hid_t obj, const std::string& name, const std::string& file) {
+  std::string what = fmt::format("attribute '{}'", name);
+  Handle attr = check(H5Aopen(obj, name.c_str(), H5P_DEFAULT), file, fmt::format("cannot open {}", what));
+  Handle type = check(H5Aget_type(attr.get()), file, fmt::format("cannot read the type of {}", what));
+  Handle space = check(H5Aget_space(attr.get()), file, fmt::format("cannot read the shape of {}", what));
+  ATTNLAB_CHECK(H5Tget_class(type.get()) == H5T_INTEGER, ResultsError,
+                "{} in results file {} is not an integer (HDF5 type class {})", what, file,
+                static_cast<int>(H5Tget_class(type.get())));
+  const size_t n = stored_elements(type.get(), space.get(), H5Aget_storage_size(attr.get()), file, what, "integers");
+  std::vector<int64_t> out(n + 1);  // + 1: HDF5 refuses a null buffer even for zero elements
+  check(H5Aread(attr.get(), H5T_NATIVE_INT64, out.data()), file, fmt::format("cannot read {}", what));
+  out.resize(n);
+  return out;
 }
 
 void write_string_dataset(hid_t loc, const std::string& path, const std::vector<std::string>& values, bool scalar,

@@ -73,10 +73,13 @@ void write_string_attr(hid_t obj, const std::string& name, const std::string& va
 void write_strings_attr(hid_t obj, const std::string& name, const std::vector<std::string>& values,
                         const std::string& file);
 void write_int_attr(hid_t obj, const std::string& name, int64_t value, const std::string& file);
+void write_ints_attr(hid_t obj, const std::string& name, const std::vector<int64_t>& values, const std::string& file);
 void write_double_attr(hid_t obj, const std::string& name, double value, const std::string& file);
 
 /// Read a string attribute (scalar or 1-D, variable or fixed length) as a list of strings.
 std::vector<std::string> read_strings_attr(hid_t obj, const std::string& name, const std::string& file);
+/// Read an integer attribute (scalar or 1-D) as a list.
+std::vector<int64_t> read_ints_attr(hid_t obj, const std::string& name, const std::string& file);
 
 // Datasets.
 void write_string_dataset(hid_t loc, const std::string& path, const std::vector<std::string>& values, bool scalar,

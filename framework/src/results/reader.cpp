@@ -244,6 +244,16 @@ Attention ResultsReader::attention(const std::string& sample, const std::string&
   Handle ds = check(H5Dopen2(root, ds_path.c_str(), H5P_DEFAULT), path_, fmt::format("cannot open {}", ds_path));
   if (H5Aexists(ds.get(), "query_tokens") > 0) out.query_tokens = h5::read_strings_attr(ds.get(), "query_tokens", path_);
   if (H5Aexists(ds.get(), "key_tokens") > 0) out.key_tokens = h5::read_strings_attr(ds.get(), "key_tokens", path_);
+  if (H5Aexists(ds.get(), "layers") > 0) {
+    out.layers = h5::read_ints_attr(ds.get(), "layers", path_);
+    ATTNLAB_CHECK(static_cast<int64_t>(out.layers.size()) == out.weights.size(0), ResultsError,
+                  "results file {}: {} has {} layers but its attribute 'layers' names {}", path_, ds_path,
+                  out.weights.size(0), out.layers.size());
+  } else {
+    for (int64_t l = 0; l < out.weights.size(0); ++l) out.layers.push_back(l);  // written before layers were stored
+  }
+  if (H5Aexists(ds.get(), "query_side") > 0) out.query_side = attr_string_at(ds_path, "query_side");
+  if (H5Aexists(ds.get(), "key_side") > 0) out.key_side = attr_string_at(ds_path, "key_side");
   return out;
 }
 

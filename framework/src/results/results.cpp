@@ -267,26 +267,35 @@ void Results::write_samples(const std::vector<Sample>& samples) {
   h5::write_double_dataset(root, "/samples/bleu", bleu, path_);
 }
 
-void Results::write_attention(const std::string& sample, const std::string& module, const torch::Tensor& weights,
-                              const std::vector<std::string>& query_labels,
-                              const std::vector<std::string>& key_labels) {
+void Results::write_attention(const std::string& sample, const std::string& module, const Attention& attention) {
   const std::string group = "/attention/" + h5::link_name(sample);
   const std::string ds_path = group + "/" + h5::link_name(module);
+  const auto& weights = attention.weights;  // [layers, heads, queries, keys]
   ATTNLAB_CHECK(weights.defined() && weights.dim() == 4, ResultsError,
                 "results file {}: attention for {} must be [layers, heads, queries, keys], found {}", path_, ds_path,
                 weights.defined() ? fmt::format("{}-D {}", weights.dim(), c10::str(weights.sizes())) : "undefined");
-  ATTNLAB_CHECK(query_labels.empty() || static_cast<int64_t>(query_labels.size()) == weights.size(2), ResultsError,
-                "results file {}: attention {} has {} queries but {} query labels", path_, ds_path, weights.size(2),
-                query_labels.size());
-  ATTNLAB_CHECK(key_labels.empty() || static_cast<int64_t>(key_labels.size()) == weights.size(3), ResultsError,
-                "results file {}: attention {} has {} keys but {} key labels", path_, ds_path, weights.size(3),
-                key_labels.size());
+  ATTNLAB_CHECK(
+      attention.query_tokens.empty() || static_cast<int64_t>(attention.query_tokens.size()) == weights.size(2),
+      ResultsError, "results file {}: attention {} has {} queries but {} query labels", path_, ds_path, weights.size(2),
+      attention.query_tokens.size());
+  ATTNLAB_CHECK(attention.key_tokens.empty() || static_cast<int64_t>(attention.key_tokens.size()) == weights.size(3),
+                ResultsError, "results file {}: attention {} has {} keys but {} key labels", path_, ds_path,
+                weights.size(3), attention.key_tokens.size());
+  ATTNLAB_CHECK(attention.layers.empty() || static_cast<int64_t>(attention.layers.size()) == weights.size(0),
+                ResultsError, "results file {}: attention {} has {} layers but {} layer indices", path_, ds_path,
+                weights.size(0), attention.layers.size());
+  std::vector<int64_t> layers = attention.layers;
+  for (int64_t l = static_cast<int64_t>(layers.size()); l < weights.size(0); ++l) layers.push_back(l);
   hid_t root = impl_->root.get();
   h5::write_tensor(root, ds_path, weights, path_);  // [layers, heads, queries, keys]
   Handle ds = check(H5Dopen2(root, ds_path.c_str(), H5P_DEFAULT), path_, fmt::format("cannot open dataset {}", ds_path));
-  h5::write_strings_attr(ds.get(), "query_tokens", query_labels, path_);
-  h5::write_strings_attr(ds.get(), "key_tokens", key_labels, path_);
+  h5::write_strings_attr(ds.get(), "query_tokens", attention.query_tokens, path_);
+  h5::write_strings_attr(ds.get(), "key_tokens", attention.key_tokens, path_);
   h5::write_string_attr(ds.get(), "dims", "layers,heads,queries,keys", path_);
+  h5::write_ints_attr(ds.get(), "layers", layers, path_);
+  h5::write_int_attr(ds.get(), "heads", weights.size(1), path_);
+  if (!attention.query_side.empty()) h5::write_string_attr(ds.get(), "query_side", attention.query_side, path_);
+  if (!attention.key_side.empty()) h5::write_string_attr(ds.get(), "key_side", attention.key_side, path_);
   Handle g = check(H5Gopen2(root, group.c_str(), H5P_DEFAULT), path_, fmt::format("cannot open group {}", group));
   h5::write_string_attr(g.get(), "text", sample, path_);
 }

@@ -35,7 +35,7 @@ BeamOutput beam_search(nn::EncoderDecoder& model, const torch::Tensor& src, cons
   TORCH_CHECK(src.dim() >= 2, "beam_search: expected src [B, S], found ", src.sizes());
   EvalScope eval(*model);
   torch::InferenceMode guard;
-  model->set_recording(false);
+  nn::RecordingScope paused(nullptr);  // rows follow the surviving hypotheses: nothing is recorded
   const int64_t batch = src.size(0), k = options.beam_size, rows = batch * k;
   const auto device = src.device();
   const auto long_opts = torch::TensorOptions(torch::kLong).device(device);

@@ -3,6 +3,7 @@
 #include <attnlab/config/schema.hpp>
 #include <attnlab/files.hpp>
 #include <attnlab/metrics/bleu.hpp>
+#include <attnlab/train/attention_results.hpp>
 #include <attnlab/train/checkpoint.hpp>
 #include <attnlab/train/decode.hpp>
 #include <attnlab/train/translate.hpp>
@@ -51,16 +52,6 @@ EvalSpec parse_evaluate(const config::Node& node) {
   return spec;
 }
 
-namespace {
-
-/// [layers, B, heads, Q, K] -> sample b's [layers, heads, q, k] (float32, CPU).
-torch::Tensor take(const torch::Tensor& w, int64_t b, int64_t q, int64_t k) {
-  return w.select(1, b).narrow(2, 0, std::min(q, w.size(3))).narrow(3, 0, std::min(k, w.size(4)))
-      .to(torch::kCPU, torch::kFloat).contiguous();
-}
-
-}  // namespace
-
 void evaluate(const EvalSpec& spec, nn::EncoderDecoder& model, const data::Dataset& dataset,
               results::Results& results, bool quiet) {
   if (spec.samples.empty()) return;
@@ -71,12 +62,17 @@ void evaluate(const EvalSpec& spec, nn::EncoderDecoder& model, const data::Datas
   auto device = model->parameters().empty() ? torch::Device(torch::kCPU) : model->parameters()[0].device();
   auto batch = dataset.encode_sources(sources).to(device);
   const bool record = !spec.attention.empty();
-  auto out = greedy_decode(model, batch.src, batch.src_valid_lens, info.bos_id, steps, record);
+  nn::AttentionRecorder recorder;
+  torch::Tensor predicted;  // [B, steps]
+  {
+    nn::RecordingScope scope(record ? &recorder : nullptr);
+    predicted = greedy_decode(model, batch.src, batch.src_valid_lens, info.bos_id, steps);
+  }
 
   std::vector<results::Sample> rows;
   double total = 0.0;
   for (size_t i = 0; i < spec.samples.size(); ++i) {
-    auto ids = until_eos(out.ids[static_cast<int64_t>(i)], info.eos_id);
+    auto ids = until_eos(predicted[static_cast<int64_t>(i)], info.eos_id);
     results::Sample s{spec.samples[i].src, spec.samples[i].ref, dataset.decode_target(ids), 0.0};
     s.bleu = metrics::d2l_bleu(s.hypothesis, s.reference, static_cast<int>(spec.bleu_k));
     total += s.bleu;
@@ -86,22 +82,12 @@ void evaluate(const EvalSpec& spec, nn::EncoderDecoder& model, const data::Datas
     if (!record || std::find(spec.attention.begin(), spec.attention.end(), sources[i]) == spec.attention.end()) {
       continue;
     }
-    const auto b = static_cast<int64_t>(i);
-    auto src_tokens = dataset.source_tokens(sources[i]);
-    const auto src_len = static_cast<int64_t>(src_tokens.size());
     // Decoder queries: the token fed at each step (<bos>, then each prediction), up to <eos>.
     const int64_t used = std::min<int64_t>(steps, static_cast<int64_t>(ids.size()) + 1);
     std::vector<std::string> dec_inputs{"<bos>"};
     for (int64_t t = 0; t + 1 < used; ++t) dec_inputs.push_back(dataset.decode_target({ids[t]}));
-    if (auto it = out.attention.find("encoder_self"); it != out.attention.end()) {
-      results.write_attention(sources[i], "encoder_self", take(it->second, b, src_len, src_len), src_tokens, src_tokens);
-    }
-    if (auto it = out.attention.find("decoder_self"); it != out.attention.end()) {
-      results.write_attention(sources[i], "decoder_self", take(it->second, b, used, used), dec_inputs, dec_inputs);
-    }
-    if (auto it = out.attention.find("decoder_cross"); it != out.attention.end()) {
-      results.write_attention(sources[i], "decoder_cross", take(it->second, b, used, src_len), dec_inputs, src_tokens);
-    }
+    write_attention(results, sources[i], recorder, static_cast<int64_t>(i),
+                    {{nn::Side::Source, dataset.source_tokens(sources[i])}, {nn::Side::Target, dec_inputs}});
   }
   results.write_samples(rows);
   const double mean = total / static_cast<double>(rows.size());

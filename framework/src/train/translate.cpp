@@ -35,7 +35,7 @@ Translation translate_split(nn::EncoderDecoder& model, const data::Dataset& data
                                                 : 2 * b.src.size(1) + 10;
     torch::Tensor ids;  // [B, steps]
     if (options.beam_size <= 1) {
-      ids = greedy_decode(model, b.src, b.src_valid_lens, info.bos_id, steps, false, info.eos_id).ids;
+      ids = greedy_decode(model, b.src, b.src_valid_lens, info.bos_id, steps, info.eos_id);
     } else {
       BeamOptions bo{.beam_size = options.beam_size, .length_penalty = options.length_penalty, .max_steps = steps};
       ids = beam_search(model, b.src, b.src_valid_lens, info.bos_id, info.eos_id, bo).ids;

@@ -10,7 +10,8 @@ namespace attnlab::decoders::gru_bahdanau {
 GruBahdanauDecoderImpl::GruBahdanauDecoderImpl(const nn::GruOptions& opts, std::shared_ptr<nn::Scorer> scorer)
     : options(opts) {
   nn::check_gru_options("GruBahdanauDecoder", options);
-  attention_pool = register_module("attention", nn::Attention(std::move(scorer), options.dropout()));
+  const nn::RecordAs cross{.module = nn::kDecoderCross, .queries = nn::Side::Target, .keys = nn::Side::Source};
+  attention_pool = register_module("attention", nn::Attention(std::move(scorer), options.dropout(), cross));
   embedding = register_module("embedding", torch::nn::Embedding(options.vocab_size(), options.embed_size()));
   rnn = register_module("rnn", nn::make_gru(options.num_hiddens() + options.embed_size(), options));
   dense = register_module("dense", torch::nn::Linear(options.num_hiddens(), options.vocab_size()));
@@ -34,7 +35,7 @@ torch::Tensor GruBahdanauDecoderImpl::forward(const torch::Tensor& tgt, nn::Deco
   const auto& enc = state.encoder.states;       // [B, S, H]: keys and values
   auto x = embedding->forward(tgt);             // [B, T, E]
   auto hidden = state.hidden;                   // [L, B, H]
-  std::vector<torch::Tensor> outputs, weights;  // each [B, 1, H] / [B, 1, S]
+  std::vector<torch::Tensor> outputs;           // each [B, 1, H]
   outputs.reserve(x.size(1));
   const int64_t offset = state.incremental ? state.steps : 0;  // target position of step 0
   for (int64_t t = 0; t < x.size(1); ++t) {
@@ -45,25 +46,12 @@ torch::Tensor GruBahdanauDecoderImpl::forward(const torch::Tensor& tgt, nn::Deco
     auto [out, next] = rnn->forward(input, hidden);             // [B, 1, H], [L, B, H]
     hidden = next;
     outputs.push_back(out);
-    if (recording_) weights.push_back(attention_pool->weights());
   }
   if (state.incremental) {
     state.hidden = hidden;
     state.steps += x.size(1);
   }
-  weights_ = weights.empty() ? torch::Tensor() : torch::cat(weights, 1).unsqueeze(0).unsqueeze(2);  // [1, B, 1, T, S]
-  return dense->forward(torch::cat(outputs, 1));                                                    // [B, T, V]
-}
-
-void GruBahdanauDecoderImpl::set_recording(bool on) {
-  recording_ = on;
-  attention_pool->set_recording(on);
-  if (!on) weights_ = torch::Tensor();
-}
-
-nn::AttentionMap GruBahdanauDecoderImpl::attention() const {
-  if (!weights_.defined()) return {};
-  return {{"decoder_cross", weights_}};
+  return dense->forward(torch::cat(outputs, 1));  // [B, T, V]
 }
 
 }  // namespace attnlab::decoders::gru_bahdanau

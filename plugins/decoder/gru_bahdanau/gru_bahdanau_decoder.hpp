@@ -16,7 +16,8 @@ namespace attnlab::decoders::gru_bahdanau {
 
 /// d2l Seq2SeqAttentionDecoder: at each step the query is the last layer's previous hidden state
 /// [B, 1, H], keys and values are the encoder states [B, S, H] masked by the source valid lengths;
-/// the context [B, 1, H] is concatenated before the embedding into the GRU; dense output.
+/// the context [B, 1, H] is concatenated before the embedding into the GRU; dense output. Its
+/// attention records as kDecoderCross layer 0 (one head), one query row per target step.
 class GruBahdanauDecoderImpl : public nn::Decoder {
  public:
   /// scorer: built for query size H and key size H, one head, role Cross (d2l: additive with H
@@ -26,19 +27,12 @@ class GruBahdanauDecoderImpl : public nn::Decoder {
   /// tgt [B, T] ids -> logits [B, T, V], one attention step per target position; step t's query
   /// stands at position t (state.steps + t in incremental mode), the keys at 0..S-1.
   torch::Tensor forward(const torch::Tensor& tgt, nn::DecoderState& state) override;
-  void set_recording(bool on) override;
-  /// {"decoder_cross": [1, B, 1, T, S]} (one layer, one head) after a recorded forward; in
-  /// incremental mode T = the steps of that forward (one per greedy step).
-  nn::AttentionMap attention() const override;
 
   nn::GruOptions options;
   nn::Attention attention_pool{nullptr};  // registered as "attention"
   torch::nn::Embedding embedding{nullptr};
   torch::nn::GRU rnn{nullptr};       // input H + E (context first, as d2l)
   torch::nn::Linear dense{nullptr};  // H -> V
-
- private:
-  torch::Tensor weights_;  // [1, B, 1, T, S] from the last recorded forward
 };
 TORCH_MODULE(GruBahdanauDecoder);
 

@@ -61,18 +61,6 @@ class Seq2SeqRegression final : public nn::SequenceRegressor {
 
   int64_t num_features() const override { return n_features_; }
 
-  void set_recording(bool on) override {
-    recording_ = on;
-    encoder->set_recording(on);
-    decoder->set_recording(on);
-  }
-
-  nn::AttentionMap attention() const override {
-    auto out = encoder->attention();  // encoder_self [layers, B, heads, S, S]
-    for (auto& [name, w] : decoder->attention()) out[name] = w;  // decoder_self, decoder_cross
-    return out;
-  }
-
   torch::nn::Linear proj{nullptr}, linear{nullptr};
   nn::PositionalEncoding pos_encoding{nullptr};
   nn::TransformerEncoder encoder{nullptr};

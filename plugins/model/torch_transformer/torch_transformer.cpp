@@ -3,9 +3,9 @@
 // Transformer" section uses it: projection n_features -> d_model, x * sqrt(d_model) + positional
 // encoding, a LayerNorm, the Transformer (sequence-first inside), linear back to n_features.
 //
-// LibTorch's layers do not return attention weights; while recording (evaluation only), the
-// forward walks the layers itself and asks each attention module for its per-head weights on the
-// same inputs the layer sees.
+// LibTorch's layers do not return attention weights; while a recorder is active (evaluation
+// only), the forward walks the layers itself, asks each attention module for its per-head weights
+// on the same inputs the layer sees, and records them as the framework's stacks do.
 #include <attnlab/error.hpp>
 #include <attnlab/nn/layers.hpp>
 #include <attnlab/nn/regression.hpp>
@@ -56,8 +56,6 @@ class TorchTransformer final : public nn::SequenceRegressor {
 
   int64_t num_features() const override { return n_features_; }
 
-  nn::AttentionMap attention() const override { return attention_; }
-
   tnn::Transformer transformer{nullptr};
   tnn::Linear proj{nullptr}, linear{nullptr};
   nn::PositionalEncoding pos_encoding{nullptr};
@@ -78,42 +76,44 @@ class TorchTransformer final : public nn::SequenceRegressor {
   torch::Tensor encode_decode(const torch::Tensor& src, const torch::Tensor& tgt) {
     auto s = preprocess(src), t = preprocess(tgt);  // [S, B, H], [T, B, H]
     auto mask = tnn::TransformerImpl::generate_square_subsequent_mask(t.size(0)).to(t.device());  // [T, T]
-    auto out = recording_ ? recorded_pass(s, t, mask) : transformer->forward(s, t, {}, mask);       // [T, B, H]
+    auto* recorder = nn::active_recorder();
+    auto out = recorder ? recorded_pass(*recorder, s, t, mask) : transformer->forward(s, t, {}, mask);  // [T, B, H]
     return linear->forward(out.transpose(0, 1));  // [B, T, F]
   }
 
-  /// The same computation as Transformer::forward, layer by layer, keeping per-head weights
-  /// [B, heads, Q, K] of every attention module (stacked to [layers, B, heads, Q, K]).
-  torch::Tensor recorded_pass(const torch::Tensor& src, const torch::Tensor& tgt, const torch::Tensor& tgt_mask) {
+  /// The same computation as Transformer::forward, layer by layer, recording the per-head weights
+  /// [B, heads, Q, K] of every attention module.
+  torch::Tensor recorded_pass(nn::AttentionRecorder& recorder, const torch::Tensor& src, const torch::Tensor& tgt,
+                              const torch::Tensor& tgt_mask) {
+    using nn::Side;
     auto encoder = transformer->encoder.ptr<tnn::TransformerEncoderImpl>();
     auto decoder = transformer->decoder.ptr<tnn::TransformerDecoderImpl>();
-    std::vector<torch::Tensor> enc_self, dec_self, dec_cross;
     auto memory = src;  // [S, B, H]
     for (size_t i = 0; i < encoder->layers->size(); ++i) {
       auto& layer = encoder->layers->at<tnn::TransformerEncoderLayerImpl>(i);
-      enc_self.push_back(std::get<1>(layer.self_attn->forward(memory, memory, memory, {}, true, {}, false)));
+      auto self_w =
+          std::get<1>(layer.self_attn->forward(memory, memory, memory, {}, true, {}, false));  // [B, heads, S, S]
+      recorder.record({nn::kEncoderSelf, static_cast<int64_t>(i), Side::Source, Side::Source}, self_w);
       memory = layer.forward(memory);
     }
     if (!encoder->norm.is_empty()) memory = encoder->norm.forward<torch::Tensor>(memory);
     auto out = tgt;  // [T, B, H]
     for (size_t i = 0; i < decoder->layers->size(); ++i) {
       auto& layer = decoder->layers->at<tnn::TransformerDecoderLayerImpl>(i);
+      const auto l = static_cast<int64_t>(i);
       auto [self_out, self_w] = layer.self_attn->forward(out, out, out, {}, true, tgt_mask, false);
-      dec_self.push_back(self_w);                                              // [B, heads, T, T]
+      recorder.record({nn::kDecoderSelf, l, Side::Target, Side::Target}, self_w);  // [B, heads, T, T]
       auto query = layer.norm1->forward(out + layer.dropout1->forward(self_out));  // what cross-attention sees
-      dec_cross.push_back(std::get<1>(layer.multihead_attn->forward(query, memory, memory, {}, true, {}, false)));
+      auto cross_w = std::get<1>(layer.multihead_attn->forward(query, memory, memory, {}, true, {}, false));
+      recorder.record({nn::kDecoderCross, l, Side::Target, Side::Source}, cross_w);  // [B, heads, T, S]
       out = layer.forward(out, memory, tgt_mask);
     }
     if (!decoder->norm.is_empty()) out = decoder->norm.forward<torch::Tensor>(out);
-    attention_ = {{"encoder_self", torch::stack(enc_self).detach()},
-                  {"decoder_self", torch::stack(dec_self).detach()},
-                  {"decoder_cross", torch::stack(dec_cross).detach()}};
     return out;
   }
 
   int64_t n_features_;
   double scale_;
-  nn::AttentionMap attention_;
 };
 
 config::Schema schema() {

@@ -6,6 +6,7 @@
 #include <attnlab/error.hpp>
 #include <attnlab/nn/attention.hpp>
 #include <attnlab/plugin/registry.hpp>
+#include <attnlab/train/attention_results.hpp>
 #include <attnlab/train/trainer.hpp>
 
 #include <ATen/CPUGeneratorImpl.h>
@@ -20,12 +21,16 @@ namespace {
 
 using namespace attnlab;
 
+/// What its attention records as: queries are the test inputs, keys the training inputs.
+constexpr const char* kPooling = "attention_pooling";
+
 /// Attention pooling of scalar values by scalar queries and keys (d2l's NWKernelRegression with
 /// the kernel factored out into the scorer).
 class NadarayaWatsonImpl : public torch::nn::Module {
  public:
   explicit NadarayaWatsonImpl(std::shared_ptr<nn::Scorer> scorer)
-      : attention(register_module("attention", nn::Attention(std::move(scorer), 0.0))) {}
+      : attention(
+            register_module("attention", nn::Attention(std::move(scorer), 0.0, nn::RecordAs{.module = kPooling}))) {}
   /// queries [Q], keys [Q, K], values [Q, K] (each query its own key set) -> predictions [Q]
   torch::Tensor forward(const torch::Tensor& queries, const torch::Tensor& keys, const torch::Tensor& values) {
     auto out = attention->forward(queries.view({-1, 1, 1}), keys.unsqueeze(-1), values.unsqueeze(-1));  // [Q, 1, 1]
@@ -133,18 +138,21 @@ class NadarayaWatsonTrainer final : public train::Trainer {
   void evaluate(train::TrainContext& ctx) override {
     torch::NoGradGuard no_grad;
     model_->eval();
-    model_->attention->set_recording(true);
-    auto y_hat = model_->forward_shared(test_.x, train_.x, train_.y);  // [n_test]
-    auto weights = model_->attention->weights();                       // [1, n_test, n_train]
-    model_->attention->set_recording(false);
+    nn::AttentionRecorder recorder;
+    torch::Tensor y_hat;  // [n_test]
+    {
+      nn::RecordingScope scope(&recorder);
+      y_hat = model_->forward_shared(test_.x, train_.x, train_.y);
+    }
     auto& res = *ctx.results;
     res.write_tensor("predictions/x", test_.x);
     res.write_tensor("predictions/test", y_hat);
     res.write_tensor("predictions/truth", test_.y);
     res.write_tensor("data/x_train", train_.x);
     res.write_tensor("data/y_train", train_.y);
-    res.write_attention("test", "attention_pooling", weights.unsqueeze(0), labels(test_.x), labels(train_.x));
-    const double entropy = mean_entropy(weights);
+    train::write_attention(res, "test", recorder, 0,
+                           {{nn::Side::Queries, labels(test_.x)}, {nn::Side::Keys, labels(train_.x)}});
+    const double entropy = mean_entropy(recorder.module(kPooling).weights);  // [1, 1, 1, n_test, n_train]
     const double mse = (y_hat - test_.y).pow(2).mean().item<double>();
     res.set_attr("test_mse", mse);
     res.set_attr("attention_entropy", entropy);

@@ -7,6 +7,7 @@
 #include <attnlab/data/labels.hpp>
 #include <attnlab/error.hpp>
 #include <attnlab/nn/regression.hpp>
+#include <attnlab/train/attention_results.hpp>
 #include <attnlab/train/optim.hpp>
 #include <attnlab/train/trainer.hpp>
 
@@ -136,7 +137,7 @@ class RegressionTrainer final : public train::Trainer {
         label_text.push_back(v >= 0 && v < static_cast<int64_t>(values.size()) ? values[v] : std::to_string(v));
       }
     }
-    write_attention(ctx, *model, S, P, label_text);
+    record_attention(ctx, *model, S, P, label_text);
     res.flush();
   }
 
@@ -175,27 +176,24 @@ class RegressionTrainer final : public train::Trainer {
 
   /// Attention of the first attention_samples rows: "test 0 (clockwise)" -> encoder_self,
   /// decoder_self, decoder_cross, each [layers, heads, Q, K] with the points as labels.
-  void write_attention(train::TrainContext& ctx, nn::SequenceRegressor& model, const torch::Tensor& src,
-                       const torch::Tensor& pred, const std::vector<std::string>& label_text) {
+  void record_attention(train::TrainContext& ctx, nn::SequenceRegressor& model, const torch::Tensor& src,
+                        const torch::Tensor& pred, const std::vector<std::string>& label_text) {
     const int64_t k = std::min<int64_t>(attention_samples_, src.size(0));
     if (k <= 0) return;
-    auto s = src.narrow(0, 0, k);                                 // [k, S, F]
-    model.set_recording(true);
-    auto p = model.predict(s.to(ctx.device), pred.size(1)).cpu();  // [k, T, F]
-    auto maps = model.attention();                                // module -> [layers, k, heads, Q, K]
-    model.set_recording(false);
-    auto dec_in = nn::shift_target(s, p);                         // [k, T, F] what the decoder saw
+    auto s = src.narrow(0, 0, k);  // [k, S, F]
+    nn::AttentionRecorder recorder;
+    torch::Tensor p;  // [k, T, F]
+    {
+      nn::RecordingScope scope(&recorder);
+      p = model.predict(s.to(ctx.device), pred.size(1)).cpu();
+    }
+    auto dec_in = nn::shift_target(s, p);  // [k, T, F] what the decoder saw
     const auto split = ctx.dataset->has_split(data::Split::Test) ? "test" : "val";
     for (int64_t i = 0; i < k; ++i) {
       auto name = fmt::format("{} {}", split, i);
       if (i < static_cast<int64_t>(label_text.size())) name += fmt::format(" ({})", label_text[i]);
-      const auto src_labels = point_labels(s[i]), dec_labels = point_labels(dec_in[i]);
-      for (const auto& [module, w] : maps) {
-        const bool decoder_queries = module.rfind("decoder", 0) == 0;
-        const bool source_keys = module != "decoder_self";
-        ctx.results->write_attention(name, module, w.select(1, i), decoder_queries ? dec_labels : src_labels,
-                                     source_keys ? src_labels : dec_labels);
-      }
+      train::write_attention(*ctx.results, name, recorder, i,
+                             {{nn::Side::Source, point_labels(s[i])}, {nn::Side::Target, point_labels(dec_in[i])}});
     }
   }
 

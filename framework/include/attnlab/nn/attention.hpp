@@ -1,6 +1,7 @@
 #pragma once
 // Shared attention machinery (d2l 1.0.3 semantics): masked softmax, attention pooling over any
 // scorer, multi-head attention.
+#include <attnlab/nn/recorder.hpp>
 #include <attnlab/nn/scorer.hpp>
 
 #include <torch/nn/cloneable.h>
@@ -18,26 +19,26 @@ namespace attnlab::nn {
 torch::Tensor masked_softmax(const torch::Tensor& scores, const torch::Tensor& valid_lens);
 
 /// Attention pooling: weights = dropout(masked_softmax(scorer(q, k))), output = weights @ v.
-/// When recording is on, the last weights are kept ([B, Q, K]). An exception from a plugin
-/// scorer's score() or attend() leaves naming the plugin (plugin::rethrow_naming).
+/// While a recorder is active (RecordingScope), the weights before dropout go to it as `record_as`
+/// ([B / heads, heads, Q, K], query rows at positions.query_offset); otherwise a scorer's fused
+/// attend() is used when it has one. An exception from a plugin scorer's score() or attend()
+/// leaves naming the plugin (plugin::rethrow_naming).
 class AttentionImpl : public torch::nn::Module {
  public:
-  AttentionImpl(std::shared_ptr<Scorer> scorer, double dropout);
+  /// heads: the batch rows are (sequence, head) pairs, head fastest (MultiHeadAttention's
+  /// [B * heads] layout); 1 for plain attention.
+  AttentionImpl(std::shared_ptr<Scorer> scorer, double dropout, RecordAs record_as = {}, int64_t heads = 1);
   /// queries [B, Q, Dq], keys [B, K, Dk], values [B, K, Dv], valid_lens [B] / [B, Q] / undefined,
   /// positions of query row 0 and key column 0 (for the scorer) -> [B, Q, Dv]
   torch::Tensor forward(const torch::Tensor& queries, const torch::Tensor& keys, const torch::Tensor& values,
                         const torch::Tensor& valid_lens = {}, const Positions& positions = {});
-  void set_recording(bool on) { recording_ = on; }
-  bool recording() const { return recording_; }
-  /// [B, Q, K] from the last forward while recording; undefined otherwise.
-  const torch::Tensor& weights() const { return weights_; }
   Scorer& scorer() { return *scorer_; }
 
  private:
   std::shared_ptr<Scorer> scorer_;
   torch::nn::Dropout dropout_{nullptr};
-  bool recording_ = false;
-  torch::Tensor weights_;
+  RecordAs record_as_;
+  int64_t heads_;
 };
 TORCH_MODULE(Attention);
 
@@ -53,6 +54,7 @@ struct MultiHeadAttentionOptions {
   /// W_q/W_k/W_v as PerHeadLinear (weights [heads, in, H / heads], TF lab's layout) instead of one
   /// fused Linear [H, in]; the same function when head n's weight is rows n*d_k.. of the fused one.
   TORCH_ARG(bool, per_head_projections) = false;
+  TORCH_ARG(RecordAs, record_as) = {};  // what its weights are recorded as (module, layer, sides)
 };
 
 /// One projection per head: x [B, T, in] -> [B * heads, T, d_k] (transpose_qkv's layout) with
@@ -71,7 +73,7 @@ TORCH_MODULE(PerHeadLinear);
 /// d2l MultiHeadAttention: W_q/W_k/W_v, transpose_qkv, per-head attention with the given scorer
 /// (built for per-head sizes num_hiddens / num_heads, with ScorerContext::num_heads = num_heads:
 /// it sees [B * heads, T, num_hiddens / heads], row r = sequence r / heads, head r % heads),
-/// transpose_output, W_o.
+/// transpose_output, W_o. Recorded weights: [B, heads, Q, K] as options.record_as.
 class MultiHeadAttentionImpl : public torch::nn::Module {
  public:
   MultiHeadAttentionImpl(const MultiHeadAttentionOptions& options, std::shared_ptr<Scorer> scorer);
@@ -79,9 +81,6 @@ class MultiHeadAttentionImpl : public torch::nn::Module {
   /// positions of query row 0 and key column 0 (passed to the scorer) -> [B, Q, num_hiddens]
   torch::Tensor forward(const torch::Tensor& queries, const torch::Tensor& keys, const torch::Tensor& values,
                         const torch::Tensor& valid_lens = {}, const Positions& positions = {});
-  void set_recording(bool on) { attention_->set_recording(on); }
-  /// [B, heads, Q, K] from the last forward while recording; undefined otherwise.
-  torch::Tensor weights() const;
 
   MultiHeadAttentionOptions options;
   torch::nn::Linear W_q{nullptr}, W_k{nullptr}, W_v{nullptr}, W_o{nullptr};  // W_q/k/v null when per head

@@ -1,20 +1,17 @@
 #pragma once
-// Plugin kinds "encoder" and "decoder", and the framework's composition of the two.
+// Plugin kinds "encoder" and "decoder", and the framework's composition of the two. Their
+// attention modules record into the active AttentionRecorder (nn/recorder.hpp) as kEncoderSelf,
+// kDecoderSelf and kDecoderCross.
+#include <attnlab/nn/recorder.hpp>
 #include <attnlab/plugin/plugin.hpp>
 
 #include <torch/nn/module.h>
 #include <torch/nn/pimpl.h>
 #include <torch/types.h>
 
-#include <map>
 #include <memory>
-#include <string>
 
 namespace attnlab::nn {
-
-/// Recorded attention: module name -> [layers, B, heads, queries, keys].
-/// Names used by the results file: "encoder_self", "decoder_self", "decoder_cross".
-using AttentionMap = std::map<std::string, torch::Tensor>;
 
 struct EncoderOutput {
   torch::Tensor states;      // [B, S, H]
@@ -32,15 +29,8 @@ class Encoder : public torch::nn::Module, public plugin::Made {
   ~Encoder() override = default;
   /// src [B, S] token ids (or [B, S, F] features), valid_lens [B] -> states
   virtual EncoderOutput forward(const torch::Tensor& src, const torch::Tensor& valid_lens) = 0;
-  /// Record attention weights on subsequent forwards (evaluation/prediction only).
-  virtual void set_recording(bool on) { recording_ = on; }
-  /// Weights of the last forward while recording.
-  virtual AttentionMap attention() const { return {}; }
   /// Output width H.
   virtual int64_t output_size() const = 0;
-
- protected:
-  bool recording_ = false;
 };
 
 /// Per-sequence decoding state (encoder outputs, caches). Decoders subclass it.
@@ -63,15 +53,9 @@ class Decoder : public torch::nn::Module, public plugin::Made {
   virtual std::unique_ptr<DecoderState> init_state(const EncoderOutput& enc, bool incremental) = 0;
   /// tgt [B, T] ids (or [B, T, F]) -> logits [B, T, V] (or features [B, T, F])
   virtual torch::Tensor forward(const torch::Tensor& tgt, DecoderState& state) = 0;
-  virtual void set_recording(bool on) { recording_ = on; }
-  /// Weights of the last forward while recording ("decoder_self", "decoder_cross").
-  virtual AttentionMap attention() const { return {}; }
   /// true when forward() returns probabilities (softmax applied, e.g. the TF-lab transformer's
   /// `output: softmax`) instead of logits; losses and beam search then take their log.
   virtual bool outputs_probabilities() const { return false; }
-
- protected:
-  bool recording_ = false;
 };
 
 /// The model the seq2seq trainer trains: any encoder plugin + any decoder plugin. Its calls into
@@ -90,7 +74,6 @@ class EncoderDecoderImpl : public torch::nn::Module {
   torch::Tensor decode(const torch::Tensor& tgt, DecoderState& state);
   Encoder& encoder() { return *encoder_; }
   Decoder& decoder() { return *decoder_; }
-  void set_recording(bool on);
   int64_t num_parameters() const;
 
  private:

@@ -21,7 +21,8 @@ class SequenceRegressor : public Model {
 
   /// Autoregressive prediction (Step-by-Step's `predict`): starts from the last source point and
   /// feeds each prediction back as the next decoder input. src [B, S, F] -> [B, steps, F].
-  /// While recording, attention() holds the weights of the last decoding step (all T queries).
+  /// While a recorder is active, each step's pass records from query position 0, so the recorder
+  /// ends with the last step's weights (all `steps` queries).
   virtual torch::Tensor predict(const torch::Tensor& src, int64_t steps) = 0;
 
   /// Features per time step F.

@@ -30,10 +30,11 @@ struct TransformerBlockOptions {
 };
 
 /// Self-attention + add&norm, FFN + add&norm. Its scorer is asked for with role Self, not causal,
-/// per-head sizes and num_heads.
+/// per-head sizes and num_heads. Its self-attention records as kEncoderSelf layer `index`.
 class TransformerEncoderBlockImpl : public torch::nn::Module {
  public:
-  TransformerEncoderBlockImpl(const TransformerBlockOptions& options, const ScorerFactory& make_scorer);
+  TransformerEncoderBlockImpl(const TransformerBlockOptions& options, const ScorerFactory& make_scorer,
+                              int64_t index = 0);
   /// x [B, S, H], valid_lens [B] or undefined -> [B, S, H]
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& valid_lens);
 
@@ -55,7 +56,8 @@ struct TransformerDecoderState : DecoderState {
 };
 
 /// Causal self-attention + add&norm, cross-attention on the encoder outputs + add&norm,
-/// FFN + add&norm. Block `index` owns state.caches[index]. Its scorers are asked for with role
+/// FFN + add&norm. Block `index` owns state.caches[index] and records as layer `index` of
+/// kDecoderSelf (attention1) and kDecoderCross (attention2). Its scorers are asked for with role
 /// Self and causal (attention1), role Cross (attention2).
 class TransformerDecoderBlockImpl : public torch::nn::Module {
  public:
@@ -120,9 +122,6 @@ class TransformerEncoderImpl : public Encoder {
   EncoderOutput forward(const torch::Tensor& src, const torch::Tensor& valid_lens) override;
   /// x [B, S, H] already embedded and position-encoded -> [B, S, H] (blocks + final LN)
   torch::Tensor forward_embedded(const torch::Tensor& x, const torch::Tensor& valid_lens);
-  void set_recording(bool on) override;
-  /// {"encoder_self": [layers, B, heads, S, S]} after a recorded forward.
-  AttentionMap attention() const override;
   int64_t output_size() const override { return options.num_hiddens(); }
 
   TransformerOptions options;
@@ -144,9 +143,6 @@ class TransformerDecoderImpl : public Decoder {
   torch::Tensor forward(const torch::Tensor& tgt, DecoderState& state) override;
   /// x [B, T, H] already embedded and position-encoded -> [B, T, H] (blocks + final LN)
   torch::Tensor forward_embedded(const torch::Tensor& x, TransformerDecoderState& state);
-  void set_recording(bool on) override;
-  /// {"decoder_self": [layers, B, heads, T, K], "decoder_cross": [layers, B, heads, T, S]}
-  AttentionMap attention() const override;
 
   bool outputs_probabilities() const override { return options.output_softmax(); }
   /// The output projection's weight [vocab, H]: dense's, or the embedding's when tied.

@@ -15,12 +15,6 @@ namespace attnlab::results {
 /// "running", ... back to the enum; ResultsError for anything else.
 Status parse_status(const std::string& name);
 
-/// One recorded attention map with its token labels (empty when the inputs were not text).
-struct Attention {
-  torch::Tensor weights;  // float32 [layers, heads, queries, keys]
-  std::vector<std::string> query_tokens, key_tokens;
-};
-
 /// What the read check allows the checking process before it calls a file damaged.
 struct ReadCheckLimits {
   int seconds = 60;                      // wall time to read everything
@@ -98,6 +92,7 @@ class ResultsReader {
   std::vector<std::string> attention_samples() const;
   /// Modules recorded for one sample (as given to write_attention), sorted.
   std::vector<std::string> attention_modules(const std::string& sample) const;
+  /// One map: weights, labels, layers (0, 1, ... when the file stores none) and sides ("" when none).
   Attention attention(const std::string& sample, const std::string& module) const;
 
   /// Whether an object exists at `path` ("predictions/test", "/config", ...).

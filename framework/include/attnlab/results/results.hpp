@@ -19,6 +19,16 @@ struct Sample {
   double bleu = 0.0;
 };
 
+/// One recorded attention map, /attention/<sample>/<module>. Labels are empty when the inputs
+/// were not text; files written before layers and sides were stored read back layers 0, 1, ...
+/// and empty sides.
+struct Attention {
+  torch::Tensor weights;                                        // [layers, heads, queries, keys] (stored as float32)
+  std::vector<std::string> query_tokens = {}, key_tokens = {};  // a label per query / key, or none
+  std::vector<int64_t> layers = {};                             // the layer of each row of weights; empty = 0, 1, ...
+  std::string query_side = {}, key_side = {};                   // nn::side_name ("source", ...); "" = not said
+};
+
 class Results {
  public:
   /// Create (truncate) `path`, making parent folders; root attrs experiment + status=running.
@@ -54,10 +64,11 @@ class Results {
   void truncate_metrics(const std::map<std::string, int64_t>& rows);
   /// /samples/{source,reference,hypothesis} (strings) and /samples/bleu (float64); replaces.
   void write_samples(const std::vector<Sample>& samples);
-  /// /attention/<sample>/<module>: float32 weights [layers, heads, queries, keys] with string
-  /// attrs "query_tokens", "key_tokens" (labels may be empty when not text).
-  void write_attention(const std::string& sample, const std::string& module, const torch::Tensor& weights,
-                       const std::vector<std::string>& query_labels, const std::vector<std::string>& key_labels);
+  /// /attention/<sample>/<module>: float32 weights [layers, heads, queries, keys] with attrs
+  /// query_tokens, key_tokens (string lists, may be empty), dims, layers (int64 [layers]), heads
+  /// (int64), and query_side, key_side (strings, when given). Recorded attention is written by
+  /// train::write_attention (attnlab/train/attention_results.hpp), which fills all of them.
+  void write_attention(const std::string& sample, const std::string& module, const Attention& attention);
   /// A tensor as /<path> (e.g. "predictions/test") with its shape: float32, or int64 for integer
   /// and bool tensors (token ids, lengths); replaces.
   void write_tensor(const std::string& path, const torch::Tensor& values);

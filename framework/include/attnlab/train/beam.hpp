@@ -34,7 +34,9 @@ struct BeamOutput {
 };
 
 /// src [B, S] ids, src_valid_lens [B]. Runs in eval mode under InferenceMode (restores the
-/// module's mode). PluginError when the decoder's state cannot reorder (no beam support).
+/// module's mode), recording no attention (an active recorder is paused: its rows would follow
+/// the beams, not the sentences). PluginError when the decoder's state cannot reorder (no beam
+/// support).
 BeamOutput beam_search(nn::EncoderDecoder& model, const torch::Tensor& src, const torch::Tensor& src_valid_lens,
                        int64_t bos_id, int64_t eos_id, const BeamOptions& options);
 

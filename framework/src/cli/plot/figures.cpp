@@ -239,7 +239,7 @@ void attention_figure(const results::ResultsReader& in, const std::string& sampl
   g.weights = att.weights;
   g.query_labels = att.query_tokens;
   g.key_labels = att.key_tokens;
-  for (int64_t l = 0; l < g.weights.size(0); ++l) g.row_titles.push_back(fmt::format("layer {}", l + 1));
+  for (int64_t layer : att.layers) g.row_titles.push_back(fmt::format("layer {}", layer + 1));
   for (int64_t h = 0; h < g.weights.size(1); ++h) g.col_titles.push_back(fmt::format("head {}", h + 1));
   g.title = fmt::format("{}: {}", module, sample);
   auto [w, h] = heatmap_size(g);

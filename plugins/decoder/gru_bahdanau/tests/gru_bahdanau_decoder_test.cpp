@@ -78,10 +78,19 @@ TEST_F(Rnn, BahdanauMatchesD2l017Golden) {
   auto X = ids({4, 7}, 10), Y = ids({4, 7}, 10, 3, 1);
   auto valid = torch::tensor({7, 5, 3, 2});
   auto enc = encoder->forward(X, valid);
-  decoder->set_recording(true);
+  nn::AttentionRecorder full, by_step;
   auto state = decoder->init_state(enc, false);
-  EXPECT_TRUE(matches(decoder->forward(Y, *state), kBahdanauLogits, 7));
-  auto cross = decoder->attention().at("decoder_cross");  // [layers 1, B, heads 1, T, S]
+  {
+    nn::RecordingScope scope(&full);
+    EXPECT_TRUE(matches(decoder->forward(Y, *state), kBahdanauLogits, 7));
+  }
+  ASSERT_EQ(full.modules().size(), 1u);
+  auto recorded = full.modules().front();
+  EXPECT_EQ(recorded.module, nn::kDecoderCross);
+  EXPECT_EQ(recorded.queries, nn::Side::Target);
+  EXPECT_EQ(recorded.keys, nn::Side::Source);
+  EXPECT_EQ(recorded.layers, (Sizes{0}));
+  const auto& cross = recorded.weights;  // [layers 1, B, heads 1, T, S]: one query row per step
   EXPECT_EQ(cross.sizes(), (Sizes{1, 4, 1, 7, 7}));
   EXPECT_TRUE(matches(cross, kBahdanauWeights, 5));
   // Source padding gets no attention: row b attends to its first valid[b] positions only.
@@ -89,19 +98,17 @@ TEST_F(Rnn, BahdanauMatchesD2l017Golden) {
 
   // Incremental decoding, one step per forward, gives the same logits, weights and final state.
   auto inc = decoder->init_state(enc, /*incremental=*/true);
-  std::vector<torch::Tensor> logits, weights;
-  for (int64_t t = 0; t < 7; ++t) {
-    logits.push_back(decoder->forward(Y.narrow(1, t, 1), *inc));  // [4, 1, 10]
-    auto w = decoder->attention().at("decoder_cross");            // [1, 4, 1, 1, 7]
-    EXPECT_EQ(w.sizes(), (Sizes{1, 4, 1, 1, 7}));
-    weights.push_back(w);
+  std::vector<torch::Tensor> logits;
+  {
+    nn::RecordingScope scope(&by_step);
+    for (int64_t t = 0; t < 7; ++t) {
+      logits.push_back(decoder->forward(Y.narrow(1, t, 1), *inc));                               // [4, 1, 10]
+      EXPECT_EQ(by_step.module(nn::kDecoderCross).weights.sizes(), (Sizes{1, 4, 1, t + 1, 7}));  // appended
+    }
   }
   EXPECT_TRUE(matches(torch::cat(logits, 1), kBahdanauLogits, 7));
-  EXPECT_ALLCLOSE(torch::cat(weights, 3), cross, 1e-5, 1e-6);
+  EXPECT_ALLCLOSE(by_step.module(nn::kDecoderCross).weights, cross, 1e-5, 1e-6);
   EXPECT_TRUE(matches(dynamic_cast<nn::GruDecoderState&>(*inc).hidden, kBahdanauHidden, 4));
-  decoder->set_recording(false);
-  decoder->forward(Y, *state);
-  EXPECT_TRUE(decoder->attention().empty());
 }
 
 TEST_F(Rnn, TrainingModeBackpropagatesIntoEveryParameter) {

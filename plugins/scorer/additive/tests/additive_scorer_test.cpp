@@ -56,13 +56,15 @@ TEST_F(Scorers, AdditiveMatchesD2l017GoldenWithDifferentQueryAndKeySizes) {
   Attention attention(std::make_shared<AdditiveScorerImpl>(/*query_size=*/5, /*key_size=*/3, /*num_hiddens=*/4), 0.0);
   fill(*attention);
   attention->eval();
-  attention->set_recording(true);
+  nn::AttentionRecorder recorder;
+  nn::RecordingScope scope(&recorder);
+  auto weights = [&] { return recorder.module("attention").weights.view({2, 2, 4}); };  // [1, B, 1, Q, K]
   auto q = data(0.1, {2, 2, 5}), k = data(0.5, {2, 4, 3}), v = data(0.9, {2, 4, 2});
   EXPECT_ALLCLOSE(attention->forward(q, k, v, torch::tensor({2, 3})), torch::tensor(kAdditiveOut).view({2, 2, 2}), 1e-4,
                   1e-5);
-  EXPECT_ALLCLOSE(attention->weights(), torch::tensor(kAdditiveWeights).view({2, 2, 4}), 1e-4, 1e-5);
+  EXPECT_ALLCLOSE(weights(), torch::tensor(kAdditiveWeights).view({2, 2, 4}), 1e-4, 1e-5);
   attention->forward(q, k, v, torch::tensor({1, 3, 2, 4}).view({2, 2}));
-  EXPECT_ALLCLOSE(attention->weights(), torch::tensor(kAdditiveWeights2d).view({2, 2, 4}), 1e-4, 1e-5);
+  EXPECT_ALLCLOSE(weights(), torch::tensor(kAdditiveWeights2d).view({2, 2, 4}), 1e-4, 1e-5);
 }
 
 TEST_F(Scorers, AdditiveDropoutActsOnTheWeightsInTrainingOnly) {
