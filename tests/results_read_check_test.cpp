@@ -7,11 +7,14 @@
 #include <attnlab/results/results.hpp>
 
 #include <fmt/format.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <csignal>
 #include <filesystem>
+#include <fstream>
+#include <string>
 
 #include "results/lock.hpp"
 #include "testing/testing.hpp"
@@ -94,6 +97,52 @@ TEST(ResultsReadCheck, ACrashOnAFileBeingWrittenNamesTheRunWritingIt) {
                                             path, ::getpid())))
       << message;
   fs::remove_all(dir);
+}
+
+// A runner killed while its check reads a file on which HDF5 loops (kill PID, not a Ctrl-C of the
+// whole process group) takes its checking process with it, rather than leaving it to read on
+// alone until the alarm. This test process is the orphans' subreaper, so it reaps whatever the
+// killed process left.
+TEST(ResultsReadCheck, TheCheckingProcessEndsWithTheProcessThatStartedIt) {
+  const auto path = known("hdf5-global-heap-zero-free-space.h5");
+  ASSERT_EQ(::prctl(PR_SET_CHILD_SUBREAPER, 1), 0);
+  const pid_t reader = ::fork();
+  ASSERT_GE(reader, 0);
+  if (reader == 0) {
+    ::setenv("ATTNLAB_READ_CHECK_SECONDS", "600", 1);
+    try {
+      ResultsReader r(path);
+    } catch (...) {
+    }
+    ::_exit(0);
+  }
+  // The reader's checking process is its only child: wait until it is there.
+  const auto children = fmt::format("/proc/{}/task/{}/children", reader, reader);
+  std::string listed;
+  for (int i = 0; i < 200 && listed.empty(); ++i) {
+    ::usleep(50'000);
+    std::ifstream in(children);
+    std::getline(in, listed);
+  }
+  ASSERT_FALSE(listed.empty()) << "the read check never started a checking process";
+  const pid_t checking = std::stoi(listed);
+  ASSERT_EQ(::kill(reader, SIGKILL), 0);
+  int status = 0;
+  ASSERT_EQ(::waitpid(reader, &status, 0), reader);
+  // The checking process, reparented to this one, ends within seconds and by SIGKILL.
+  pid_t reaped = 0;
+  for (int i = 0; i < 100 && reaped == 0; ++i) {
+    reaped = ::waitpid(checking, &status, WNOHANG);
+    if (reaped == 0) ::usleep(50'000);
+  }
+  ::prctl(PR_SET_CHILD_SUBREAPER, 0);
+  if (reaped == 0) {
+    ::kill(checking, SIGKILL);
+    ::waitpid(checking, &status, 0);
+    FAIL() << "the checking process outlived the runner that started it by 5 s";
+  }
+  ASSERT_EQ(reaped, checking);
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
 }
 
 // Every kept find of the fuzzer, read as `runner compare` reads a run: a ResultsError, never a

@@ -16,6 +16,7 @@
 #include <hdf5.h>
 
 #include <fcntl.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -45,6 +46,7 @@ namespace {
 // sanitizer's report does) means HDF5 did not survive the file.
 constexpr int kWalked = 0;
 constexpr int kOutOfMemory = 3;  // a read claimed more than the memory allowance
+constexpr int kParentGone = 4;  // the process that forked it ended before it started
 
 constexpr int kMaxDepth = 64;           // nested groups followed (a results file has 4)
 constexpr int64_t kMaxObjects = 1 << 20;  // links visited before the walk stops
@@ -235,7 +237,11 @@ bool walk_file(const std::string& path, uint64_t memory_bytes) {
 
 /// The child: quiet, limited, `read` (true when memory ran out), then _exit with how it went
 /// (never returns, never runs destructors or atexit handlers of the parent's state).
-[[noreturn]] void child(const ReadCheckLimits& limits, const std::function<bool()>& read) {
+[[noreturn]] void child(const ReadCheckLimits& limits, const std::function<bool()>& read, pid_t parent) {
+  // Killed with the process that waits for it (a `kill PID` of the runner, not only a Ctrl-C of its
+  // process group), rather than reading on alone until the alarm.
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (::getppid() != parent) ::_exit(kParentGone);
   // No output, no core file, default crash actions (the runner's handlers are the parent's).
   if (const int null = ::open("/dev/null", O_WRONLY); null >= 0) {
     ::dup2(null, STDOUT_FILENO);
@@ -325,10 +331,11 @@ namespace {
 void in_child(const std::string& path, const ReadCheckLimits& limits, const std::function<bool()>& read) {
   // Flushed so that the child's copy of the parent's stdio buffers cannot be written twice.
   std::fflush(nullptr);
+  const pid_t parent = ::getpid();
   const pid_t pid = ::fork();
   ATTNLAB_CHECK(pid >= 0, ResultsError, "cannot check results file {} before reading it: fork failed: {}", path,
                 std::strerror(errno));
-  if (pid == 0) child(limits, read);
+  if (pid == 0) child(limits, read, parent);
 
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0) {
