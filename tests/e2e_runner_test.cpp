@@ -119,7 +119,8 @@ TEST_F(RunnerTest, EvalTranslatesAFraEngSplitAndStoresItsScores) {
 
 TEST_F(RunnerTest, BatchesExportsWhatTheTrainerDraws) {
   auto path = tmp_ + "/batches.h5";
-  auto r = run({"batches", "experiments/tests/tiny_fra_eng.yaml", "data_dir=" + data_dir_, "--epochs", "2", "-o", path});
+  auto r =
+      run({"batches", "experiments/tests/tiny_fra_eng.yaml", "data_dir=" + data_dir_, "--epochs", "2", "-o", path});
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("512 training rows, 4 batches per epoch"), std::string::npos) << r.out;
   results::ResultsReader rd(path);
@@ -164,7 +165,8 @@ TEST_F(RunnerTest, SigintLeavesAnInterruptedReadableFile) {
   auto r = run(tiny(path, {"trainer.max_epochs=500"}), [&](pid_t pid, const std::string& out) {
     // Wait for the first epoch line, then interrupt.
     auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(5);
-    while (std::chrono::steady_clock::now() < deadline && testutil::read_file(out).find("epoch   1/500") == std::string::npos) {
+    while (std::chrono::steady_clock::now() < deadline &&
+           testutil::read_file(out).find("epoch   1/500") == std::string::npos) {
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
     kill(pid, SIGINT);
@@ -199,14 +201,27 @@ TEST_F(RunnerTest, ImpossibleValueNamesFileLineAndPath) {
 TEST_F(RunnerTest, PluginsListsEveryKindAndShowsOptions) {
   auto r = run({"plugins"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  for (const char* want : {"scorer", "dot_product", "encoder", "decoder", "transformer", "dataset", "fra_eng",
-                           "trainer", "seq2seq"}) {
+  for (const char* want :
+       {"scorer", "dot_product", "encoder", "decoder", "transformer", "dataset", "fra_eng", "trainer", "seq2seq"}) {
     EXPECT_NE(r.out.find(want), std::string::npos) << want << "\n" << r.out;
   }
   auto one = run({"plugins", "encoder/transformer"});
   ASSERT_EQ(one.exit_code, 0) << one.err;
   EXPECT_NE(one.out.find("num_hiddens"), std::string::npos) << one.out;
   EXPECT_NE(one.out.find("first|last"), std::string::npos) << one.out;
+  // One line per option: a string default ends its cell, not the line (it used to carry YAML's
+  // line break, and the description went to the next line).
+  std::istringstream lines(one.out);
+  int seen = 0;
+  for (std::string line; std::getline(lines, line);) {
+    if (line.starts_with("  norm ") || line.starts_with("  positional_encoding ")) {
+      ++seen;
+      EXPECT_TRUE(testutil::contains(line, "string") &&
+                  testutil::contains(line, "[first|last]") != testutil::contains(line, "[sinusoidal|none]"))
+          << line;
+    }
+  }
+  EXPECT_EQ(seen, 2) << one.out;
   auto bad = run({"plugins", "transfomer"});
   EXPECT_EQ(bad.exit_code, 1);
   EXPECT_NE(bad.err.find("did you mean 'transformer'"), std::string::npos) << bad.err;

@@ -8,6 +8,7 @@
 // (|i - j|: an encoder sees keys on both sides of the query.) Built outside the attnlab tree
 // against the installed SDK, from its shared blocks: MultiHeadAttention (which folds the heads into
 // the batch and calls a Scorer), AddNorm and PositionWiseFFN (attnlab/nn/layers.hpp).
+#include <attnlab/config/binding.hpp>
 #include <attnlab/error.hpp>
 #include <attnlab/nn/attention.hpp>
 #include <attnlab/nn/encoder_decoder.hpp>
@@ -46,10 +47,15 @@ class LinearBiasScorer final : public nn::Scorer {
   torch::Tensor slopes_;
 };
 
+/// Its options (all but vocab_size, the dataset's, bound to the config in binding() below).
 struct Options {
-  int64_t vocab_size, num_hiddens, ffn_num_hiddens, num_heads, num_blks;
-  double dropout;
-  nn::NormPlacement norm;
+  int64_t vocab_size = 0;
+  int64_t num_hiddens = 256;
+  int64_t ffn_num_hiddens = 64;
+  int64_t num_heads = 4;
+  int64_t num_blks = 2;
+  double dropout = 0.2;
+  nn::NormPlacement norm = nn::NormPlacement::Last;
 };
 
 /// Self-attention with ALiBi + add & norm, FFN + add & norm (d2l's block, norm first or last).
@@ -113,31 +119,38 @@ class AlibiEncoder final : public nn::Encoder {
   torch::nn::LayerNorm final_ln_{nullptr};
 };
 
-config::Schema schema() {
-  using namespace config;
-  return {
-      opt_int("num_hiddens", 256, "model width H", 1, 65536),
-      opt_int("ffn_num_hiddens", 64, "inner width of the position-wise FFN", 1, 1 << 20),
-      opt_int("num_heads", 4, "attention heads: a power of two (ALiBi's geometric slopes) dividing num_hiddens", 1,
-              1024),
-      opt_int("num_blks", 2, "number of blocks", 1, 1000),
-      opt_float("dropout", 0.2, "dropout on embeddings, attention weights and residual branches", 0.0, 1.0),
-      opt_enum("norm", "last", {"first", "last"}, "layer norm placement (first adds a final LayerNorm)"),
-  };
+const config::Binding<Options>& binding() {
+  static const auto b =
+      config::Binding<Options>()
+          .option("num_hiddens", &Options::num_hiddens, "model width H", {.min = 1, .max = 65536})
+          .option("ffn_num_hiddens", &Options::ffn_num_hiddens, "inner width of the position-wise FFN",
+                  {.min = 1, .max = 1 << 20})
+          .option("num_heads", &Options::num_heads,
+                  "attention heads: a power of two (ALiBi's geometric slopes) dividing num_hiddens",
+                  {.min = 1, .max = 1024})
+          .option("num_blks", &Options::num_blks, "number of blocks", {.min = 1, .max = 1000})
+          .option("dropout", &Options::dropout, "dropout on embeddings, attention weights and residual branches",
+                  {.min = 0.0, .max = 1.0})
+          .choice("norm", &Options::norm, {{"first", nn::NormPlacement::First}, {"last", nn::NormPlacement::Last}},
+                  "layer norm placement (first adds a final LayerNorm)");
+  return b;
 }
 
+config::Schema schema() { return binding().schema(); }
+
 std::shared_ptr<nn::Encoder> make(const config::Options& options, const plugin::BuildContext& ctx) {
-  ATTNLAB_CHECK(ctx.data.src_vocab_size > 0, ConfigError, "{}: {} embeds token ids, but the dataset has no source vocabulary",
-                options.resolved().where(), options.owner());
-  Options o{ctx.data.src_vocab_size,      options.get_int("num_hiddens"), options.get_int("ffn_num_hiddens"),
-            options.get_int("num_heads"), options.get_int("num_blks"),    options.get_float("dropout"),
-            options.get_string("norm") == "first" ? nn::NormPlacement::First : nn::NormPlacement::Last};
+  ATTNLAB_CHECK(ctx.data.src_vocab_size > 0, ConfigError,
+                "{}: {} embeds token ids, but the dataset has no source vocabulary", options.resolved().where(),
+                options.owner());
+  Options o = binding().read(options);
+  o.vocab_size = ctx.data.src_vocab_size;
   if ((o.num_heads & (o.num_heads - 1)) != 0) {
-    options.fail("num_heads", fmt::format("ALiBi's slopes 2^(-8h/n) are defined here for a power of two, found {}",
-                                          o.num_heads));
+    binding().fail(options, &Options::num_heads,
+                   fmt::format("ALiBi's slopes 2^(-8h/n) are defined here for a power of two, found {}", o.num_heads));
   }
   if (o.num_hiddens % o.num_heads != 0) {
-    options.fail("num_heads", fmt::format("{} heads do not divide num_hiddens {}", o.num_heads, o.num_hiddens));
+    binding().fail(options, &Options::num_heads,
+                   fmt::format("{} heads do not divide num_hiddens {}", o.num_heads, o.num_hiddens));
   }
   return std::make_shared<AlibiEncoder>(o);
 }

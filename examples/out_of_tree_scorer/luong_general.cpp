@@ -1,5 +1,6 @@
 // Scorer plugin "luong_general": Luong et al. (2015)'s "general" score, score(q, k) = q^T W k, with a
 // learnable W of [query size, key size]. Built outside the attnlab tree against the installed SDK.
+#include <attnlab/config/binding.hpp>
 #include <attnlab/error.hpp>
 #include <attnlab/nn/scorer.hpp>
 #include <attnlab/plugin/plugin.hpp>
@@ -30,9 +31,18 @@ class LuongGeneral final : public nn::Scorer {
   torch::Tensor w_;
 };
 
-config::Schema schema() {
-  return {config::opt_bool("scale", false, "divide the scores by sqrt(key size), as scaled dot-product does")};
+// Its options: each a field of a struct, named once in the binding (the default is the field's).
+struct Config {
+  bool scale = false;
+};
+
+const config::Binding<Config>& binding() {
+  static const auto b = config::Binding<Config>().option(
+      "scale", &Config::scale, "divide the scores by sqrt(key size), as scaled dot-product does");
+  return b;
 }
+
+config::Schema schema() { return binding().schema(); }
 
 // sc: what the attention module that uses it will call it with (sizes per head, heads, role).
 std::shared_ptr<nn::Scorer> make(const config::Options& options, const plugin::BuildContext&,
@@ -41,10 +51,10 @@ std::shared_ptr<nn::Scorer> make(const config::Options& options, const plugin::B
                 "{}: {} needs the query and key sizes from the module that uses it, found {} and {} (use it as "
                 "the scorer of an attention module)",
                 options.resolved().where(), options.owner(), sc.query_size, sc.key_size);
-  return std::make_shared<LuongGeneral>(sc.query_size, sc.key_size, options.get_bool("scale"));
+  const Config c = binding().read(options);
+  return std::make_shared<LuongGeneral>(sc.query_size, sc.key_size, c.scale);
 }
 
 }  // namespace
 
-ATTNLAB_PLUGIN(attnlab::nn::Scorer, "luong_general", "Luong's general score q^T W k with a learnable W", schema,
-               make)
+ATTNLAB_PLUGIN(attnlab::nn::Scorer, "luong_general", "Luong's general score q^T W k with a learnable W", schema, make)

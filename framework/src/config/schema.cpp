@@ -50,6 +50,12 @@ const char* type_name(Type t) {
   return "unknown";
 }
 
+std::string yaml_scalar_text(const std::string& value) {
+  std::string text = to_yaml(Node::scalar(value));
+  while (!text.empty() && text.back() == '\n') text.pop_back();
+  return text;
+}
+
 OptionSpec opt_int(std::string name, std::optional<int64_t> def, std::string desc, std::optional<double> min,
                    std::optional<double> max) {
   std::optional<std::string> d;
@@ -72,12 +78,12 @@ OptionSpec opt_bool(std::string name, std::optional<bool> def, std::string desc)
 
 OptionSpec opt_string(std::string name, std::optional<std::string> def, std::string desc) {
   std::optional<std::string> d;
-  if (def) d = to_yaml(Node::scalar(*def));  // quoted when needed ("", "null", "a: b")
+  if (def) d = yaml_scalar_text(*def);  // quoted when needed ("", "null", "a: b")
   return OptionSpec{std::move(name), Type::String, std::move(d), std::move(desc)};
 }
 
 OptionSpec opt_enum(std::string name, std::string def, std::vector<std::string> choices, std::string desc) {
-  return OptionSpec{std::move(name), Type::String, to_yaml(Node::scalar(def)), std::move(desc), std::move(choices)};
+  return OptionSpec{std::move(name), Type::String, yaml_scalar_text(def), std::move(desc), std::move(choices)};
 }
 
 OptionSpec opt_node(std::string name, Type map_or_list, std::optional<std::string> def_yaml, std::string desc) {

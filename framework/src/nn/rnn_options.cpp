@@ -1,29 +1,29 @@
-// Option schema shared by the GRU encoder and decoder plugins.
+// Options shared by the GRU encoder and decoder plugins.
 #include <attnlab/nn/rnn_options.hpp>
 
 #include <utility>
 
 namespace attnlab::nn {
 
-config::Schema gru_schema(bool with_attention) {
-  using namespace config;
-  Schema s{
-      opt_int("embed_size", 32, "token embedding width E", 1, 65536),
-      opt_int("num_hiddens", 32, "GRU hidden size H (encoder and decoder must agree)", 1, 65536),
-      opt_int("num_layers", 2, "stacked GRU layers L (encoder and decoder must agree)", 1, 1000),
-      opt_float("dropout", 0.1, "dropout between GRU layers (and on Bahdanau's attention weights)", 0.0, 1.0),
-  };
+config::Binding<GruConfig> gru_binding(bool with_attention) {
+  auto b = config::Binding<GruConfig>()
+               .option("embed_size", &GruConfig::embed_size, "token embedding width E", {.min = 1, .max = 65536})
+               .option("num_hiddens", &GruConfig::num_hiddens, "GRU hidden size H (encoder and decoder must agree)",
+                       {.min = 1, .max = 65536})
+               .option("num_layers", &GruConfig::num_layers, "stacked GRU layers L (encoder and decoder must agree)",
+                       {.min = 1, .max = 1000})
+               .option("dropout", &GruConfig::dropout,
+                       "dropout between GRU layers (and on Bahdanau's attention weights)", {.min = 0.0, .max = 1.0});
   if (with_attention) {
     auto attention = attention_option(AttentionRoles::Cross, kGruScorer);
     attention.description += "; the scorer sees queries and keys of size num_hiddens";
-    s.push_back(std::move(attention));
+    b.unbound(std::move(attention));
   }
-  return s;
+  return b;
 }
 
-GruOptions gru_options(const config::Options& o, int64_t vocab_size) {
-  return GruOptions(vocab_size, o.get_int("embed_size"), o.get_int("num_hiddens"), o.get_int("num_layers"))
-      .dropout(o.get_float("dropout"));
+GruOptions gru_options(const GruConfig& c, int64_t vocab_size) {
+  return GruOptions(vocab_size, c.embed_size, c.num_hiddens, c.num_layers).dropout(c.dropout);
 }
 
 }  // namespace attnlab::nn

@@ -1,4 +1,5 @@
 // The `attention` option of model plugins and the scorers it names, per attention role.
+#include <attnlab/config/binding.hpp>
 #include <attnlab/nn/scorer_options.hpp>
 #include <attnlab/plugin/registry.hpp>
 
@@ -12,22 +13,31 @@ bool has_cross(AttentionRoles roles) { return roles != AttentionRoles::Self; }
 
 const char* role_name(ScorerContext::Role role) { return role == ScorerContext::Role::Self ? "self" : "cross"; }
 
+/// The `attention` map.
+struct AttentionConfig {
+  config::Node scorer, self_scorer, cross_scorer;  // the last two: null = `scorer`
+};
+
+config::Binding<AttentionConfig> attention_binding(AttentionRoles roles, const std::string& default_scorer) {
+  using config::Type;
+  auto b = config::Binding<AttentionConfig>().node("scorer", &AttentionConfig::scorer, Type::Any, default_scorer,
+                                                   "scorer plugin: a name, or a map {plugin: <name>, ...its options}");
+  if (has_self(roles)) {
+    b.node("self_scorer", &AttentionConfig::self_scorer, Type::Any, "~",
+           "the self-attention's scorer, as `scorer`; ~ (the default) = the `scorer` option");
+  }
+  if (has_cross(roles)) {
+    b.node("cross_scorer", &AttentionConfig::cross_scorer, Type::Any, "~",
+           "the cross-attention's scorer (queries from the decoder, keys from the encoder), as `scorer`; ~ (the "
+           "default) = the `scorer` option");
+  }
+  return b;
+}
+
 }  // namespace
 
 config::Schema attention_schema(AttentionRoles roles, const std::string& default_scorer) {
-  using namespace config;
-  Schema s{opt_node("scorer", Type::Any, default_scorer,
-                    "scorer plugin: a name, or a map {plugin: <name>, ...its options}")};
-  if (has_self(roles)) {
-    s.push_back(opt_node("self_scorer", Type::Any, "~",
-                         "the self-attention's scorer, as `scorer`; ~ (the default) = the `scorer` option"));
-  }
-  if (has_cross(roles)) {
-    s.push_back(opt_node("cross_scorer", Type::Any, "~",
-                         "the cross-attention's scorer (queries from the decoder, keys from the encoder), as "
-                         "`scorer`; ~ (the default) = the `scorer` option"));
-  }
-  return s;
+  return attention_binding(roles, default_scorer).schema();
 }
 
 config::OptionSpec attention_option(AttentionRoles roles, const std::string& default_scorer) {
@@ -37,19 +47,16 @@ config::OptionSpec attention_option(AttentionRoles roles, const std::string& def
   return spec;
 }
 
-ScorerFactory registry_scorer_factory(const config::Options& o, const plugin::BuildContext& ctx,
-                                      AttentionRoles roles, const std::string& default_scorer) {
+ScorerFactory registry_scorer_factory(const config::Options& o, const plugin::BuildContext& ctx, AttentionRoles roles,
+                                      const std::string& default_scorer) {
   ATTNLAB_CHECK(ctx.registry != nullptr, PluginError, "{}: {} needs a plugin registry to create its scorer",
                 o.resolved().where(), o.owner());
-  config::Options attention(o.node("attention"), attention_schema(roles, default_scorer), o.owner() + " attention",
-                            {});
-  const config::Node scorer = attention.node("scorer");
-  auto pick = [&](const char* name) {
-    const config::Node& given = attention.node(name);
-    return given.is_null() ? scorer : given;
-  };
-  const config::Node self = has_self(roles) ? pick("self_scorer") : config::Node();
-  const config::Node cross = has_cross(roles) ? pick("cross_scorer") : config::Node();
+  const auto binding = attention_binding(roles, default_scorer);
+  const AttentionConfig a =
+      binding.read(config::Options(o.node("attention"), binding.schema(), o.owner() + " attention", {}));
+  auto pick = [&](const config::Node& given) { return given.is_null() ? a.scorer : given; };
+  const config::Node self = has_self(roles) ? pick(a.self_scorer) : config::Node();
+  const config::Node cross = has_cross(roles) ? pick(a.cross_scorer) : config::Node();
   const std::string path = o.resolved().path();
   const std::string owner = fmt::format("{} at '{}'", o.owner(), path.empty() ? "<root>" : path);
   return [self, cross, owner, roles, ctx](const ScorerContext& request) {

@@ -4,6 +4,7 @@
 // The directions are kept as labels (data::SequenceLabels).
 #include "corner_sequences.hpp"
 
+#include <attnlab/config/binding.hpp>
 #include <attnlab/data/dataset.hpp>
 #include <attnlab/data/labels.hpp>
 #include <attnlab/error.hpp>
@@ -25,16 +26,26 @@ struct SplitData {
   torch::Tensor directions;  // [N] 1 = clockwise
 };
 
+struct Config {
+  int64_t n = 128;
+  int64_t seed = 13;
+  int64_t test_n = 128;
+  int64_t test_seed = 17;
+  int64_t batch_size = 16;
+  double noise = 0.1;
+  bool variable_len = false;
+};
+
 class Corners final : public data::Dataset, public data::SequenceLabels {
  public:
-  explicit Corners(const config::Options& o)
-      : n_(o.get_int("n")),
-        seed_(o.get_int("seed")),
-        test_n_(o.get_int("test_n")),
-        test_seed_(o.get_int("test_seed")),
-        batch_size_(o.get_int("batch_size")),
-        noise_(o.get_float("noise")),
-        variable_len_(o.get_bool("variable_len")) {}
+  explicit Corners(const Config& c)
+      : n_(c.n),
+        seed_(c.seed),
+        test_n_(c.test_n),
+        test_seed_(c.test_seed),
+        batch_size_(c.batch_size),
+        noise_(c.noise),
+        variable_len_(c.variable_len) {}
 
   void prepare(const std::string&) override {
     train_ = make_split(n_, seed_);
@@ -59,11 +70,11 @@ class Corners final : public data::Dataset, public data::SequenceLabels {
     for (int64_t start = 0; start < n; start += batch_size_) {
       auto idx = order.narrow(0, start, std::min(batch_size_, n - start));  // [B]
       data::Batch b;
-      b.src = d.src.index_select(0, idx);                                    // [B, 2, 2]
+      b.src = d.src.index_select(0, idx);                                       // [B, 2, 2]
       b.src_valid_lens = torch::full({idx.size(0)}, kSourceLen, torch::kLong);  // [B]
-      b.tgt_out = d.tgt.index_select(0, idx);                                // [B, 2, 2]
-      b.tgt_in = nn::shift_target(b.src, b.tgt_out);                         // [B, 2, 2]
-      b.tgt_valid_lens = d.tgt_lens.index_select(0, idx);                   // [B]
+      b.tgt_out = d.tgt.index_select(0, idx);                                   // [B, 2, 2]
+      b.tgt_in = nn::shift_target(b.src, b.tgt_out);                            // [B, 2, 2]
+      b.tgt_valid_lens = d.tgt_lens.index_select(0, idx);                       // [B]
       out.push_back(std::move(b));
     }
     return out;
@@ -96,25 +107,29 @@ class Corners final : public data::Dataset, public data::SequenceLabels {
   SplitData train_, test_;
 };
 
-config::Schema schema() {
-  using namespace config;
-  return {
-      opt_int("n", 128, "training sequences", 1),
-      opt_int("seed", 13, "seed of the training sequences (our generator, not NumPy's stream)", 0),
-      opt_int("test_n", 128, "test sequences (also the validation split, as in the book)", 1),
-      opt_int("test_seed", 17, "seed of the test sequences", 0),
-      opt_int("batch_size", 16, "sequences per mini-batch", 1),
-      opt_float("noise", 0.1, "standard deviation of the noise added to every coordinate", 0.0),
-      opt_bool("variable_len", false, "2..4 points per sequence (targets padded; tgt_valid_lens 0..2)"),
-  };
+const config::Binding<Config>& binding() {
+  static const auto b =
+      config::Binding<Config>()
+          .option("n", &Config::n, "training sequences", {.min = 1})
+          .option("seed", &Config::seed, "seed of the training sequences (our generator, not NumPy's stream)",
+                  {.min = 0})
+          .option("test_n", &Config::test_n, "test sequences (also the validation split, as in the book)", {.min = 1})
+          .option("test_seed", &Config::test_seed, "seed of the test sequences", {.min = 0})
+          .option("batch_size", &Config::batch_size, "sequences per mini-batch", {.min = 1})
+          .option("noise", &Config::noise, "standard deviation of the noise added to every coordinate", {.min = 0.0})
+          .option("variable_len", &Config::variable_len,
+                  "2..4 points per sequence (targets padded; tgt_valid_lens 0..2)");
+  return b;
 }
 
+config::Schema schema() { return binding().schema(); }
+
 std::shared_ptr<data::Dataset> make(const config::Options& o, const plugin::BuildContext&) {
-  return std::make_shared<Corners>(o);
+  return std::make_shared<Corners>(binding().read(o));
 }
 
 }  // namespace
 
 ATTNLAB_PLUGIN(attnlab::data::Dataset, "corners",
-               "Step-by-Step ch. 10 corner sequences: 2 points in, the next 2 out (directions kept as labels)",
-               schema, make)
+               "Step-by-Step ch. 10 corner sequences: 2 points in, the next 2 out (directions kept as labels)", schema,
+               make)

@@ -2,6 +2,7 @@
 // here from a seed: n_train points x ~ sorted(x_max * U(0, 1)), y = 2 sin x + x^0.8 + N(0, noise^2);
 // test inputs 0, test_step, ... below x_max with the noise-free truth.
 // Batches hold features: src [N, 1, 1] = x, tgt_out [N, 1, 1] = y (one step, one feature).
+#include <attnlab/config/binding.hpp>
 #include <attnlab/data/dataset.hpp>
 #include <attnlab/error.hpp>
 #include <attnlab/plugin/plugin.hpp>
@@ -21,7 +22,7 @@ struct Options {
   double noise = 0.5;
   double test_step = 0.1;
   int64_t batch_size = 0;  // 0 = every point in one batch
-  uint64_t seed = 0;
+  int64_t seed = -1;       // -1 = the experiment's seed
 };
 
 /// d2l's f(x) = 2 sin(x) + x^0.8. x [N] -> [N]
@@ -34,7 +35,7 @@ class KernelRegression final : public data::Dataset {
   void prepare(const std::string&) override {
     // Same draws in the same order as the book (rand, then normal), from our own generator so
     // the data depend on the seed only.
-    auto gen = at::make_generator<at::CPUGeneratorImpl>(opt_.seed);
+    auto gen = at::make_generator<at::CPUGeneratorImpl>(static_cast<uint64_t>(opt_.seed));
     x_train_ = std::get<0>(torch::sort(torch::rand({opt_.n_train}, gen) * opt_.x_max));  // [n_train]
     y_train_ = truth(x_train_) + torch::normal(0.0, opt_.noise, {opt_.n_train}, gen);    // [n_train]
     x_test_ = torch::arange(0.0, opt_.x_max, opt_.test_step, torch::kFloat);             // [n_test]
@@ -79,26 +80,28 @@ class KernelRegression final : public data::Dataset {
   torch::Tensor x_train_, y_train_, x_test_, y_test_;
 };
 
-config::Schema schema() {
-  using namespace config;
-  return {opt_int("n_train", 50, "training points", 2),
-          opt_float("x_max", 5.0, "inputs lie in [0, x_max)", 0.0),
-          opt_float("noise", 0.5, "standard deviation of the training targets' Gaussian noise", 0.0),
-          opt_float("test_step", 0.1, "spacing of the test inputs 0, test_step, ... < x_max", 1e-6),
-          opt_int("batch_size", 0, "points per training batch (0 = all in one batch)", 0),
-          opt_int("seed", -1, "generator seed (-1 = the experiment's seed)", -1)};
+const config::Binding<Options>& binding() {
+  static const auto b =
+      config::Binding<Options>()
+          .option("n_train", &Options::n_train, "training points", {.min = 2})
+          .option("x_max", &Options::x_max, "inputs lie in [0, x_max)", {.min = 0.0})
+          .option("noise", &Options::noise, "standard deviation of the training targets' Gaussian noise", {.min = 0.0})
+          .option("test_step", &Options::test_step, "spacing of the test inputs 0, test_step, ... < x_max",
+                  {.min = 1e-6})
+          .option("batch_size", &Options::batch_size, "points per training batch (0 = all in one batch)", {.min = 0})
+          .option("seed", &Options::seed, "generator seed (-1 = the experiment's seed)", {.min = -1});
+  return b;
 }
 
+config::Schema schema() { return binding().schema(); }
+
 std::shared_ptr<data::Dataset> make(const config::Options& o, const plugin::BuildContext& ctx) {
-  Options opt;
-  opt.n_train = o.get_int("n_train");
-  opt.x_max = o.get_float("x_max");
-  opt.noise = o.get_float("noise");
-  opt.test_step = o.get_float("test_step");
-  if (opt.test_step >= opt.x_max)
-    o.fail("test_step", fmt::format("test_step {} leaves no test input below x_max {}", opt.test_step, opt.x_max));
-  opt.batch_size = o.get_int("batch_size");
-  opt.seed = static_cast<uint64_t>(o.get_int("seed") >= 0 ? o.get_int("seed") : ctx.seed);
+  Options opt = binding().read(o);
+  if (opt.test_step >= opt.x_max) {
+    binding().fail(o, &Options::test_step,
+                   fmt::format("test_step {} leaves no test input below x_max {}", opt.test_step, opt.x_max));
+  }
+  if (opt.seed < 0) opt.seed = static_cast<int64_t>(ctx.seed);
   return std::make_shared<KernelRegression>(opt);
 }
 

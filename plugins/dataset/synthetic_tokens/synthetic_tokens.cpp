@@ -3,6 +3,7 @@
 // <bos>=0, <eos>=1, <pad>=2, <unk>=3 (d2l's sorted vocabulary). A source has a random length in
 // [min_len, num_steps - 1] plus <eos>, padded to num_steps; its target is, per `task`, the same
 // words (copy), reversed (reverse), or unrelated random words (random), plus <eos>.
+#include <attnlab/config/binding.hpp>
 #include <attnlab/config/schema.hpp>
 #include <attnlab/data/dataset.hpp>
 #include <attnlab/error.hpp>
@@ -24,21 +25,51 @@ struct Split {
   torch::Tensor src, src_lens, tgt_in, tgt_out, tgt_lens;  // [N, T], [N], [N, T], [N, T], [N]
 };
 
+struct Config {
+  int64_t vocab_size = 29;
+  int64_t num_steps = 11;
+  int64_t batch_size = 3;
+  int64_t min_len = 1;
+  std::string task = "copy";  // copy | reverse | random
+  int64_t num_train = 96;
+  int64_t num_val = 24;
+  int64_t num_test = 24;
+  int64_t seed = 0;
+};
+
+const config::Binding<Config>& binding() {
+  static const auto b =
+      config::Binding<Config>()
+          .option("vocab_size", &Config::vocab_size, "tokens including the 4 specials <bos> <eos> <pad> <unk>",
+                  {.min = 5})
+          .option("num_steps", &Config::num_steps, "padded sequence length T (words + <eos>)", {.min = 2})
+          .option("batch_size", &Config::batch_size, "sequences per batch", {.min = 1})
+          .option("min_len", &Config::min_len, "fewest words in a sequence", {.min = 1})
+          .choice("task", &Config::task, {"copy", "reverse", "random"}, "target: the source words, reversed, or random")
+          .option("num_train", &Config::num_train, "training sequences", {.min = 1})
+          .option("num_val", &Config::num_val, "validation sequences (0 = no split)", {.min = 0})
+          .option("num_test", &Config::num_test, "test sequences (0 = no split)", {.min = 0})
+          .option("seed", &Config::seed, "seed of the generated data (independent of the experiment seed)", {.min = 0});
+  return b;
+}
+
 class SyntheticTokens final : public data::Dataset {
  public:
-  explicit SyntheticTokens(const config::Options& o)
-      : vocab_size_(o.get_int("vocab_size")),
-        num_steps_(o.get_int("num_steps")),
-        batch_size_(o.get_int("batch_size")),
-        min_len_(o.get_int("min_len")),
-        seed_(static_cast<uint64_t>(o.get_int("seed"))),
-        task_(o.get_string("task")),
-        sizes_{o.get_int("num_train"), o.get_int("num_val"), o.get_int("num_test")} {
+  SyntheticTokens(const Config& c, const config::Options& o)
+      : vocab_size_(c.vocab_size),
+        num_steps_(c.num_steps),
+        batch_size_(c.batch_size),
+        min_len_(c.min_len),
+        seed_(static_cast<uint64_t>(c.seed)),
+        task_(c.task),
+        sizes_{c.num_train, c.num_val, c.num_test} {
     if (vocab_size_ <= kSpecials) {
-      o.fail("vocab_size", fmt::format("needs more than the {} special tokens, found {}", kSpecials, vocab_size_));
+      binding().fail(o, &Config::vocab_size,
+                     fmt::format("needs more than the {} special tokens, found {}", kSpecials, vocab_size_));
     }
     if (min_len_ > num_steps_ - 1) {
-      o.fail("min_len", fmt::format("must leave room for <eos> in num_steps {}, found {}", num_steps_, min_len_));
+      binding().fail(o, &Config::min_len,
+                     fmt::format("must leave room for <eos> in num_steps {}, found {}", num_steps_, min_len_));
     }
     std::vector<std::string> words;
     for (int64_t i = kSpecials; i < vocab_size_; ++i) words.push_back(fmt::format("t{:02d}", i));
@@ -81,7 +112,7 @@ class SyntheticTokens final : public data::Dataset {
   data::Batch encode_sources(const std::vector<std::string>& sentences) const override {
     const int64_t n = static_cast<int64_t>(sentences.size());
     auto src = torch::full({n, num_steps_}, vocab_["<pad>"], torch::kLong);  // [N, T]
-    auto lens = torch::zeros({n}, torch::kLong);                              // [N]
+    auto lens = torch::zeros({n}, torch::kLong);                             // [N]
     for (int64_t i = 0; i < n; ++i) {
       auto ids = vocab_.encode(source_tokens(sentences[static_cast<size_t>(i)]));
       const auto len = std::min<int64_t>(static_cast<int64_t>(ids.size()), num_steps_);
@@ -131,13 +162,14 @@ class SyntheticTokens final : public data::Dataset {
     if (n == 0) return d;
     auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
     const int64_t pad = vocab_["<pad>"], bos = vocab_["<bos>"], eos = vocab_["<eos>"];
-    auto words = torch::randint(kSpecials, vocab_size_, {n, num_steps_}, gen, torch::kLong);          // [N, T]
-    auto other = torch::randint(kSpecials, vocab_size_, {n, num_steps_}, gen, torch::kLong);          // [N, T]
-    auto lens = torch::randint(min_len_, num_steps_, {n}, gen, torch::kLong);                        // [N] words
+    auto words = torch::randint(kSpecials, vocab_size_, {n, num_steps_}, gen, torch::kLong);  // [N, T]
+    auto other = torch::randint(kSpecials, vocab_size_, {n, num_steps_}, gen, torch::kLong);  // [N, T]
+    auto lens = torch::randint(min_len_, num_steps_, {n}, gen, torch::kLong);                 // [N] words
     d.src = torch::full({n, num_steps_}, pad, torch::kLong);
     d.tgt_out = torch::full({n, num_steps_}, pad, torch::kLong);
     d.tgt_in = torch::full({n, num_steps_}, pad, torch::kLong);
-    auto src = d.src.accessor<int64_t, 2>(), out = d.tgt_out.accessor<int64_t, 2>(), in = d.tgt_in.accessor<int64_t, 2>();
+    auto src = d.src.accessor<int64_t, 2>(), out = d.tgt_out.accessor<int64_t, 2>(),
+         in = d.tgt_in.accessor<int64_t, 2>();
     auto w = words.accessor<int64_t, 2>(), o = other.accessor<int64_t, 2>();
     for (int64_t i = 0; i < n; ++i) {
       const int64_t len = lens[i].item<int64_t>();
@@ -163,21 +195,10 @@ class SyntheticTokens final : public data::Dataset {
   std::array<Split, 3> splits_;
 };
 
-config::Schema schema() {
-  using namespace config;
-  return {opt_int("vocab_size", 29, "tokens including the 4 specials <bos> <eos> <pad> <unk>", 5),
-          opt_int("num_steps", 11, "padded sequence length T (words + <eos>)", 2),
-          opt_int("batch_size", 3, "sequences per batch", 1),
-          opt_int("min_len", 1, "fewest words in a sequence", 1),
-          opt_enum("task", "copy", {"copy", "reverse", "random"}, "target: the source words, reversed, or random"),
-          opt_int("num_train", 96, "training sequences", 1),
-          opt_int("num_val", 24, "validation sequences (0 = no split)", 0),
-          opt_int("num_test", 24, "test sequences (0 = no split)", 0),
-          opt_int("seed", 0, "seed of the generated data (independent of the experiment seed)", 0)};
-}
+config::Schema schema() { return binding().schema(); }
 
 std::shared_ptr<data::Dataset> make(const config::Options& o, const plugin::BuildContext&) {
-  return std::make_shared<SyntheticTokens>(o);
+  return std::make_shared<SyntheticTokens>(binding().read(o), o);
 }
 
 }  // namespace

@@ -11,13 +11,18 @@ namespace {
 
 using namespace attnlab;
 
-config::Schema schema() { return nn::gru_schema(/*with_attention=*/true); }
+const config::Binding<nn::GruConfig>& binding() {
+  static const auto b = nn::gru_binding(/*with_attention=*/true);
+  return b;
+}
+
+config::Schema schema() { return binding().schema(); }
 
 std::shared_ptr<nn::Decoder> make(const config::Options& options, const plugin::BuildContext& ctx) {
   ATTNLAB_CHECK(ctx.data.tgt_vocab_size > 0, ConfigError,
                 "{}: {} predicts target tokens, but the dataset reports no target vocabulary (tgt_vocab_size {})",
                 options.resolved().where(), options.owner(), ctx.data.tgt_vocab_size);
-  auto opts = nn::gru_options(options, ctx.data.tgt_vocab_size);
+  auto opts = nn::gru_options(binding().read(options), ctx.data.tgt_vocab_size);
   // Queries (decoder hidden state) and keys (encoder states) both have num_hiddens features.
   nn::ScorerContext cross;
   cross.query_size = cross.key_size = opts.num_hiddens();

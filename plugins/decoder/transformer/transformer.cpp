@@ -7,18 +7,24 @@ namespace {
 
 using namespace attnlab;
 
-config::Schema schema() {
-  auto s = nn::transformer_schema(nn::AttentionRoles::SelfAndCross);
-  for (auto& spec : nn::transformer_variant_schema(/*decoder=*/true)) s.push_back(spec);
-  return s;
+struct Config : nn::TransformerConfig, nn::TransformerDecoderVariantConfig {};
+
+const config::Binding<Config>& binding() {
+  static const auto b = config::Binding<Config>()
+                            .include(nn::transformer_binding(nn::AttentionRoles::SelfAndCross))
+                            .include(nn::transformer_decoder_variant_binding());
+  return b;
 }
+
+config::Schema schema() { return binding().schema(); }
 
 std::shared_ptr<nn::Decoder> make(const config::Options& options, const plugin::BuildContext& ctx) {
   ATTNLAB_CHECK(ctx.data.tgt_vocab_size > 0, ConfigError,
                 "{}: {} predicts target tokens, but the dataset reports no target vocabulary (tgt_vocab_size {})",
                 options.resolved().where(), options.owner(), ctx.data.tgt_vocab_size);
-  auto opts = nn::transformer_options(options, ctx.data.tgt_vocab_size);
-  nn::apply_variant_options(options, opts, /*decoder=*/true);
+  const Config c = binding().read(options);
+  auto opts = nn::transformer_options(options, c, ctx.data.tgt_vocab_size);
+  nn::apply_variant_options(static_cast<const nn::TransformerDecoderVariantConfig&>(c), opts);
   return std::make_shared<nn::TransformerDecoderImpl>(
       opts, nn::registry_scorer_factory(options, ctx, nn::AttentionRoles::SelfAndCross, nn::kTransformerScorer));
 }

@@ -9,13 +9,19 @@ namespace {
 
 using namespace attnlab;
 
-config::Schema schema() { return nn::gru_schema(/*with_attention=*/false); }
+const config::Binding<nn::GruConfig>& binding() {
+  static const auto b = nn::gru_binding(/*with_attention=*/false);
+  return b;
+}
+
+config::Schema schema() { return binding().schema(); }
 
 std::shared_ptr<nn::Encoder> make(const config::Options& options, const plugin::BuildContext& ctx) {
   ATTNLAB_CHECK(ctx.data.src_vocab_size > 0, ConfigError,
                 "{}: {} embeds source token ids, but the dataset reports no source vocabulary (src_vocab_size {})",
                 options.resolved().where(), options.owner(), ctx.data.src_vocab_size);
-  return std::make_shared<encoders::gru::GruEncoderImpl>(nn::gru_options(options, ctx.data.src_vocab_size));
+  return std::make_shared<encoders::gru::GruEncoderImpl>(
+      nn::gru_options(binding().read(options), ctx.data.src_vocab_size));
 }
 
 }  // namespace

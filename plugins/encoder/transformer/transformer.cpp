@@ -7,19 +7,25 @@ namespace {
 
 using namespace attnlab;
 
-config::Schema schema() {
-  auto s = nn::transformer_schema(nn::AttentionRoles::Self);
-  for (auto& spec : nn::transformer_variant_schema(/*decoder=*/false)) s.push_back(spec);
-  return s;
+struct Config : nn::TransformerConfig, nn::TransformerVariantConfig {};
+
+const config::Binding<Config>& binding() {
+  static const auto b = config::Binding<Config>()
+                            .include(nn::transformer_binding(nn::AttentionRoles::Self))
+                            .include(nn::transformer_variant_binding());
+  return b;
 }
+
+config::Schema schema() { return binding().schema(); }
 
 std::shared_ptr<nn::Encoder> make(const config::Options& options, const plugin::BuildContext& ctx) {
   ATTNLAB_CHECK(ctx.data.src_vocab_size > 0, ConfigError,
                 "{}: {} embeds source token ids, but the dataset reports no source vocabulary "
                 "(src_vocab_size {}; feature inputs need an encoder for continuous inputs)",
                 options.resolved().where(), options.owner(), ctx.data.src_vocab_size);
-  auto opts = nn::transformer_options(options, ctx.data.src_vocab_size);
-  nn::apply_variant_options(options, opts, /*decoder=*/false);
+  const Config c = binding().read(options);
+  auto opts = nn::transformer_options(options, c, ctx.data.src_vocab_size);
+  nn::apply_variant_options(static_cast<const nn::TransformerVariantConfig&>(c), opts);
   return std::make_shared<nn::TransformerEncoderImpl>(
       opts, nn::registry_scorer_factory(options, ctx, nn::AttentionRoles::Self, nn::kTransformerScorer));
 }

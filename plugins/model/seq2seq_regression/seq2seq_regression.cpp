@@ -21,8 +21,8 @@ class Seq2SeqRegression final : public nn::SequenceRegressor {
                     double pe_dropout, bool xavier)
       : n_features_(n_features), scale_(std::sqrt(static_cast<double>(opts.num_hiddens()))) {
     proj = register_module("proj", torch::nn::Linear(n_features, opts.num_hiddens()));
-    pos_encoding = register_module("pos_encoding", nn::PositionalEncoding(opts.num_hiddens(), pe_dropout, opts.max_len(),
-                                                                              opts.positional_encoding()));
+    pos_encoding = register_module("pos_encoding", nn::PositionalEncoding(opts.num_hiddens(), pe_dropout,
+                                                                          opts.max_len(), opts.positional_encoding()));
     encoder = register_module("encoder", nn::TransformerEncoder(opts, make_scorer));
     decoder = register_module("decoder", nn::TransformerDecoder(opts, make_scorer));
     linear = register_module("linear", torch::nn::Linear(opts.num_hiddens(), n_features));
@@ -50,13 +50,13 @@ class Seq2SeqRegression final : public nn::SequenceRegressor {
   torch::Tensor predict(const torch::Tensor& src, int64_t steps) override {
     check_input("src", src);
     TORCH_CHECK(steps >= 1, "seq2seq_regression: predict needs steps >= 1, found ", steps);
-    auto states = encode(src);                          // [B, S, H]
-    auto inputs = src.narrow(1, src.size(1) - 1, 1);    // [B, 1, F] the last source point
+    auto states = encode(src);                        // [B, S, H]
+    auto inputs = src.narrow(1, src.size(1) - 1, 1);  // [B, 1, F] the last source point
     for (int64_t i = 0; i < steps; ++i) {
-      auto out = decode(states, inputs);                // [B, i + 1, F]
+      auto out = decode(states, inputs);                               // [B, i + 1, F]
       inputs = torch::cat({inputs, out.narrow(1, i, 1)}, 1).detach();  // [B, i + 2, F]
     }
-    return inputs.narrow(1, 1, steps);                  // [B, steps, F]
+    return inputs.narrow(1, 1, steps);  // [B, steps, F]
   }
 
   int64_t num_features() const override { return n_features_; }
@@ -90,35 +90,44 @@ class Seq2SeqRegression final : public nn::SequenceRegressor {
   double scale_;
 };
 
-config::Schema schema() {
-  auto s = nn::transformer_schema(nn::AttentionRoles::SelfAndCross);
+struct Config : nn::TransformerConfig {
+  bool xavier_init = true;  // init: xavier_uniform | default
+  double pe_dropout = 0.0;
+};
+
+const config::Binding<Config>& binding() {
   // Step-by-Step's model as the defaults: d_model 6, 3 heads, FFN 10, 2 + 2 layers, dropout 0.1,
   // biased projections, norm first, dropout inside the FFN, positions up to 100.
-  const std::map<std::string, std::string> book = {{"num_hiddens", "6"}, {"ffn_num_hiddens", "10"},
-                                                   {"num_heads", "3"},   {"num_blks", "2"},
-                                                   {"dropout", "0.1"},   {"bias", "true"},
-                                                   {"norm", "first"},    {"ffn_dropout", "0.1"},
-                                                   {"max_len", "100"}};
-  for (auto& spec : s) {
-    if (auto it = book.find(spec.name); it != book.end()) spec.default_value = it->second;
-  }
-  s.push_back(config::opt_enum("init", "xavier_uniform", {"xavier_uniform", "default"},
-                               "xavier_uniform: Xavier-uniform for every parameter with dim > 1 (the book); "
-                               "default: LibTorch's own initialisation"));
-  s.push_back(config::opt_float("pe_dropout", 0.0, "dropout after the positional encoding (the book has none)", 0.0,
-                                1.0));
-  return s;
+  static const auto b =
+      config::Binding<Config>()
+          .include(nn::transformer_binding(nn::AttentionRoles::SelfAndCross, {.num_hiddens = 6,
+                                                                              .ffn_num_hiddens = 10,
+                                                                              .num_heads = 3,
+                                                                              .num_blks = 2,
+                                                                              .dropout = 0.1,
+                                                                              .bias = true,
+                                                                              .norm = nn::NormPlacement::First,
+                                                                              .max_len = 100,
+                                                                              .ffn_dropout = 0.1}))
+          .choice("init", &Config::xavier_init, {{"xavier_uniform", true}, {"default", false}},
+                  "xavier_uniform: Xavier-uniform for every parameter with dim > 1 (the book); default: LibTorch's "
+                  "own initialisation")
+          .option("pe_dropout", &Config::pe_dropout, "dropout after the positional encoding (the book has none)",
+                  {.min = 0.0, .max = 1.0});
+  return b;
 }
+
+config::Schema schema() { return binding().schema(); }
 
 std::shared_ptr<nn::Model> make(const config::Options& o, const plugin::BuildContext& ctx) {
   ATTNLAB_CHECK(ctx.data.num_features > 0, ConfigError,
                 "{}: {} regresses continuous features, but the dataset reports num_features {} "
                 "(use a dataset of feature sequences, e.g. corners)",
                 o.resolved().where(), o.owner(), ctx.data.num_features);
-  auto opts = nn::transformer_options(o, /*vocab_size=*/1);  // no vocabulary: the token layers are dropped
+  const Config c = binding().read(o);
+  auto opts = nn::transformer_options(o, c, /*vocab_size=*/1);  // no vocabulary: the token layers are dropped
   auto scorers = nn::registry_scorer_factory(o, ctx, nn::AttentionRoles::SelfAndCross, nn::kTransformerScorer);
-  return std::make_shared<Seq2SeqRegression>(opts, scorers, ctx.data.num_features, o.get_float("pe_dropout"),
-                                             o.get_string("init") == "xavier_uniform");
+  return std::make_shared<Seq2SeqRegression>(opts, scorers, ctx.data.num_features, c.pe_dropout, c.xavier_init);
 }
 
 }  // namespace

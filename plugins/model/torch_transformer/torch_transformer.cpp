@@ -6,6 +6,7 @@
 // LibTorch's layers do not return attention weights; while a recorder is active (evaluation
 // only), the forward walks the layers itself, asks each attention module for its per-head weights
 // on the same inputs the layer sees, and records them as the framework's stacks do.
+#include <attnlab/config/binding.hpp>
 #include <attnlab/error.hpp>
 #include <attnlab/nn/layers.hpp>
 #include <attnlab/nn/regression.hpp>
@@ -24,12 +25,11 @@ class TorchTransformer final : public nn::SequenceRegressor {
   TorchTransformer(int64_t n_features, int64_t d_model, int64_t heads, int64_t ffn, int64_t blocks, double dropout,
                    int64_t max_len, bool xavier)
       : n_features_(n_features), scale_(std::sqrt(static_cast<double>(d_model))) {
-    transformer = register_module(
-        "transf", tnn::Transformer(tnn::TransformerOptions(d_model, heads)
-                                       .num_encoder_layers(blocks)
-                                       .num_decoder_layers(blocks)
-                                       .dim_feedforward(ffn)
-                                       .dropout(dropout)));
+    transformer = register_module("transf", tnn::Transformer(tnn::TransformerOptions(d_model, heads)
+                                                                 .num_encoder_layers(blocks)
+                                                                 .num_decoder_layers(blocks)
+                                                                 .dim_feedforward(ffn)
+                                                                 .dropout(dropout)));
     proj = register_module("proj", tnn::Linear(n_features, d_model));
     linear = register_module("linear", tnn::Linear(d_model, n_features));
     pos_encoding = register_module("pe", nn::PositionalEncoding(d_model, 0.0, max_len));
@@ -48,7 +48,7 @@ class TorchTransformer final : public nn::SequenceRegressor {
     TORCH_CHECK(steps >= 1, "torch_transformer: predict needs steps >= 1, found ", steps);
     auto inputs = src.narrow(1, src.size(1) - 1, 1);  // [B, 1, F]
     for (int64_t i = 0; i < steps; ++i) {
-      auto out = encode_decode(src, inputs);           // [B, i + 1, F]
+      auto out = encode_decode(src, inputs);                           // [B, i + 1, F]
       inputs = torch::cat({inputs, out.narrow(1, i, 1)}, 1).detach();  // [B, i + 2, F]
     }
     return inputs.narrow(1, 1, steps);  // [B, steps, F]
@@ -78,7 +78,7 @@ class TorchTransformer final : public nn::SequenceRegressor {
     auto mask = tnn::TransformerImpl::generate_square_subsequent_mask(t.size(0)).to(t.device());  // [T, T]
     auto* recorder = nn::active_recorder();
     auto out = recorder ? recorded_pass(*recorder, s, t, mask) : transformer->forward(s, t, {}, mask);  // [T, B, H]
-    return linear->forward(out.transpose(0, 1));  // [B, T, F]
+    return linear->forward(out.transpose(0, 1));                                                        // [B, T, F]
   }
 
   /// The same computation as Transformer::forward, layer by layer, recording the per-head weights
@@ -116,29 +116,44 @@ class TorchTransformer final : public nn::SequenceRegressor {
   double scale_;
 };
 
-config::Schema schema() {
-  using namespace config;
-  return {
-      opt_int("num_hiddens", 6, "d_model", 1, 65536),
-      opt_int("num_heads", 3, "attention heads; must divide num_hiddens", 1, 1024),
-      opt_int("ffn_num_hiddens", 20, "dim_feedforward", 1, 1 << 20),
-      opt_int("num_blks", 1, "encoder layers and decoder layers (each)", 1, 1000),
-      opt_float("dropout", 0.1, "dropout of every LibTorch transformer layer", 0.0, 1.0),
-      opt_int("max_len", 100, "longest sequence the positional encoding covers", 1, 1000000),
-      opt_enum("init", "xavier_uniform", {"xavier_uniform", "default"},
-               "xavier_uniform: Xavier-uniform for every parameter with dim > 1 (the book); default: LibTorch's"),
-  };
+struct Config {
+  int64_t num_hiddens = 6;
+  int64_t num_heads = 3;
+  int64_t ffn_num_hiddens = 20;
+  int64_t num_blks = 1;
+  double dropout = 0.1;
+  int64_t max_len = 100;
+  bool xavier_init = true;  // init: xavier_uniform | default
+};
+
+const config::Binding<Config>& binding() {
+  static const auto b =
+      config::Binding<Config>()
+          .option("num_hiddens", &Config::num_hiddens, "d_model", {.min = 1, .max = 65536})
+          .option("num_heads", &Config::num_heads, "attention heads; must divide num_hiddens", {.min = 1, .max = 1024})
+          .option("ffn_num_hiddens", &Config::ffn_num_hiddens, "dim_feedforward", {.min = 1, .max = 1 << 20})
+          .option("num_blks", &Config::num_blks, "encoder layers and decoder layers (each)", {.min = 1, .max = 1000})
+          .option("dropout", &Config::dropout, "dropout of every LibTorch transformer layer", {.min = 0.0, .max = 1.0})
+          .option("max_len", &Config::max_len, "longest sequence the positional encoding covers",
+                  {.min = 1, .max = 1000000})
+          .choice("init", &Config::xavier_init, {{"xavier_uniform", true}, {"default", false}},
+                  "xavier_uniform: Xavier-uniform for every parameter with dim > 1 (the book); default: LibTorch's");
+  return b;
 }
+
+config::Schema schema() { return binding().schema(); }
 
 std::shared_ptr<nn::Model> make(const config::Options& o, const plugin::BuildContext& ctx) {
   ATTNLAB_CHECK(ctx.data.num_features > 0, ConfigError,
-                "{}: {} regresses continuous features, but the dataset reports num_features {}",
-                o.resolved().where(), o.owner(), ctx.data.num_features);
-  const int64_t d = o.get_int("num_hiddens"), heads = o.get_int("num_heads");
-  if (d % heads != 0) o.fail("num_heads", fmt::format("{} heads do not divide num_hiddens {}", heads, d));
-  return std::make_shared<TorchTransformer>(ctx.data.num_features, d, heads, o.get_int("ffn_num_hiddens"),
-                                            o.get_int("num_blks"), o.get_float("dropout"), o.get_int("max_len"),
-                                            o.get_string("init") == "xavier_uniform");
+                "{}: {} regresses continuous features, but the dataset reports num_features {}", o.resolved().where(),
+                o.owner(), ctx.data.num_features);
+  const Config c = binding().read(o);
+  if (c.num_hiddens % c.num_heads != 0) {
+    binding().fail(o, &Config::num_heads,
+                   fmt::format("{} heads do not divide num_hiddens {}", c.num_heads, c.num_hiddens));
+  }
+  return std::make_shared<TorchTransformer>(ctx.data.num_features, c.num_hiddens, c.num_heads, c.ffn_num_hiddens,
+                                            c.num_blks, c.dropout, c.max_len, c.xavier_init);
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // Scorer plugin "additive": Bahdanau's w_v^T tanh(W_q q + W_k k) (d2l AdditiveAttention's scores).
 #include "additive_scorer.hpp"
 
+#include <attnlab/config/binding.hpp>
 #include <attnlab/error.hpp>
 #include <attnlab/plugin/plugin.hpp>
 
@@ -8,12 +9,20 @@ namespace {
 
 using namespace attnlab;
 
-config::Schema schema() {
-  return {config::opt_int("num_hiddens", 0,
-                          "width of the tanh layer (0 = the key size: per-head size inside multi-head attention, "
-                          "the hidden size in Bahdanau's decoder)",
-                          0, 65536)};
+struct Config {
+  int64_t num_hiddens = 0;  // 0: the key size
+};
+
+const config::Binding<Config>& binding() {
+  static const auto b = config::Binding<Config>().option(
+      "num_hiddens", &Config::num_hiddens,
+      "width of the tanh layer (0 = the key size: per-head size inside multi-head attention, the hidden size in "
+      "Bahdanau's decoder)",
+      {.min = 0, .max = 65536});
+  return b;
 }
+
+config::Schema schema() { return binding().schema(); }
 
 std::shared_ptr<nn::Scorer> make(const config::Options& options, const plugin::BuildContext&,
                                  const nn::ScorerContext& sc) {
@@ -21,7 +30,8 @@ std::shared_ptr<nn::Scorer> make(const config::Options& options, const plugin::B
                 "{}: {} needs the query and key sizes from the module that uses it, found query size {} and key "
                 "size {} (use it as the scorer of an attention module)",
                 options.resolved().where(), options.owner(), sc.query_size, sc.key_size);
-  const int64_t hiddens = options.get_int("num_hiddens") > 0 ? options.get_int("num_hiddens") : sc.key_size;
+  const Config c = binding().read(options);
+  const int64_t hiddens = c.num_hiddens > 0 ? c.num_hiddens : sc.key_size;
   return std::make_shared<scorers::additive::AdditiveScorerImpl>(sc.query_size, sc.key_size, hiddens);
 }
 

@@ -15,6 +15,7 @@
 // closest smaller power of two c, then every other slope of 2c (h = 1, 3, 5, ...), n - c of them
 // (the authors' get_slopes, HF's build_alibi_tensor). Heads are folded into the batch (row r is
 // head r % n, nn/scorer.hpp), so row r gets slope m_{r % n + 1}.
+#include <attnlab/config/binding.hpp>
 #include <attnlab/error.hpp>
 #include <attnlab/nn/dot_product.hpp>
 #include <attnlab/nn/scorer.hpp>
@@ -104,14 +105,22 @@ class Alibi final : public nn::Scorer {
   bool symmetric_, scale_;
 };
 
-config::Schema schema() {
-  return {
-      config::opt_bool("symmetric", true,
-                       "bias -m |i - j|: distance either way costs (encoders, cross-attention); false = the paper's "
-                       "-m (i - j), for causal self-attention only (where both agree)"),
-      config::opt_bool("scale", true, "divide q . k by sqrt(d) (the paper's scaled dot product)"),
-  };
+struct Config {
+  bool symmetric = true;
+  bool scale = true;
+};
+
+const config::Binding<Config>& binding() {
+  static const auto b =
+      config::Binding<Config>()
+          .option("symmetric", &Config::symmetric,
+                  "bias -m |i - j|: distance either way costs (encoders, cross-attention); false = the paper's "
+                  "-m (i - j), for causal self-attention only (where both agree)")
+          .option("scale", &Config::scale, "divide q . k by sqrt(d) (the paper's scaled dot product)");
+  return b;
 }
+
+config::Schema schema() { return binding().schema(); }
 
 std::shared_ptr<nn::Scorer> make(const config::Options& options, const plugin::BuildContext&,
                                  const nn::ScorerContext& sc) {
@@ -120,17 +129,17 @@ std::shared_ptr<nn::Scorer> make(const config::Options& options, const plugin::B
                 options.resolved().where(), options.owner(), sc.query_size, sc.key_size);
   ATTNLAB_CHECK(sc.num_heads >= 1, ConfigError, "{}: {} needs num_heads >= 1, found {}", options.resolved().where(),
                 options.owner(), sc.num_heads);
-  const bool symmetric = options.get_bool("symmetric");
+  const Config c = binding().read(options);
   const bool causal_self = sc.role == nn::ScorerContext::Role::Self && sc.causal;
-  if (!symmetric && !causal_self) {
-    options.fail("symmetric",
-                 fmt::format("symmetric: false (the paper's -m (i - j)) is for causal self-attention only, but {} "
-                             "uses this scorer for {}attention, where keys after the query would gain weight with "
-                             "distance",
-                             sc.owner.empty() ? std::string("its module") : sc.owner,
-                             sc.role == nn::ScorerContext::Role::Self ? "non-causal self-" : "cross-"));
+  if (!c.symmetric && !causal_self) {
+    binding().fail(options, &Config::symmetric,
+                   fmt::format("symmetric: false (the paper's -m (i - j)) is for causal self-attention only, but {} "
+                               "uses this scorer for {}attention, where keys after the query would gain weight with "
+                               "distance",
+                               sc.owner.empty() ? std::string("its module") : sc.owner,
+                               sc.role == nn::ScorerContext::Role::Self ? "non-causal self-" : "cross-"));
   }
-  return std::make_shared<Alibi>(sc.num_heads, symmetric, options.get_bool("scale"));
+  return std::make_shared<Alibi>(sc.num_heads, c.symmetric, c.scale);
 }
 
 }  // namespace

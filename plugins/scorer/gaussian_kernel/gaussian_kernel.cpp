@@ -1,6 +1,7 @@
 // Scorer plugin "gaussian_kernel": Nadaraya-Watson scores -((q - k) w)^2 / 2, fixed or learnable w.
 #include "gaussian_kernel_scorer.hpp"
 
+#include <attnlab/config/binding.hpp>
 #include <attnlab/error.hpp>
 #include <attnlab/plugin/plugin.hpp>
 
@@ -8,18 +9,29 @@ namespace {
 
 using namespace attnlab;
 
-config::Schema schema() {
-  return {config::opt_bool("learnable", false,
-                           "false: fixed w, the nonparametric estimator; true: w is one trainable parameter"),
-          config::opt_float("w", 1.0, "the kernel's w (its initial value when learnable); 1 = the Gaussian kernel")};
+struct Config {
+  bool learnable = false;
+  double w = 1.0;
+};
+
+const config::Binding<Config>& binding() {
+  static const auto b =
+      config::Binding<Config>()
+          .option("learnable", &Config::learnable,
+                  "false: fixed w, the nonparametric estimator; true: w is one trainable parameter")
+          .option("w", &Config::w, "the kernel's w (its initial value when learnable); 1 = the Gaussian kernel");
+  return b;
 }
+
+config::Schema schema() { return binding().schema(); }
 
 std::shared_ptr<nn::Scorer> make(const config::Options& options, const plugin::BuildContext&,
                                  const nn::ScorerContext& sc) {
   ATTNLAB_CHECK(sc.query_size <= 0 || sc.key_size <= 0 || sc.query_size == sc.key_size, ConfigError,
                 "{}: {} compares queries with keys, so they need one size, found query size {} and key size {}",
                 options.resolved().where(), options.owner(), sc.query_size, sc.key_size);
-  return std::make_shared<scorers::gaussian_kernel::GaussianKernelScorerImpl>(options.get_float("w"), options.get_bool("learnable"));
+  const Config c = binding().read(options);
+  return std::make_shared<scorers::gaussian_kernel::GaussianKernelScorerImpl>(c.w, c.learnable);
 }
 
 }  // namespace

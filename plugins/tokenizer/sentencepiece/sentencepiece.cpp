@@ -3,6 +3,7 @@
 //   <cache_dir>/spm-<model_type>-<vocab_size>-<key>.model
 // where <key> is the first 16 hex digits of SHA-256(corpus lines, options), so the same corpus and
 // options reuse the model and anything else trains a new one. decode = DecodePieces.
+#include <attnlab/config/binding.hpp>
 #include <attnlab/config/schema.hpp>
 #include <attnlab/data/tokenizer.hpp>
 #include <attnlab/error.hpp>
@@ -209,22 +210,22 @@ class SentencePiece final : public data::Tokenizer {
   std::string model_path_;
 };
 
-config::Schema schema() {
-  return {
-      config::opt_enum("model_type", "bpe", {"bpe", "unigram"}, "SentencePiece model type"),
-      config::opt_int("vocab_size", 8000, "pieces in the model (must suit the corpus size)", 10),
-      config::opt_float("character_coverage", 1.0, "share of characters covered by the model", 0.5, 1.0),
-      config::opt_string("model", "", "a trained .model file to use instead of training (\"\" = train and cache)"),
-  };
+const config::Binding<SpmOptions>& binding() {
+  static const auto b =
+      config::Binding<SpmOptions>()
+          .choice("model_type", &SpmOptions::model_type, {"bpe", "unigram"}, "SentencePiece model type")
+          .option("vocab_size", &SpmOptions::vocab_size, "pieces in the model (must suit the corpus size)", {.min = 10})
+          .option("character_coverage", &SpmOptions::character_coverage, "share of characters covered by the model",
+                  {.min = 0.5, .max = 1.0})
+          .option("model", &SpmOptions::model,
+                  "a trained .model file to use instead of training (\"\" = train and cache)");
+  return b;
 }
 
+config::Schema schema() { return binding().schema(); }
+
 std::shared_ptr<data::Tokenizer> make(const config::Options& o, const plugin::BuildContext&) {
-  SpmOptions opt;
-  opt.model_type = o.get_string("model_type");
-  opt.vocab_size = o.get_int("vocab_size");
-  opt.character_coverage = o.get_float("character_coverage");
-  opt.model = o.get_string("model");
-  return std::make_shared<SentencePiece>(std::move(opt));
+  return std::make_shared<SentencePiece>(binding().read(o));
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 // (average pooling, the nonparametric Gaussian kernel, or the parametric one with a learnable w),
 // trains it when the scorer has parameters (leave-one-out keys from the training set, SGD, summed
 // squared error), then writes test predictions, the truth and the attention matrix.
+#include <attnlab/config/binding.hpp>
 #include <attnlab/error.hpp>
 #include <attnlab/nn/attention.hpp>
 #include <attnlab/plugin/registry.hpp>
@@ -75,20 +76,26 @@ double mean_entropy(const torch::Tensor& weights) {
   return -(p * torch::log(p.clamp_min(1e-30))).sum(-1).mean().item<double>();
 }
 
+struct Config {
+  std::string variant = "parametric";  // average | nonparametric | parametric
+  config::Node scorer;                 // {} = the variant's
+  int64_t max_epochs = 5;
+  double lr = 0.5;
+  bool half_sse = true;  // loss: half_sse | sse
+  double init_w = -1.0;
+};
+
 class NadarayaWatsonTrainer final : public train::Trainer {
  public:
-  NadarayaWatsonTrainer(const config::Options& o, const plugin::BuildContext& ctx)
-      : variant_(o.get_string("variant")),
-        epochs_(o.get_int("max_epochs")),
-        lr_(o.get_float("lr")),
-        half_(o.get_string("loss") == "half_sse") {
+  NadarayaWatsonTrainer(const Config& c, const config::Options& o, const plugin::BuildContext& ctx)
+      : variant_(c.variant), epochs_(c.max_epochs), lr_(c.lr), half_(c.half_sse) {
     ATTNLAB_CHECK(ctx.registry != nullptr, PluginError, "{}: {} needs a plugin registry to create its scorer",
                   o.resolved().where(), o.owner());
     nn::ScorerContext scalars;  // scalar queries (test inputs) and keys (training inputs), one head
     scalars.query_size = scalars.key_size = 1;
     scalars.role = nn::ScorerContext::Role::Cross;
     scalars.owner = fmt::format("{} at '{}'", o.owner(), o.resolved().path());
-    model_ = NadarayaWatson(ctx.registry->create<nn::Scorer>(scorer_node(o, ctx), ctx, scalars));
+    model_ = NadarayaWatson(ctx.registry->create<nn::Scorer>(scorer_node(c, o, ctx), ctx, scalars));
     model_->to(ctx.device);
     trains_ = !model_->parameters().empty();
   }
@@ -165,24 +172,23 @@ class NadarayaWatsonTrainer final : public train::Trainer {
 
  private:
   /// The trainer's `scorer` option, or the variant's scorer when it is empty.
-  static config::Node scorer_node(const config::Options& o, const plugin::BuildContext& ctx) {
-    const config::Node& given = o.node("scorer");
+  static config::Node scorer_node(const Config& c, const config::Options& o, const plugin::BuildContext& ctx) {
+    const config::Node& given = c.scorer;
     if (!(given.is_map() && given.size() == 0) && !given.is_null()) return given;
     using config::Node;
     const auto loc = o.resolved().location();
     // Placed where the option sits (trainer.scorer), so the recorded config reads as if written.
     const auto& owner = o.resolved().path();
     Node node = Node::map(loc, owner.empty() ? "scorer" : owner + ".scorer");
-    const auto variant = o.get_string("variant");
-    if (variant == "average") {
+    if (c.variant == "average") {
       node.set("plugin", Node::scalar("average", loc));
       return node;
     }
     node.set("plugin", Node::scalar("gaussian_kernel", loc));
-    const bool learnable = variant == "parametric";
+    const bool learnable = c.variant == "parametric";
     double w = 1.0;
     if (learnable) {
-      w = o.get_float("init_w");
+      w = c.init_w;
       if (w < 0) {  // the book's torch.rand((1,)), from a generator of the experiment seed
         auto gen = at::make_generator<at::CPUGeneratorImpl>(static_cast<uint64_t>(ctx.seed) + 1);
         w = torch::rand({1}, gen).item<double>();
@@ -225,25 +231,29 @@ class NadarayaWatsonTrainer final : public train::Trainer {
   Data train_, test_;
 };
 
-config::Schema schema() {
-  using namespace config;
-  return {
-      opt_enum("variant", "parametric", {"average", "nonparametric", "parametric"},
-               "average: mean of the training targets; nonparametric: Gaussian kernel, w = 1; parametric: "
-               "Gaussian kernel with a learnable w, trained"),
-      opt_node("scorer", Type::Any, "{}",
-               "scorer plugin ({} = the variant's); trained when it has parameters. Queries and keys are scalars"),
-      opt_int("max_epochs", 5, "SGD epochs (full batch) when the scorer has parameters; otherwise one evaluation", 1),
-      opt_float("lr", 0.5, "SGD learning rate", 0.0),
-      opt_enum("loss", "half_sse", {"half_sse", "sse"},
-               "half_sse: sum of squared errors / 2; sse: the sum itself (d2l 0.17's PyTorch MSELoss(reduction="
-               "'none').sum())"),
-      opt_float("init_w", -1.0, "parametric variant's initial w (negative = U(0, 1) from the seed, as torch.rand)"),
-  };
+const config::Binding<Config>& binding() {
+  static const auto b =
+      config::Binding<Config>()
+          .choice("variant", &Config::variant, {"average", "nonparametric", "parametric"},
+                  "average: mean of the training targets; nonparametric: Gaussian kernel, w = 1; parametric: "
+                  "Gaussian kernel with a learnable w, trained")
+          .node("scorer", &Config::scorer, config::Type::Any, "{}",
+                "scorer plugin ({} = the variant's); trained when it has parameters. Queries and keys are scalars")
+          .option("max_epochs", &Config::max_epochs,
+                  "SGD epochs (full batch) when the scorer has parameters; otherwise one evaluation", {.min = 1})
+          .option("lr", &Config::lr, "SGD learning rate", {.min = 0.0})
+          .choice("loss", &Config::half_sse, {{"half_sse", true}, {"sse", false}},
+                  "half_sse: sum of squared errors / 2; sse: the sum itself (d2l 0.17's PyTorch MSELoss(reduction="
+                  "'none').sum())")
+          .option("init_w", &Config::init_w,
+                  "parametric variant's initial w (negative = U(0, 1) from the seed, as torch.rand)");
+  return b;
 }
 
+config::Schema schema() { return binding().schema(); }
+
 std::shared_ptr<train::Trainer> make(const config::Options& o, const plugin::BuildContext& ctx) {
-  return std::make_shared<NadarayaWatsonTrainer>(o, ctx);
+  return std::make_shared<NadarayaWatsonTrainer>(binding().read(o), o, ctx);
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 // the first validation batch in train mode (dropout on, teacher forcing) and in eval mode: the
 // book's observation that dropout makes the training-mode loss the larger one.
 // evaluate(): test predictions, their labels (corner directions) and attention into the results.
+#include <attnlab/config/binding.hpp>
 #include <attnlab/data/labels.hpp>
 #include <attnlab/error.hpp>
 #include <attnlab/nn/regression.hpp>
@@ -48,13 +49,17 @@ double seconds_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
 
+struct Config {
+  int64_t max_epochs = 50;
+  double lr = 0.01;
+  int64_t attention_samples = 4;
+  bool validate = true;
+};
+
 class RegressionTrainer final : public train::Trainer {
  public:
-  explicit RegressionTrainer(const config::Options& o)
-      : max_epochs_(o.get_int("max_epochs")),
-        lr_(o.get_float("lr")),
-        attention_samples_(o.get_int("attention_samples")),
-        validate_(o.get_bool("validate")) {}
+  explicit RegressionTrainer(const Config& c)
+      : max_epochs_(c.max_epochs), lr_(c.lr), attention_samples_(c.attention_samples), validate_(c.validate) {}
 
   int64_t max_epochs() const override { return max_epochs_; }
 
@@ -90,7 +95,8 @@ class RegressionTrainer final : public train::Trainer {
       }
       train::EpochReport r;
       r.epoch = epoch;
-      const double train_loss = loss_sum.item<double>() / static_cast<double>(std::max<int64_t>(batches, 1));  // the book's mean of batch losses
+      const double train_loss = loss_sum.item<double>() /
+                                static_cast<double>(std::max<int64_t>(batches, 1));  // the book's mean of batch losses
       r.train["loss"] = train_loss;
       r.train["seconds"] = seconds_since(start);
       if (has_val) validation(ctx, *model, r.val);
@@ -203,16 +209,20 @@ class RegressionTrainer final : public train::Trainer {
   bool validate_;
 };
 
-config::Schema schema() {
-  using namespace config;
-  return {opt_int("max_epochs", 50, "epochs to train", 1),
-          opt_float("lr", 0.01, "Adam learning rate", 0.0),
-          opt_int("attention_samples", 4, "test sequences whose attention is recorded after training", 0),
-          opt_bool("validate", true, "compute the validation losses after every epoch")};
+const config::Binding<Config>& binding() {
+  static const auto b = config::Binding<Config>()
+                            .option("max_epochs", &Config::max_epochs, "epochs to train", {.min = 1})
+                            .option("lr", &Config::lr, "Adam learning rate", {.min = 0.0})
+                            .option("attention_samples", &Config::attention_samples,
+                                    "test sequences whose attention is recorded after training", {.min = 0})
+                            .option("validate", &Config::validate, "compute the validation losses after every epoch");
+  return b;
 }
 
+config::Schema schema() { return binding().schema(); }
+
 std::shared_ptr<train::Trainer> make(const config::Options& o, const plugin::BuildContext&) {
-  return std::make_shared<RegressionTrainer>(o);
+  return std::make_shared<RegressionTrainer>(binding().read(o));
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 // epoch (last.pt, best.pt by validation loss) that a resumed run continues from exactly: the
 // data order depends only on (seed, epoch), and model, Adam, schedule position and RNG states are
 // restored.
+#include <attnlab/config/binding.hpp>
 #include <attnlab/train/checkpoint.hpp>
 #include <attnlab/train/optim.hpp>
 #include <attnlab/train/schedule.hpp>
@@ -33,13 +34,22 @@ torch::Tensor token_loss(const torch::Tensor& out, const torch::Tensor& labels, 
       flat, y, torch::nn::functional::CrossEntropyFuncOptions().ignore_index(pad).reduction(reduction));
 }
 
+struct Config {
+  int64_t max_epochs = 30;
+  double lr = 0.001;
+  double gradient_clip = 1.0;
+  bool validate = true;
+  config::Node schedule;
+  bool checkpoints = true;
+};
+
 class Seq2SeqTrainer final : public train::Trainer {
  public:
-  Seq2SeqTrainer(const config::Options& o, train::LrSchedule schedule)
-      : max_epochs_(o.get_int("max_epochs")),
-        clip_(o.get_float("gradient_clip")),
-        validate_(o.get_bool("validate")),
-        checkpoints_(o.get_bool("checkpoints")),
+  Seq2SeqTrainer(const Config& c, train::LrSchedule schedule)
+      : max_epochs_(c.max_epochs),
+        clip_(c.gradient_clip),
+        validate_(c.validate),
+        checkpoints_(c.checkpoints),
         schedule_(schedule) {}
 
   int64_t max_epochs() const override { return max_epochs_; }
@@ -76,7 +86,7 @@ class Seq2SeqTrainer final : public train::Trainer {
       for (const auto& cpu_batch : ctx.dataset->batches(data::Split::Train, true, ctx.seed + epoch)) {
         if (ctx.stopped()) return train::FitResult::Interrupted;
         auto b = cpu_batch.to(ctx.device, true);
-        auto out = model->forward(b.src, b.src_valid_lens, b.tgt_in);  // [B, T, V]
+        auto out = model->forward(b.src, b.src_valid_lens, b.tgt_in);              // [B, T, V]
         auto loss = token_loss(out, b.tgt_out, pad, probabilities, torch::kMean);  // mean over non-pad tokens
         opt.zero_grad();
         loss.backward();
@@ -147,22 +157,27 @@ class Seq2SeqTrainer final : public train::Trainer {
   train::LrSchedule schedule_;
 };
 
-config::Schema schema() {
-  using namespace config;
-  return {opt_int("max_epochs", 30, "epochs to train", 1),
-          opt_float("lr", 0.001, "Adam learning rate (the schedule's base rate)", 0.0),
-          opt_float("gradient_clip", 1.0, "clip gradients to this global L2 norm (0 = off)", 0.0),
-          opt_bool("validate", true, "compute the validation loss after every epoch"),
-          opt_node("schedule", Type::Map, "{type: constant}",
-                   "learning-rate schedule: {type: constant|linear_warmup|inverse_sqrt, warmup_steps: N, d_model: D, "
-                   "factor: F} (attnlab/train/schedule.hpp)"),
-          opt_bool("checkpoints", true,
-                   "write <results>.ckpt/last.pt every epoch and best.pt (lowest validation loss); needed for --resume")};
+const config::Binding<Config>& binding() {
+  static const auto b =
+      config::Binding<Config>()
+          .option("max_epochs", &Config::max_epochs, "epochs to train", {.min = 1})
+          .option("lr", &Config::lr, "Adam learning rate (the schedule's base rate)", {.min = 0.0})
+          .option("gradient_clip", &Config::gradient_clip, "clip gradients to this global L2 norm (0 = off)",
+                  {.min = 0.0})
+          .option("validate", &Config::validate, "compute the validation loss after every epoch")
+          .node("schedule", &Config::schedule, config::Type::Map, "{type: constant}",
+                "learning-rate schedule: {type: constant|linear_warmup|inverse_sqrt, warmup_steps: N, d_model: D, "
+                "factor: F} (attnlab/train/schedule.hpp)")
+          .option("checkpoints", &Config::checkpoints,
+                  "write <results>.ckpt/last.pt every epoch and best.pt (lowest validation loss); needed for --resume");
+  return b;
 }
 
+config::Schema schema() { return binding().schema(); }
+
 std::shared_ptr<train::Trainer> make(const config::Options& o, const plugin::BuildContext&) {
-  auto schedule = train::parse_schedule(o.node("schedule"), o.get_float("lr"), o.owner());
-  return std::make_shared<Seq2SeqTrainer>(o, schedule);
+  const Config c = binding().read(o);
+  return std::make_shared<Seq2SeqTrainer>(c, train::parse_schedule(c.schedule, c.lr, o.owner()));
 }
 
 }  // namespace

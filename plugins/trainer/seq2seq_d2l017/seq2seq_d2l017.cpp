@@ -8,6 +8,7 @@
 //     cross-entropy is reported too, as train/token_loss.
 // Gradients are clipped to global norm 1 (d2l's grad_clipping), Adam, shuffled batches; no
 // validation (d2l 0.17's load_data_nmt has none).
+#include <attnlab/config/binding.hpp>
 #include <attnlab/error.hpp>
 #include <attnlab/train/optim.hpp>
 #include <attnlab/train/trainer.hpp>
@@ -34,13 +35,17 @@ void xavier_init(torch::nn::Module& model) {
   }
 }
 
+struct Config {
+  int64_t max_epochs = 300;
+  double lr = 0.005;
+  double gradient_clip = 1.0;
+  bool xavier_init = true;  // init: xavier | default
+};
+
 class Seq2SeqD2l017Trainer final : public train::Trainer {
  public:
-  explicit Seq2SeqD2l017Trainer(const config::Options& o)
-      : max_epochs_(o.get_int("max_epochs")),
-        lr_(o.get_float("lr")),
-        clip_(o.get_float("gradient_clip")),
-        xavier_(o.get_string("init") == "xavier") {}
+  explicit Seq2SeqD2l017Trainer(const Config& c)
+      : max_epochs_(c.max_epochs), lr_(c.lr), clip_(c.gradient_clip), xavier_(c.xavier_init) {}
 
   int64_t max_epochs() const override { return max_epochs_; }
 
@@ -106,17 +111,23 @@ class Seq2SeqD2l017Trainer final : public train::Trainer {
   bool xavier_;
 };
 
-config::Schema schema() {
-  using namespace config;
-  return {opt_int("max_epochs", 300, "epochs to train", 1), opt_float("lr", 0.005, "Adam learning rate", 0.0),
-          opt_float("gradient_clip", 1.0, "clip gradients to this global L2 norm (0 = off)", 0.0),
-          opt_enum("init", "xavier", {"xavier", "default"},
-                   "xavier: Xavier-uniform Linear and GRU weights as d2l 0.17's train_seq2seq; default: keep "
-                   "torch's initialisation")};
+const config::Binding<Config>& binding() {
+  static const auto b =
+      config::Binding<Config>()
+          .option("max_epochs", &Config::max_epochs, "epochs to train", {.min = 1})
+          .option("lr", &Config::lr, "Adam learning rate", {.min = 0.0})
+          .option("gradient_clip", &Config::gradient_clip, "clip gradients to this global L2 norm (0 = off)",
+                  {.min = 0.0})
+          .choice("init", &Config::xavier_init, {{"xavier", true}, {"default", false}},
+                  "xavier: Xavier-uniform Linear and GRU weights as d2l 0.17's train_seq2seq; default: keep torch's "
+                  "initialisation");
+  return b;
 }
 
+config::Schema schema() { return binding().schema(); }
+
 std::shared_ptr<train::Trainer> make(const config::Options& o, const plugin::BuildContext&) {
-  return std::make_shared<Seq2SeqD2l017Trainer>(o);
+  return std::make_shared<Seq2SeqD2l017Trainer>(binding().read(o));
 }
 
 }  // namespace

@@ -34,6 +34,10 @@ struct OptionSpec {
 
 using Schema = std::vector<OptionSpec>;
 
+/// A string as the YAML text of a default: quoted when YAML would read it as something else ("",
+/// "null", "a: b"), with no line break after it.
+std::string yaml_scalar_text(const std::string& value);
+
 // Helpers to write schemas compactly:
 //   {opt_int("num_hiddens", 256, "model width", 1), opt_enum("norm", "last", {"first","last"}, "...")}
 OptionSpec opt_int(std::string name, std::optional<int64_t> def, std::string desc,
@@ -49,12 +53,11 @@ OptionSpec opt_node(std::string name, Type map_or_list, std::optional<std::strin
 /// A validated view of a config map.
 /// Construction checks: node is a map (or null = all defaults); no unknown keys (ConfigError with
 /// location, YAML path, owner and "did you mean"); every required key present; each value parses
-/// as its type and respects choices/min/max; a float is finite unless its spec allows otherwise. `ignore` lists keys consumed by someone else (e.g.
-/// "plugin") that are allowed but not part of the schema.
+/// as its type and respects choices/min/max; a float is finite unless its spec allows otherwise. `ignore` lists keys
+/// consumed by someone else (e.g. "plugin") that are allowed but not part of the schema.
 class Options {
  public:
-  Options(const Node& node, const Schema& schema, std::string owner,
-          std::vector<std::string> ignore = {"plugin"});
+  Options(const Node& node, const Schema& schema, std::string owner, std::vector<std::string> ignore = {"plugin"});
 
   int64_t get_int(const std::string& name) const;
   double get_float(const std::string& name) const;

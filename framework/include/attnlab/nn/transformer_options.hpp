@@ -1,6 +1,7 @@
 #pragma once
-// Config side of the transformer plugins: the option schema they share and its mapping onto
-// TransformerOptions (their scorers: nn/scorer_options.hpp).
+// Config side of the transformer plugins: the options they share, bound to structs
+// (config/binding.hpp), and their mapping onto TransformerOptions (scorers: nn/scorer_options.hpp).
+#include <attnlab/config/binding.hpp>
 #include <attnlab/config/schema.hpp>
 #include <attnlab/nn/scorer_options.hpp>
 #include <attnlab/nn/transformer.hpp>
@@ -13,21 +14,48 @@ namespace attnlab::nn {
 /// The transformer plugins' default scorer: "dot_product".
 inline constexpr const char* kTransformerScorer = "dot_product";
 
-/// num_hiddens, ffn_num_hiddens, num_heads, num_blks, dropout, bias, norm, max_len, attention
-/// (attention_option(roles, kTransformerScorer): an encoder has Self, a decoder SelfAndCross).
-config::Schema transformer_schema(AttentionRoles roles);
+/// The options every transformer plugin has (encoder, decoder, seq2seq_regression), as fields
+/// named as in the config; the defaults are the encoder's and decoder's.
+struct TransformerConfig {
+  int64_t num_hiddens = 256;
+  int64_t ffn_num_hiddens = 64;
+  int64_t num_heads = 4;
+  int64_t num_blks = 2;
+  double dropout = 0.2;
+  bool bias = false;
+  NormPlacement norm = NormPlacement::Last;
+  int64_t max_len = 1000;
+  bool positional_encoding = true;  // sinusoidal | none
+  double ffn_dropout = 0.0;
+};
 
-/// The TF-lab variant options of the transformer encoder/decoder plugins (seed 004): init
-/// (default|glorot_uniform), layer_norm_eps, ffn (linear|conv1d), per_head_projections, and for
-/// the decoder also tie_embeddings and output (logits|softmax). Kept apart from
-/// transformer_schema() so that plugins reusing that schema keep their own `init` option.
-config::Schema transformer_variant_schema(bool decoder);
+/// Their binding (config/binding.hpp), with the `attention` option for `roles` (an encoder has
+/// Self, a decoder SelfAndCross; read by registry_scorer_factory). `defaults` are the plugin's.
+config::Binding<TransformerConfig> transformer_binding(AttentionRoles roles, const TransformerConfig& defaults = {});
 
-/// Reads the transformer_variant_schema(decoder) options into `options`.
-TransformerOptions& apply_variant_options(const config::Options& o, TransformerOptions& options, bool decoder);
+/// The TF-lab variant options of the transformer encoder/decoder plugins (seed 004). Apart from
+/// TransformerConfig so that plugins reusing that keep their own `init` option.
+struct TransformerVariantConfig {
+  TransformerInit init = TransformerInit::Default;  // default | glorot_uniform
+  double layer_norm_eps = 1e-5;
+  bool ffn_conv1d = false;  // ffn: linear | conv1d
+  bool per_head_projections = false;
+};
+config::Binding<TransformerVariantConfig> transformer_variant_binding();
 
-/// Validated options + vocabulary size -> TransformerOptions. ConfigError at the option's place
-/// when num_heads does not divide num_hiddens.
-TransformerOptions transformer_options(const config::Options& options, int64_t vocab_size);
+/// The decoder's variant options: those and tie_embeddings, output (logits|softmax).
+struct TransformerDecoderVariantConfig : TransformerVariantConfig {
+  bool tie_embeddings = false;
+  bool output_softmax = false;  // output: logits | softmax
+};
+config::Binding<TransformerDecoderVariantConfig> transformer_decoder_variant_binding();
+
+/// The config + vocabulary size -> TransformerOptions. ConfigError at num_heads' place (in `o`,
+/// the options the config was read from) when num_heads does not divide num_hiddens.
+TransformerOptions transformer_options(const config::Options& o, const TransformerConfig& c, int64_t vocab_size);
+
+/// The variant options onto `options`.
+TransformerOptions& apply_variant_options(const TransformerVariantConfig& v, TransformerOptions& options);
+TransformerOptions& apply_variant_options(const TransformerDecoderVariantConfig& v, TransformerOptions& options);
 
 }  // namespace attnlab::nn
