@@ -9,11 +9,11 @@
 // included), after reading it through ResultsReader as the commands do, under an alarm and an
 // address-space limit. The child's end says whether HDF5
 // survived; what HDF5 refuses cleanly is left to the reader, which names it better.
-#include <attnlab/error.hpp>
-#include <attnlab/results/reader.hpp>
 #include <ATen/Parallel.h>
 #include <fmt/format.h>
 #include <hdf5.h>
+#include <attnlab/error.hpp>
+#include <attnlab/results/reader.hpp>
 
 #include <fcntl.h>
 #include <sys/prctl.h>
@@ -46,9 +46,10 @@ namespace {
 // sanitizer's report does) means HDF5 did not survive the file.
 constexpr int kWalked = 0;
 constexpr int kOutOfMemory = 3;  // a read claimed more than the memory allowance
-constexpr int kParentGone = 4;  // the process that forked it ended before it started
+constexpr int kParentGone = 4;   // the process that forked it ended before it started
+constexpr int kThrew = 5;        // the rehearsed read threw: its error is in the pipe
 
-constexpr int kMaxDepth = 64;           // nested groups followed (a results file has 4)
+constexpr int kMaxDepth = 64;             // nested groups followed (a results file has 4)
 constexpr int64_t kMaxObjects = 1 << 20;  // links visited before the walk stops
 
 struct Walk {
@@ -58,8 +59,7 @@ struct Walk {
 };
 
 herr_t note_allocation_failure(unsigned, const H5E_error2_t* e, void* data) {
-  if (e->min_num == H5E_CANTALLOC || e->min_num == H5E_NOSPACE)
-    static_cast<Walk*>(data)->out_of_memory = true;
+  if (e->min_num == H5E_CANTALLOC || e->min_num == H5E_NOSPACE) static_cast<Walk*>(data)->out_of_memory = true;
   return 0;
 }
 
@@ -93,8 +93,10 @@ void read_elements(hid_t file_type, hid_t space, hsize_t stored_bytes, Walk& wal
     }
     if (!buffer.empty()) {
       // Reclaim frees what variable-length parts the read allocated (nothing for fixed types).
-      if (read(mem, buffer.data()) < 0) after_failure(walk);
-      else H5Dvlen_reclaim(mem, space, H5P_DEFAULT, buffer.data());
+      if (read(mem, buffer.data()) < 0)
+        after_failure(walk);
+      else
+        H5Dvlen_reclaim(mem, space, H5P_DEFAULT, buffer.data());
     }
   } else {
     after_failure(walk);
@@ -237,7 +239,7 @@ bool walk_file(const std::string& path, uint64_t memory_bytes) {
 
 /// The child: quiet, limited, `read` (true when memory ran out), then _exit with how it went
 /// (never returns, never runs destructors or atexit handlers of the parent's state).
-[[noreturn]] void child(const ReadCheckLimits& limits, const std::function<bool()>& read, pid_t parent) {
+[[noreturn]] void child(const ReadCheckLimits& limits, const std::function<bool()>& read, pid_t parent, int error_fd) {
   // Killed with the process that waits for it (a `kill PID` of the runner, not only a Ctrl-C of its
   // process group), rather than reading on alone until the alarm.
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -247,7 +249,8 @@ bool walk_file(const std::string& path, uint64_t memory_bytes) {
     ::dup2(null, STDOUT_FILENO);
     ::dup2(null, STDERR_FILENO);
   }
-  for (int sig : {SIGSEGV, SIGBUS, SIGABRT, SIGFPE, SIGILL, SIGALRM, SIGINT, SIGTERM, SIGHUP}) std::signal(sig, SIG_DFL);
+  for (int sig : {SIGSEGV, SIGBUS, SIGABRT, SIGFPE, SIGILL, SIGALRM, SIGINT, SIGTERM, SIGHUP})
+    std::signal(sig, SIG_DFL);
   const rlimit no_core{0, 0};
   ::setrlimit(RLIMIT_CORE, &no_core);
   if (const uint64_t mapped = mapped_bytes(); mapped > 0 && limits.memory_bytes > 0) {
@@ -263,6 +266,19 @@ bool walk_file(const std::string& path, uint64_t memory_bytes) {
     out_of_memory_seen = read();
   } catch (const std::exception& e) {
     out_of_memory_seen = out_of_memory(e);
+    if (!out_of_memory_seen && error_fd >= 0) {
+      // The error's kind and message, for the parent to throw without reading (a pipe holds 64 KiB).
+      const char kind = dynamic_cast<const ConfigError*>(&e) != nullptr ? 'C'
+                        : dynamic_cast<const DataError*>(&e) != nullptr ? 'D'
+                                                                        : 'R';
+      std::string record = std::string(1, kind) + std::string(e.what()).substr(0, 60000);
+      for (size_t off = 0; off < record.size();) {
+        const ssize_t n = ::write(error_fd, record.data() + off, record.size() - off);
+        if (n <= 0) break;
+        off += static_cast<size_t>(n);
+      }
+      ::_exit(kThrew);
+    }
   } catch (...) {
   }
   ::_exit(out_of_memory_seen ? kOutOfMemory : kWalked);
@@ -327,23 +343,61 @@ ReadCheckLimits ReadCheckLimits::for_file(const std::string& path) {
 
 namespace {
 
-/// `read` in a forked copy of this process, ended as check_readable describes.
-void in_child(const std::string& path, const ReadCheckLimits& limits, const std::function<bool()>& read) {
+/// `read` in a forked copy of this process, ended as check_readable describes. With `rethrow`, an
+/// exception that ends `read` in the copy is thrown here again (same kind and message).
+void in_child(const std::string& path, const ReadCheckLimits& limits, const std::function<bool()>& read,
+              bool rethrow = false) {
+  int fds[2] = {-1, -1};
+  if (rethrow) {
+    ATTNLAB_CHECK(::pipe2(fds, O_CLOEXEC) == 0, ResultsError,
+                  "cannot check results file {} before reading it: pipe failed: {}", path, std::strerror(errno));
+  }
   // Flushed so that the child's copy of the parent's stdio buffers cannot be written twice.
   std::fflush(nullptr);
   const pid_t parent = ::getpid();
   const pid_t pid = ::fork();
-  ATTNLAB_CHECK(pid >= 0, ResultsError, "cannot check results file {} before reading it: fork failed: {}", path,
-                std::strerror(errno));
-  if (pid == 0) child(limits, read, parent);
+  if (pid < 0) {
+    const int err = errno;
+    if (rethrow) ::close(fds[0]), ::close(fds[1]);
+    throw ResultsError(
+        fmt::format("cannot check results file {} before reading it: fork failed: {}", path, std::strerror(err)));
+  }
+  if (pid == 0) {
+    if (rethrow) ::close(fds[0]);
+    child(limits, read, parent, fds[1]);
+  }
+  if (rethrow) ::close(fds[1]);
 
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0) {
-    ATTNLAB_CHECK(errno == EINTR, ResultsError, "cannot check results file {} before reading it: waitpid: {}", path,
-                  std::strerror(errno));
+    if (errno != EINTR) {
+      const int err = errno;
+      if (rethrow) ::close(fds[0]);
+      throw ResultsError(
+          fmt::format("cannot check results file {} before reading it: waitpid: {}", path, std::strerror(err)));
+    }
+  }
+  std::string record;
+  if (rethrow) {
+    char buf[4096];
+    for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) != 0;) {
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) break;
+      record.append(buf, static_cast<size_t>(n));
+    }
+    ::close(fds[0]);
   }
   std::string what;
   if (WIFEXITED(status) && WEXITSTATUS(status) == kWalked) return;
+  if (WIFEXITED(status) && WEXITSTATUS(status) == kThrew && !record.empty()) {
+    // The read failed cleanly in the copy: the same error here, without reading again, since what
+    // HDF5 does on a damaged file can differ between two processes (test
+    // ResultsReadCheck.AReadThatFailedInTheCopyIsNotMadeHere).
+    const std::string message = record.substr(1);
+    if (record[0] == 'C') throw ConfigError(message);
+    if (record[0] == 'D') throw DataError(message);
+    throw ResultsError(message);
+  }
   if (WIFEXITED(status) && WEXITSTATUS(status) == kOutOfMemory) {
     what = fmt::format("needed more than {} of memory to read it", bytes_text(limits.memory_bytes));
   } else if (WIFSIGNALED(status) && WTERMSIG(status) == SIGALRM) {
@@ -359,9 +413,8 @@ void in_child(const std::string& path, const ReadCheckLimits& limits, const std:
         "separate checking process; try again after the next epoch)",
         path, WriterLock::who(writer), what));
   }
-  throw ResultsError(
-      fmt::format("results file {} is damaged: HDF5 {} (in a separate checking process; nothing was read from it)", path,
-                  what));
+  throw ResultsError(fmt::format(
+      "results file {} is damaged: HDF5 {} (in a separate checking process; nothing was read from it)", path, what));
 }
 
 }  // namespace
@@ -380,12 +433,15 @@ void check_readable(const std::string& path, const ReadCheckLimits& limits) {
 }
 
 void rehearse_read(const std::string& path, const std::function<void()>& read) {
-  // An exception ends the child like a return (a refusal: the real read meets it again), but
-  // for a failed allocation.
-  in_child(path, ReadCheckLimits::for_file(path), [&] {
-    read();
-    return false;
-  });
+  // An exception that ends the read in the child is thrown here (kind and message) and the read
+  // is not made; a failed allocation is reported as the memory limit.
+  in_child(
+      path, ReadCheckLimits::for_file(path),
+      [&] {
+        read();
+        return false;
+      },
+      /*rethrow=*/true);
 }
 
 }  // namespace attnlab::results

@@ -37,8 +37,9 @@ void check_readable(const std::string& path, const ReadCheckLimits& limits);
 /// in a forked copy of this process, under check_readable's limits, and return when HDF5 survived
 /// it there; else the same ResultsError as check_readable. The copy starts in this process's exact
 /// state (HDF5's caches included), so what HDF5 does in it, it would do here: a command rehearses
-/// its own reads, then makes them (read_isolated). What `read` throws in the copy is dropped: the
-/// real read meets it again.
+/// its own reads, then makes them (read_isolated). An exception that ends `read` in the copy is
+/// thrown here (ConfigError, DataError, else ResultsError, with its message) and the real read is
+/// not made: on some damaged files HDF5 fails cleanly in one process and loops in another.
 void rehearse_read(const std::string& path, const std::function<void()>& read);
 
 /// rehearse_read(path, read), then read() here, returning what it returns. Inside `read`, open
