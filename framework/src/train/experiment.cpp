@@ -5,9 +5,10 @@
 #include <attnlab/files.hpp>
 #include <attnlab/nn/encoder_decoder.hpp>
 #include <attnlab/plugin/registry.hpp>
-#include <attnlab/results/results.hpp>
 #include <attnlab/results/reader.hpp>
+#include <attnlab/results/results.hpp>
 #include <attnlab/train/checkpoint.hpp>
+#include <attnlab/train/distributed.hpp>
 #include <attnlab/train/trainer.hpp>
 #include <attnlab/version.hpp>
 
@@ -19,8 +20,8 @@
 #include <array>
 #include <atomic>
 #include <cctype>
-#include <cmath>
 #include <chrono>
+#include <cmath>
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>
@@ -63,6 +64,16 @@ class SignalScope {
 void test_signal_at(const char* point) {
   const char* at = std::getenv("ATTNLAB_TEST_SIGNAL_AT");
   if (at != nullptr && std::string(at) == point) std::raise(SIGTERM);
+}
+
+/// Tests of torchrun restarts: ATTNLAB_TEST_RANK_EXIT_AT_EPOCH=N makes a rank other than 0 of the
+/// first attempt (TORCHELASTIC_RESTART_COUNT=0) die after epoch N, as a crashed worker would.
+void test_exit_at_epoch(int64_t epoch) {
+  const char* at = std::getenv("ATTNLAB_TEST_RANK_EXIT_AT_EPOCH");
+  const char* attempt = std::getenv("TORCHELASTIC_RESTART_COUNT");
+  if (at != nullptr && attempt != nullptr && std::string(attempt) == "0" && std::to_string(epoch) == at) {
+    std::_Exit(3);
+  }
 }
 
 /// Throws Interrupted when a signal asked the run to stop (between the phases after training).
@@ -223,6 +234,85 @@ config::Schema experiment_schema() {
   };
 }
 
+namespace {
+
+/// ATTNLAB_DISTRIBUTED_TIMEOUT: seconds a rank waits for the others (joining, every collective).
+double distributed_timeout_seconds() {
+  const char* v = std::getenv("ATTNLAB_DISTRIBUTED_TIMEOUT");
+  if (v == nullptr || *v == '\0') return 300.0;
+  char* end = nullptr;
+  const double s = std::strtod(v, &end);
+  ATTNLAB_CHECK(end != v && *end == '\0' && std::isfinite(s) && s >= 1 && s <= 86400, ConfigError,
+                "ATTNLAB_DISTRIBUTED_TIMEOUT: expected seconds from 1 to 86400, found '{}'", v);
+  return s;
+}
+
+std::vector<torch::Tensor> trained_state(const nn::EncoderDecoder& model, const std::shared_ptr<nn::Model>& custom) {
+  std::vector<torch::Tensor> state;
+  if (model) {
+    for (const auto& p : model->parameters()) state.push_back(p);
+    for (const auto& b : model->buffers()) state.push_back(b);
+  } else if (custom) {
+    for (const auto& p : custom->parameters()) state.push_back(p);
+  }
+  return state;
+}
+
+/// trainer.fit(tc); in a distributed run, a failure outside attnlab's own errors (a collective
+/// whose peer died or timed out: c10d's and Gloo's exceptions) becomes one error naming the rank,
+/// without c10d's backtrace.
+FitResult fit_with(Trainer& trainer, TrainContext& tc) {
+  if (tc.distributed == nullptr) return trainer.fit(tc);
+  try {
+    return trainer.fit(tc);
+  } catch (const Error&) {  // attnlab's own (Interrupted among them): already say what happened
+    throw;
+  } catch (const std::exception& e) {
+    std::string what = message_without_backtrace(e);
+    const bool peer = what.find("onnection") != std::string::npos || what.find("imed out") != std::string::npos ||
+                      what.find("timeout") != std::string::npos;
+    throw Error(fmt::format("distributed run: rank {} of {} stopped in training: {}{}", tc.distributed->rank(),
+                            tc.distributed->world_size(), what,
+                            peer ? " (a collective with the other ranks failed: one of them died or failed, and its "
+                                   "own output says why; a collective waits at most ATTNLAB_DISTRIBUTED_TIMEOUT s)"
+                                 : ""));
+  }
+}
+
+/// Every rank must end training with the same weights: the reducer made their gradients equal.
+void check_ranks_agree(Distributed& dist, const nn::EncoderDecoder& model, const std::shared_ptr<nn::Model>& custom) {
+  ATTNLAB_CHECK(dist.agree(trained_state(model, custom)), Error,
+                "distributed run: the ranks' weights differ after training (rank {} of {}); the gradient "
+                "all-reduce did not make their steps equal",
+                dist.rank(), dist.world_size());
+}
+
+/// A rank other than 0: it trains its shards and takes part in every collective, writes nothing,
+/// and leaves the evaluation to rank 0. Errors leave as exceptions (exit 1, the runner prints them).
+int run_rank(Trainer& trainer, TrainContext& tc, Distributed& dist, const nn::EncoderDecoder& model,
+             const std::shared_ptr<nn::Model>& custom) {
+  std::string diverged;
+  tc.on_epoch = [&](const EpochReport& r) {  // the reduced numbers: every rank decides alike
+    test_exit_at_epoch(r.epoch);
+    if (diverged.empty()) {
+      diverged = non_finite_loss(r);
+      if (!diverged.empty()) g_stop.store(true);
+    }
+  };
+  FitResult fit;
+  try {
+    fit = fit_with(trainer, tc);
+  } catch (const Interrupted&) {
+    return diverged.empty() ? 130 : 2;
+  }
+  if (fit == FitResult::Diverged || !diverged.empty()) return 2;
+  if (fit == FitResult::Interrupted || g_stop.load()) return 130;
+  check_ranks_agree(dist, model, custom);
+  return 0;
+}
+
+}  // namespace
+
 int run_experiment(const RunOptions& ro) {
   Node root = config::load_experiment(ro.experiment_path, ro.overrides);
   config::Options top(root, experiment_schema(), "the experiment", {});
@@ -267,24 +357,69 @@ int run_experiment(const RunOptions& ro) {
   }
   const int64_t num_parameters = trainer->num_parameters(tc);
 
+  // torchrun (WORLD_SIZE and the rest in the environment): join the process group before anything
+  // is written (docs/DISTRIBUTED.md). Every rank has built the same dataset, model and trainer.
+  std::unique_ptr<Distributed> dist;
+  int restart_count = 0;
+  if (const auto denv = DistributedEnv::from_environment()) {
+    restart_count = denv->restart_count;
+    if (!trainer->supports_distributed()) {
+      const Node& t = top.node("trainer");
+      throw ConfigError(
+          fmt::format("{}: trainer '{}' does not train data-parallel, but this runner is rank {} of {} "
+                      "(WORLD_SIZE is set: torchrun); run it as one process (at 'trainer')",
+                      t.location().str(), plugin_name(t), denv->rank, denv->world_size));
+    }
+    ATTNLAB_CHECK(ctx.device.is_cpu(), ConfigError,
+                  "distributed runs train on the CPU for now (Gloo); device {} under torchrun is not supported yet",
+                  ctx.device.str());
+    dist = join_process_group(*denv, ctx.device, distributed_timeout_seconds());
+    tc.distributed = dist.get();
+    if (!ro.quiet && dist->writes_files()) {
+      spdlog::info("data-parallel: {} processes ({}), each on 1/{} of every batch", dist->world_size(), dist->backend(),
+                   dist->world_size());
+    }
+  }
+
+  // A torchrun restart (--max-restarts) of a run with a fixed results path continues the attempt
+  // that failed from its last checkpoint, as --resume would; rank 0 decides for all.
+  std::optional<std::string> resume_path = ro.resume_path;
+  if (dist && restart_count > 0 && !resume_path) {
+    const std::string fixed = ro.results_path ? *ro.results_path : results_opts.get_string("path");
+    std::string verdict;
+    if (dist->writes_files() && !fixed.empty() && trainer->can_resume() &&
+        files::problem(checkpoint_dir(fixed) + "/last.pt", files::Want::File).empty()) {
+      verdict = fixed;
+    }
+    verdict = dist->share(verdict);
+    if (!verdict.empty()) {
+      resume_path = verdict;
+      if (!ro.quiet && dist->writes_files()) {
+        spdlog::info("torchrun restart {}: resuming {} from its last checkpoint", restart_count, verdict);
+      }
+    }
+  }
+
   // Everything is valid: from here on the run is recorded.
   std::string path = ro.results_path ? *ro.results_path : results_opts.get_string("path");
   std::string stored_config;
-  if (ro.resume_path) {
-    path = *ro.resume_path;
+  if (resume_path) {
+    path = *resume_path;
     stored_config = check_resumable(path, name, ro, *trainer, tc);
     tc.resume = true;
   }
   if (path.empty()) path = default_results_path(name);
+  if (dist) path = dist->share(path);  // rank 0's choice (a default name holds the time)
   tc.checkpoint_dir = checkpoint_dir(path);
   SignalScope signals;  // before the file exists: a signal from here on ends the run "interrupted"
+  if (!tc.writes_files()) return run_rank(*trainer, tc, *dist, model, custom);
   // The results file's writer lock is taken before it is created or opened: a second run on the
   // path of a live one is refused ("another run is writing FILE (pid N)") and touches nothing.
-  auto res_ptr = ro.resume_path ? std::make_unique<results::Results>(path, results::Results::Open::Existing)
+  auto res_ptr = resume_path ? std::make_unique<results::Results>(path, results::Results::Open::Existing)
                                 : std::make_unique<results::Results>(path, name);
   results::Results& res = *res_ptr;
   test_signal_at("results_created");
-  if (!ro.resume_path && files::problem(tc.checkpoint_dir, files::Want::Directory).empty()) {
+  if (!resume_path && files::problem(tc.checkpoint_dir, files::Want::Directory).empty()) {
     // A new run in place of an old one: its checkpoints describe the run whose file was just
     // replaced, and evaluating its best.pt as this run's would be a lie.
     std::error_code ec;
@@ -293,9 +428,10 @@ int run_experiment(const RunOptions& ro) {
                   ec.message());
     if (!ro.quiet) spdlog::info("removed the previous run's checkpoints {}", tc.checkpoint_dir);
   }
-  if (ro.resume_path) {
+  if (resume_path) {
     res.set_status(results::Status::Running);
     res.set_attr("resume_command_line", ro.command_line);
+    if (restart_count > 0) res.set_attr("torchrun_restart_count", static_cast<int64_t>(restart_count));
   } else {
     res.set_attr("command_line", ro.command_line);
   }
@@ -308,8 +444,10 @@ int run_experiment(const RunOptions& ro) {
   res.set_attr("experiment_file", ro.experiment_path);
   res.set_attr("plugins", registry.used());
   res.set_attr("num_parameters", num_parameters);
+  res.set_attr("distributed_world_size", static_cast<int64_t>(dist ? dist->world_size() : 1));
+  res.set_attr("distributed_backend", dist ? dist->backend() : std::string("none"));
   const auto config_yaml = config::to_yaml(resolved_config(top, registry));
-  if (ro.resume_path && config_yaml != stored_config && !ro.quiet) {
+  if (resume_path && config_yaml != stored_config && !ro.quiet) {
     spdlog::warn("resuming {} with a configuration that differs from the stored one; /config now holds the new one",
                  path);
   }
@@ -349,7 +487,7 @@ int run_experiment(const RunOptions& ro) {
 
   FitResult fit;
   try {
-    fit = trainer->fit(tc);
+    fit = fit_with(*trainer, tc);
   } catch (const Interrupted& e) {
     if (diverged.empty()) return interrupted(e.what());
     fit = FitResult::Diverged;
@@ -364,6 +502,15 @@ int run_experiment(const RunOptions& ro) {
     return 2;
   }
   if (fit == FitResult::Interrupted || g_stop.load()) return interrupted("interrupted during training");
+  if (dist) {
+    try {
+      check_ranks_agree(*dist, model, custom);
+      res.set_attr("distributed_weights_agree", static_cast<int64_t>(1));
+    } catch (const std::exception& e) {
+      failed(e);
+      throw;
+    }
+  }
   try {
     trainer->evaluate(tc);
     throw_if_stopped("the trainer's evaluation");

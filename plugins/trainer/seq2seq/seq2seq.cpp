@@ -54,6 +54,7 @@ class Seq2SeqTrainer final : public train::Trainer {
 
   int64_t max_epochs() const override { return max_epochs_; }
   bool can_resume() const override { return checkpoints_; }
+  bool supports_distributed() const override { return true; }
 
   void check(const train::TrainContext& ctx) const override {
     ATTNLAB_CHECK(ctx.model, ConfigError,
@@ -76,36 +77,62 @@ class Seq2SeqTrainer final : public train::Trainer {
     if (ctx.resume) {
       st = train::load_checkpoint(last_path, *model, &opt);
       if (ctx.results != nullptr) ctx.results->truncate_metrics(st.metric_rows);
-      spdlog::info("resuming after epoch {} (step {}) from {}", st.epoch, st.step, last_path);
+      if (ctx.writes_files()) spdlog::info("resuming after epoch {} (step {}) from {}", st.epoch, st.step, last_path);
     }
+    // Data-parallel (torchrun): every rank starts from rank 0's weights, trains on its shard of
+    // each global batch, and the reducer averages the gradients during backward.
+    train::Distributed* dist = ctx.distributed;
+    if (dist != nullptr) dist->attach(params, model->buffers());
     for (int64_t epoch = st.epoch + 1; epoch <= max_epochs_; ++epoch) {
       const auto start = std::chrono::steady_clock::now();
       model->train();
       auto loss_sum = torch::zeros({}, torch::dtype(torch::kDouble).device(ctx.device));  // on device, read once
       int64_t tokens = 0;
-      for (const auto& cpu_batch : ctx.dataset->batches(data::Split::Train, true, ctx.seed + epoch)) {
-        if (ctx.stopped()) return train::FitResult::Interrupted;
+      for (const auto& global : ctx.dataset->batches(data::Split::Train, true, ctx.seed + epoch)) {
+        if (dist != nullptr ? dist->should_stop(ctx.stopped()) : ctx.stopped()) return train::FitResult::Interrupted;
+        const data::Batch cpu_batch = dist != nullptr ? dist->shard(global) : global;
         auto b = cpu_batch.to(ctx.device, true);
-        auto out = model->forward(b.src, b.src_valid_lens, b.tgt_in);              // [B, T, V]
-        auto loss = token_loss(out, b.tgt_out, pad, probabilities, torch::kMean);  // mean over non-pad tokens
+        auto out = model->forward(b.src, b.src_valid_lens, b.tgt_in);  // [B, T, V]
+        torch::Tensor loss;                                            // what backward sees
+        int64_t n = 0;                                                 // tokens it counts
+        if (dist == nullptr) {
+          loss = token_loss(out, b.tgt_out, pad, probabilities, torch::kMean);  // mean over non-pad tokens
+          n = cpu_batch.tgt_valid_lens.sum().item<int64_t>();                   // CPU tensor: no device sync
+          loss_sum += loss.detach().to(torch::kDouble) * static_cast<double>(n);
+        } else {
+          // This rank's share of the global batch's mean: its token sum times world / global
+          // tokens, so that the reducer's average over ranks is the one-process gradient.
+          const double scale = dist->loss_scale(global);
+          auto sum = token_loss(out, b.tgt_out, pad, probabilities, torch::kSum);
+          loss = sum * scale;
+          if (scale > 0) {
+            n = cpu_batch.tgt_valid_lens.sum().item<int64_t>();
+            loss_sum += sum.detach().to(torch::kDouble);
+          }
+        }
         opt.zero_grad();
+        if (dist != nullptr) dist->prepare_for_backward();
         loss.backward();
         if (clip_ > 0) train::clip_grad_norm(params, clip_);
         const double lr = schedule_.at(++st.step);
         for (auto& group : opt.param_groups()) static_cast<torch::optim::AdamOptions&>(group.options()).lr(lr);
         opt.step();
         if (ctx.results != nullptr) ctx.results->append_metric("step", "lr", lr);
-        const int64_t n = cpu_batch.tgt_valid_lens.sum().item<int64_t>();  // CPU tensor: no device sync
-        loss_sum += loss.detach().to(torch::kDouble) * static_cast<double>(n);
         tokens += n;
       }
       // The one read of the epoch; it waits for the device, so the time below includes its work.
-      const double train_loss = loss_sum.item<double>() / static_cast<double>(std::max<int64_t>(tokens, 1));
+      double loss_total = loss_sum.item<double>(), token_total = static_cast<double>(tokens);
+      if (dist != nullptr) {  // every rank's share: the epoch's numbers are the whole epoch's
+        const auto all = dist->sum({loss_total, token_total});
+        loss_total = all[0];
+        token_total = all[1];
+      }
+      const double train_loss = loss_total / std::max(token_total, 1.0);
       const double train_seconds = seconds_since(start);
       train::EpochReport r;
       r.epoch = epoch;
       r.train["loss"] = train_loss;
-      r.train["tokens_per_s"] = static_cast<double>(tokens) / std::max(train_seconds, 1e-9);
+      r.train["tokens_per_s"] = token_total / std::max(train_seconds, 1e-9);
       r.train["seconds"] = train_seconds;
       const bool has_val = validate_ && ctx.dataset->has_split(data::Split::Val);
       if (has_val) r.val["loss"] = validation_loss(ctx, pad, probabilities);
@@ -120,7 +147,7 @@ class Seq2SeqTrainer final : public train::Trainer {
         st.best_metric = metric;
         st.best_epoch = epoch;
       }
-      if (checkpointing) {
+      if (checkpointing && ctx.writes_files()) {
         if (ctx.results != nullptr) st.metric_rows = ctx.results->metric_rows();
         train::save_checkpoint(last_path, *model, &opt, st);
         if (best) train::copy_checkpoint(last_path, best_path);
@@ -141,14 +168,23 @@ class Seq2SeqTrainer final : public train::Trainer {
     torch::NoGradGuard no_grad;
     auto loss_sum = torch::zeros({}, torch::dtype(torch::kDouble).device(ctx.device));
     int64_t tokens = 0;
-    for (const auto& cpu_batch : ctx.dataset->batches(data::Split::Val, false, 0)) {
+    train::Distributed* dist = ctx.distributed;
+    for (const auto& global : ctx.dataset->batches(data::Split::Val, false, 0)) {
+      if (dist != nullptr && dist->loss_scale(global) == 0) continue;  // none of this batch is ours
+      const data::Batch cpu_batch = dist != nullptr ? dist->shard(global) : global;
       auto b = cpu_batch.to(ctx.device, true);
       auto out = model->forward(b.src, b.src_valid_lens, b.tgt_in);  // [B, T, V]
       loss_sum += token_loss(out, b.tgt_out, pad, probabilities, torch::kSum).to(torch::kDouble);
       tokens += cpu_batch.tgt_valid_lens.sum().item<int64_t>();
     }
     model->train();
-    return tokens ? loss_sum.item<double>() / static_cast<double>(tokens) : std::nan("");
+    double total = loss_sum.item<double>(), count = static_cast<double>(tokens);
+    if (dist != nullptr) {
+      const auto all = dist->sum({total, count});
+      total = all[0];
+      count = all[1];
+    }
+    return count > 0 ? total / count : std::nan("");
   }
 
   int64_t max_epochs_;

@@ -6,6 +6,7 @@
 #include <attnlab/nn/model.hpp>
 #include <attnlab/plugin/plugin.hpp>
 #include <attnlab/results/results.hpp>
+#include <attnlab/train/distributed.hpp>
 
 #include <atomic>
 #include <cstdint>
@@ -17,8 +18,8 @@ namespace attnlab::train {
 
 /// One epoch's numbers; keys become /metrics/<group>/<name>.
 struct EpochReport {
-  int64_t epoch = 0;                              // 1-based
-  std::map<std::string, double> train, val;       // e.g. {"loss": ..., "tokens_per_s": ...}
+  int64_t epoch = 0;                         // 1-based
+  std::map<std::string, double> train, val;  // e.g. {"loss": ..., "tokens_per_s": ...}
   double seconds = 0.0;
 };
 
@@ -48,7 +49,13 @@ struct TrainContext {
   /// schedule, RNG), cut ctx.results' series back to the checkpoint, train the remaining epochs.
   /// Only set for trainers whose can_resume() is true.
   bool resume = false;
+  /// Set when the run is one of several data-parallel processes (torchrun; train/distributed.hpp),
+  /// only for trainers whose supports_distributed() is true. Then `results` is set on rank 0
+  /// alone, and checkpoints are written by rank 0 alone (writes_files()).
+  Distributed* distributed = nullptr;
   bool stopped() const { return stop != nullptr && stop->load(); }
+  /// Whether this process writes files: always, but on ranks other than 0 of a distributed run.
+  bool writes_files() const { return distributed == nullptr || distributed->writes_files(); }
 };
 
 enum class FitResult { Completed, Interrupted, Diverged };
@@ -71,6 +78,9 @@ class Trainer {
   virtual int64_t num_parameters(const TrainContext& ctx) const;
   /// Whether fit() honours TrainContext::resume (writes checkpoints and restores them exactly).
   virtual bool can_resume() const { return false; }
+  /// Whether fit() honours TrainContext::distributed (trains on shards, reduces gradients and
+  /// metrics through it). Other trainers refuse to run under torchrun with more than one process.
+  virtual bool supports_distributed() const { return false; }
 };
 
 }  // namespace attnlab::train

@@ -1,0 +1,222 @@
+// Data-parallel training under torchrun: c10d's TCPStore, ProcessGroupGloo and Reducer, all from
+// the torch wheel (libtorch_cpu exports them). Gloo's own headers come from Debian's libgloo-dev:
+// ProcessGroupGloo.hpp includes them, but attnlab only holds gloo objects through pointers the
+// wheel's code makes, so none of their layouts is compiled here (docs/ARCHITECTURE.md, "Gloo").
+// TorchConfig.cmake defines USE_C10D_GLOO (the wheel is built with Gloo); ProcessGroupGloo.hpp
+// declares nothing without it.
+#ifndef USE_C10D_GLOO
+#error "USE_C10D_GLOO is not defined: this torch was built without Gloo"
+#endif
+
+#include <attnlab/error.hpp>
+#include <attnlab/train/distributed.hpp>
+
+#include <fmt/format.h>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#include <torch/csrc/distributed/c10d/comm.hpp>
+#include <torch/csrc/distributed/c10d/reducer.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <limits>
+#include <optional>
+#include <string>
+
+namespace attnlab::train {
+namespace {
+
+std::optional<std::string> env(const char* name) {
+  const char* v = std::getenv(name);
+  if (v == nullptr) return std::nullopt;
+  return std::string(v);
+}
+
+int env_int(const char* name, int lo, int hi, const std::string& what) {
+  const auto text = env(name);
+  ATTNLAB_CHECK(text.has_value() && !text->empty(), ConfigError,
+                "distributed run (WORLD_SIZE is set): {} is not set; expected {} (torchrun sets it)", name, what);
+  size_t used = 0;
+  long value = 0;
+  try {
+    value = std::stol(*text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  ATTNLAB_CHECK(used == text->size() && value >= lo && value <= hi, ConfigError,
+                "distributed run: {}={} is not {}: expected a whole number from {} to {}", name, *text, what, lo, hi);
+  return static_cast<int>(value);
+}
+
+constexpr int64_t kBucketBytes = 25 * 1024 * 1024;      // DDP's default bucket_cap_mb
+constexpr int64_t kFirstBucketBytes = 1 * 1024 * 1024;  // DDP's first bucket: starts the overlap early
+constexpr size_t kBroadcastBytes = 250 * 1024 * 1024;   // DDP's broadcast_bucket_size
+
+class GlooDistributed final : public Distributed {
+ public:
+  GlooDistributed(const DistributedEnv& e, double timeout_seconds) : env_(e) {
+    const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout_seconds * 1000));
+    c10d::TCPStoreOptions so;
+    so.port = static_cast<uint16_t>(e.master_port);
+    so.isServer = e.rank == 0 && !e.agent_store;
+    // Every client counts itself in, and the server waits until all have (torch's env:// does the
+    // same; under torchrun's agent store nobody waits on the count).
+    so.numWorkers = static_cast<size_t>(e.world_size);
+    so.waitWorkers = true;
+    so.timeout = timeout;
+    try {
+      auto store = c10::make_intrusive<c10d::TCPStore>(e.master_addr, so);
+      // Keys of this attempt only: torchrun's agent store outlives a restart.
+      auto prefixed = c10::make_intrusive<c10d::PrefixStore>(fmt::format("attnlab/{}/", e.restart_count), store);
+      store_ = prefixed;
+      auto options = c10d::ProcessGroupGloo::Options::create(timeout);
+      options->devices = {c10d::ProcessGroupGloo::createDefaultDevice()};
+      auto gloo = c10::make_intrusive<c10d::ProcessGroupGloo>(prefixed, e.rank, e.world_size, options);
+      group_ = c10::make_intrusive<c10d::ProcessGroup>(prefixed, e.rank, e.world_size);
+      group_->setBackend(c10::DeviceType::CPU, c10d::ProcessGroup::BackendType::GLOO, gloo);
+      group_->setBackend(c10::DeviceType::CUDA, c10d::ProcessGroup::BackendType::GLOO, gloo);
+      group_->setDefaultBackend(c10d::ProcessGroup::BackendType::GLOO);
+    } catch (const c10::Error& err) {
+      throw Error(fmt::format(
+          "distributed run: rank {} of {} could not join the process group at {}:{} within {} s: {}", e.rank,
+          e.world_size, e.master_addr, e.master_port, timeout_seconds, err.what_without_backtrace()));
+    }
+  }
+
+  int rank() const override { return env_.rank; }
+  int world_size() const override { return env_.world_size; }
+  std::string backend() const override { return "gloo"; }
+
+  void attach(const std::vector<torch::Tensor>& parameters, const std::vector<torch::Tensor>& buffers) override {
+    torch::NoGradGuard no_grad;
+    std::vector<at::Tensor> state(parameters.begin(), parameters.end());
+    state.insert(state.end(), buffers.begin(), buffers.end());
+    if (!state.empty()) c10d::broadcast_coalesced(group_, state, kBroadcastBytes, 0);
+    auto [buckets, order] = c10d::compute_bucket_assignment_by_size(
+        parameters, {static_cast<size_t>(kFirstBucketBytes), static_cast<size_t>(kBucketBytes)});
+    (void)order;
+    reducer_ = std::make_unique<c10d::Reducer>(
+        parameters, std::move(buckets), group_, std::vector<bool>(parameters.size(), false), kBucketBytes,
+        /*find_unused_parameters=*/false, /*gradient_as_bucket_view=*/false, std::unordered_map<size_t, std::string>{},
+        kFirstBucketBytes, /*skip_all_reduce_unused_params=*/false, /*use_python_reducer=*/false,
+        std::vector<int64_t>{});
+  }
+
+  void prepare_for_backward() override {
+    ATTNLAB_CHECK(reducer_ != nullptr, Error, "distributed run: prepare_for_backward() before attach()");
+    reducer_->prepare_for_backward({});
+  }
+
+  std::vector<double> sum(const std::vector<double>& values) override { return reduce(values, c10d::ReduceOp::SUM); }
+  std::vector<double> max(const std::vector<double>& values) override { return reduce(values, c10d::ReduceOp::MAX); }
+
+  std::string share(const std::string& value) override {
+    const std::string key = fmt::format("share/{}", shares_++);
+    if (env_.rank == 0) {
+      store_->set(key, std::vector<uint8_t>(value.begin(), value.end()));
+      return value;
+    }
+    const auto got = store_->get(key);  // waits for rank 0 (up to the store's timeout)
+    return std::string(got.begin(), got.end());
+  }
+
+  bool should_stop(bool stop_here) override { return sum({stop_here ? 1.0 : 0.0})[0] > 0; }
+
+  void barrier() override { group_->barrier()->wait(); }
+
+ private:
+  std::vector<double> reduce(const std::vector<double>& values, c10d::ReduceOp op) {
+    if (values.empty()) return values;
+    auto t = torch::tensor(values, torch::kDouble);
+    std::vector<at::Tensor> ts{t};
+    c10d::AllreduceOptions o;
+    o.reduceOp = op;
+    group_->allreduce(ts, o)->wait();
+    return std::vector<double>(t.data_ptr<double>(), t.data_ptr<double>() + t.numel());
+  }
+
+  DistributedEnv env_;
+  c10::intrusive_ptr<c10d::Store> store_;
+  c10::intrusive_ptr<c10d::ProcessGroup> group_;
+  int64_t shares_ = 0;
+  std::unique_ptr<c10d::Reducer> reducer_;
+};
+
+}  // namespace
+
+std::optional<DistributedEnv> DistributedEnv::from_environment() {
+  if (!env("WORLD_SIZE")) return std::nullopt;
+  DistributedEnv e;
+  e.world_size = env_int("WORLD_SIZE", 1, 1 << 20, "the number of processes");
+  e.rank = env_int("RANK", 0, e.world_size - 1, "this process's rank");
+  e.local_rank = env("LOCAL_RANK") ? env_int("LOCAL_RANK", 0, 1 << 20, "this process's rank on its node") : e.rank;
+  e.master_addr = env("MASTER_ADDR").value_or("");
+  ATTNLAB_CHECK(!e.master_addr.empty(), ConfigError,
+                "distributed run (WORLD_SIZE={}): MASTER_ADDR is not set; expected the host of rank 0's store "
+                "(torchrun sets it)",
+                e.world_size);
+  e.master_port = env_int("MASTER_PORT", 1, 65535, "a TCP port");
+  e.agent_store = env("TORCHELASTIC_USE_AGENT_STORE").value_or("") == "True";
+  e.restart_count = env("TORCHELASTIC_RESTART_COUNT")
+                        ? env_int("TORCHELASTIC_RESTART_COUNT", 0, std::numeric_limits<int>::max(), "a count")
+                        : 0;
+  return e;
+}
+
+std::pair<int64_t, int64_t> Distributed::rows(int64_t n) const {
+  const int64_t w = world_size(), r = rank();
+  const int64_t base = n / w, extra = n % w;
+  const int64_t begin = r * base + std::min(r, extra);
+  return {begin, begin + base + (r < extra ? 1 : 0)};
+}
+
+data::Batch Distributed::shard(const data::Batch& global) const {
+  auto [begin, end] = rows(global.size());
+  if (begin == end) {  // nothing of this batch is ours: a stand-in row whose loss counts 0
+    begin = 0;
+    end = std::min<int64_t>(1, global.size());
+  }
+  auto cut = [&](const torch::Tensor& t) { return t.defined() ? t.slice(0, begin, end) : t; };
+  data::Batch b;
+  b.src = cut(global.src);
+  b.src_valid_lens = cut(global.src_valid_lens);
+  b.tgt_in = cut(global.tgt_in);
+  b.tgt_out = cut(global.tgt_out);
+  b.tgt_valid_lens = cut(global.tgt_valid_lens);
+  return b;
+}
+
+double Distributed::loss_scale(const data::Batch& global) const {
+  const auto [begin, end] = rows(global.size());
+  if (begin == end) return 0.0;
+  const int64_t tokens = global.tgt_valid_lens.sum().item<int64_t>();
+  return static_cast<double>(world_size()) / static_cast<double>(std::max<int64_t>(tokens, 1));
+}
+
+bool Distributed::agree(const std::vector<torch::Tensor>& tensors) {
+  torch::NoGradGuard no_grad;
+  std::vector<double> mine;
+  for (const auto& t : tensors) {
+    const auto d = t.detach().to(torch::kCPU, torch::kDouble);
+    mine.push_back(d.sum().item<double>());
+    mine.push_back(d.pow(2).sum().item<double>());
+  }
+  std::vector<double> negated(mine.size());
+  for (size_t i = 0; i < mine.size(); ++i) negated[i] = -mine[i];
+  const auto hi = max(mine), lo = max(negated);
+  for (size_t i = 0; i < mine.size(); ++i) {
+    if (hi[i] != -lo[i]) return false;
+  }
+  return true;
+}
+
+std::unique_ptr<Distributed> join_process_group(const DistributedEnv& env, torch::Device device,
+                                                double timeout_seconds) {
+  (void)device;  // Gloo serves CPU and CUDA tensors alike (NCCL: docs/DISTRIBUTED.md)
+  return std::make_unique<GlooDistributed>(env, timeout_seconds);
+}
+
+}  // namespace attnlab::train

@@ -1,0 +1,223 @@
+// Data-parallel training under torchrun (issue 14): the real runner, two processes on localhost,
+// Gloo. torchrun is the one the torch wheel installs into the suite's venv.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <attnlab/results/reader.hpp>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "testing/runner.hpp"
+#include "testing/testing.hpp"
+
+namespace {
+using namespace attnlab;
+using testutil::contains;
+namespace fs = std::filesystem;
+
+// tiny_synthetic without dropout (the ranks' dropout masks would differ from one process's), 2
+// epochs of 8 global batches of 32 sequences.
+const std::vector<std::string> kOverrides = {"model.encoder.dropout=0", "model.decoder.dropout=0",
+                                             "trainer.max_epochs=2", "dataset.num_train=256"};
+
+class Distributed : public testutil::RunnerFixture {
+ protected:
+  std::string scratch_prefix() const override { return "attnlab-distributed"; }
+
+  void SetUp() override {
+    RunnerFixture::SetUp();
+    const auto python = testutil::env_or("ATTNLAB_PYTHON", "");
+    ATTNLAB_REQUIRE(!python.empty(), "ATTNLAB_PYTHON is not set (run through ctest)");
+    torchrun_ = (fs::path(python).parent_path() / "torchrun").string();
+    ATTNLAB_REQUIRE(fs::exists(torchrun_), "torchrun is not in the suite's venv: " + torchrun_);
+  }
+
+  /// `torchrun --standalone --nproc_per_node=N --no-python runner args...`
+  testutil::ProcessResult torchrun_runner(int processes, const std::vector<std::string>& args) {
+    std::vector<std::string> a = {"--standalone", "--nnodes=1", fmt::format("--nproc_per_node={}", processes),
+                                  "--no-python", runner_};
+    a.insert(a.end(), args.begin(), args.end());
+    return testutil::run_process(torchrun_, a, source_, tmp_);
+  }
+
+  std::string torchrun_;
+
+  static std::vector<std::string> with(std::vector<std::string> a, const std::vector<std::string>& more) {
+    a.insert(a.end(), more.begin(), more.end());
+    return a;
+  }
+};
+
+/// A TCP port nothing listens on now.
+int free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+  socklen_t len = sizeof addr;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  ::close(fd);
+  return ntohs(addr.sin_port);
+}
+
+TEST_F(Distributed, TwoRanksTakeTheStepsOfOneProcessWithTheWholeBatch) {
+  const auto one = tmp_ + "/one.h5", two = tmp_ + "/two.h5";
+  auto single = run(with({"experiments/tests/tiny_synthetic.yaml", "--results", one, "--quiet"}, kOverrides));
+  ASSERT_EQ(single.exit_code, 0) << single.err;
+  auto pair = torchrun_runner(2, with({"experiments/tests/tiny_synthetic.yaml", "--results", two}, kOverrides));
+  ASSERT_EQ(pair.exit_code, 0) << pair.out << pair.err;
+  EXPECT_TRUE(contains(pair.out + pair.err, "data-parallel: 2 processes (gloo)")) << pair.out << pair.err;
+
+  results::ResultsReader a(one), b(two);
+  EXPECT_EQ(b.attr_string("status"), "completed");
+  EXPECT_EQ(b.attr_int("distributed_world_size"), 2);
+  EXPECT_EQ(b.attr_string("distributed_backend"), "gloo");
+  EXPECT_EQ(b.attr_int("distributed_weights_agree"), 1);
+  EXPECT_EQ(a.attr_int("distributed_world_size"), 1);
+  // The same global batches, the same averaged gradients, the same steps: every epoch's train and
+  // validation loss (the latter a function of the weights after the epoch) agree.
+  for (const char* group : {"train", "val"}) {
+    const auto sa = a.metric(group, "loss"), sb = b.metric(group, "loss");
+    ASSERT_EQ(sa.size(), 2u) << group;
+    ASSERT_EQ(sb.size(), sa.size()) << group;
+    for (size_t i = 0; i < sa.size(); ++i) {
+      EXPECT_NEAR(sb[i], sa[i], 1e-5 * std::max(1.0, std::abs(sa[i]))) << group << " loss at epoch " << i + 1;
+    }
+  }
+  // One file, one checkpoint folder: rank 1 wrote nothing.
+  EXPECT_TRUE(fs::exists(two + ".ckpt/last.pt"));
+  int files = 0;
+  for (const auto& e : fs::directory_iterator(tmp_)) files += e.path().extension() == ".h5" ? 1 : 0;
+  EXPECT_EQ(files, 2);
+}
+
+// torchrun --max-restarts: rank 1 of the first attempt dies after epoch 2; the agent stops rank 0
+// and starts both again, and the new attempt continues the same file from its last checkpoint.
+TEST_F(Distributed, ATorchrunRestartResumesFromTheLastCheckpoint) {
+  const auto one = tmp_ + "/one.h5", two = tmp_ + "/two.h5";
+  const auto more = std::vector<std::string>{"trainer.max_epochs=4"};
+  auto single = run(with(with({"experiments/tests/tiny_synthetic.yaml", "--results", one, "--quiet"}, kOverrides), more));
+  ASSERT_EQ(single.exit_code, 0) << single.err;
+  testutil::ScopedEnv die("ATTNLAB_TEST_RANK_EXIT_AT_EPOCH", "2");
+  std::vector<std::string> a = {"--standalone", "--nnodes=1", "--nproc_per_node=2", "--max-restarts=1",
+                                "--no-python", runner_, "experiments/tests/tiny_synthetic.yaml", "--results", two};
+  a = with(with(a, kOverrides), more);
+  auto r = testutil::run_process(torchrun_, a, source_, tmp_);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_TRUE(contains(r.out + r.err, "torchrun restart 1: resuming " + two)) << r.out << r.err;
+  results::ResultsReader b(two), c(one);
+  EXPECT_EQ(b.attr_string("status"), "completed");
+  EXPECT_EQ(b.attr_int("torchrun_restart_count"), 1);
+  EXPECT_EQ(b.attr_int("distributed_weights_agree"), 1);
+  // The epochs before the failure are kept, those after it trained once: 4 rows, and the same
+  // numbers as one uninterrupted process.
+  for (const char* group : {"train", "val"}) {
+    const auto sb = b.metric(group, "loss"), sc = c.metric(group, "loss");
+    ASSERT_EQ(sb.size(), 4u) << group;
+    ASSERT_EQ(sc.size(), 4u) << group;
+    for (size_t i = 0; i < sb.size(); ++i) {
+      EXPECT_NEAR(sb[i], sc[i], 1e-5 * std::max(1.0, std::abs(sc[i]))) << group << " loss at epoch " << i + 1;
+    }
+  }
+}
+
+TEST_F(Distributed, AKilledRankEndsTheOtherWithAnErrorAndTheRunFailed) {
+  // Two runners launched by hand with torchrun's variables (rank 0 serves the store), so that no
+  // agent stops the survivor: attnlab's own fault handling is what is tested.
+  const auto path = tmp_ + "/run.h5";
+  const int port = free_port();
+  auto launch = [&](int rank) {
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      ::setenv("WORLD_SIZE", "2", 1);
+      ::setenv("RANK", std::to_string(rank).c_str(), 1);
+      ::setenv("LOCAL_RANK", std::to_string(rank).c_str(), 1);
+      ::setenv("MASTER_ADDR", "127.0.0.1", 1);
+      ::setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
+      ::setenv("ATTNLAB_DISTRIBUTED_TIMEOUT", "20", 1);
+      if (::chdir(source_.c_str()) != 0) ::_exit(127);
+      const auto log = fmt::format("{}/rank{}.log", tmp_, rank);
+      if (!std::freopen(log.c_str(), "w", stdout) || !std::freopen(log.c_str(), "a", stderr)) ::_exit(127);
+      std::vector<std::string> args = {runner_, "experiments/tests/tiny_synthetic.yaml", "--results", path,
+                                       "trainer.max_epochs=200"};
+      std::vector<char*> argv;
+      for (auto& s : args) argv.push_back(s.data());
+      argv.push_back(nullptr);
+      ::execv(runner_.c_str(), argv.data());
+      ::_exit(127);
+    }
+    return pid;
+  };
+  const pid_t rank0 = launch(0), rank1 = launch(1);
+  // Training has begun once rank 0's file says an epoch is done: kill rank 1 then, mid-run.
+  const auto started = std::chrono::steady_clock::now();
+  bool training = false;
+  while (!training && std::chrono::steady_clock::now() - started < std::chrono::seconds(120)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    training = contains(testutil::read_file(tmp_ + "/rank0.log"), "epoch   1/200");
+  }
+  ASSERT_TRUE(training) << testutil::read_file(tmp_ + "/rank0.log") << testutil::read_file(tmp_ + "/rank1.log");
+  ASSERT_EQ(::kill(rank1, SIGKILL), 0);
+  int status = 0;
+  ::waitpid(rank1, &status, 0);
+  const auto killed = std::chrono::steady_clock::now();
+  pid_t done = 0;
+  while ((done = ::waitpid(rank0, &status, WNOHANG)) == 0 &&
+         std::chrono::steady_clock::now() - killed < std::chrono::seconds(60)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  if (done == 0) {
+    ::kill(rank0, SIGKILL);
+    ::waitpid(rank0, &status, 0);
+    FAIL() << "rank 0 still ran 60 s after rank 1 died\n" << testutil::read_file(tmp_ + "/rank0.log");
+  }
+  const auto log = testutil::read_file(tmp_ + "/rank0.log");
+  ASSERT_TRUE(WIFEXITED(status)) << log;
+  EXPECT_EQ(WEXITSTATUS(status), 1) << log;
+  results::ResultsReader r(path);
+  EXPECT_EQ(r.attr_string("status"), "failed") << log;
+  const auto error = r.attr_string("error");
+  EXPECT_TRUE(error.starts_with("distributed run: rank 0 of 2 stopped in training: ")) << error;
+  EXPECT_TRUE(contains(error, "(a collective with the other ranks failed: one of them died or failed")) << error;
+  EXPECT_TRUE(contains(log, "error: distributed run: rank 0 of 2 stopped in training")) << log;
+}
+
+TEST_F(Distributed, BadEnvironmentsAndTrainersThatCannotShareAreOneLineErrors) {
+  struct Case {
+    std::vector<std::pair<const char*, const char*>> env;
+    std::string want;
+  };
+  const std::vector<Case> cases = {
+      {{{"WORLD_SIZE", "2"}, {"RANK", "2"}, {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", "29500"}},
+       "RANK=2 is not this process's rank: expected a whole number from 0 to 1"},
+      {{{"WORLD_SIZE", "2"}, {"RANK", "0"}, {"MASTER_PORT", "29500"}}, "MASTER_ADDR is not set"},
+      {{{"WORLD_SIZE", "two"}}, "WORLD_SIZE=two is not the number of processes"},
+  };
+  for (const auto& c : cases) {
+    std::vector<std::unique_ptr<testutil::ScopedEnv>> env;
+    for (const auto& [k, v] : c.env) env.push_back(std::make_unique<testutil::ScopedEnv>(k, v));
+    const auto r = run({"experiments/tests/tiny_synthetic.yaml", "--results", tmp_ + "/bad.h5"});
+    EXPECT_EQ(r.exit_code, 1) << r.err;
+    EXPECT_TRUE(contains(r.err, c.want)) << r.err;
+    EXPECT_FALSE(fs::exists(tmp_ + "/bad.h5"));
+  }
+  // A trainer without data-parallel support refuses two processes before anything is written.
+  const auto r =
+      torchrun_runner(2, {"experiments/corners_norm_first.yaml", "--results", tmp_ + "/c.h5", "trainer.max_epochs=1"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_TRUE(contains(r.out + r.err, "trainer 'regression' does not train data-parallel")) << r.out << r.err;
+  EXPECT_FALSE(fs::exists(tmp_ + "/c.h5"));
+}
+
+}  // namespace
