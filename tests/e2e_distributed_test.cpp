@@ -107,11 +107,19 @@ TEST_F(Distributed, TwoRanksTakeTheStepsOfOneProcessWithTheWholeBatch) {
 TEST_F(Distributed, ATorchrunRestartResumesFromTheLastCheckpoint) {
   const auto one = tmp_ + "/one.h5", two = tmp_ + "/two.h5";
   const auto more = std::vector<std::string>{"trainer.max_epochs=4"};
-  auto single = run(with(with({"experiments/tests/tiny_synthetic.yaml", "--results", one, "--quiet"}, kOverrides), more));
+  auto single =
+      run(with(with({"experiments/tests/tiny_synthetic.yaml", "--results", one, "--quiet"}, kOverrides), more));
   ASSERT_EQ(single.exit_code, 0) << single.err;
   testutil::ScopedEnv die("ATTNLAB_TEST_RANK_EXIT_AT_EPOCH", "2");
-  std::vector<std::string> a = {"--standalone", "--nnodes=1", "--nproc_per_node=2", "--max-restarts=1",
-                                "--no-python", runner_, "experiments/tests/tiny_synthetic.yaml", "--results", two};
+  std::vector<std::string> a = {"--standalone",
+                                "--nnodes=1",
+                                "--nproc_per_node=2",
+                                "--max-restarts=1",
+                                "--no-python",
+                                runner_,
+                                "experiments/tests/tiny_synthetic.yaml",
+                                "--results",
+                                two};
   a = with(with(a, kOverrides), more);
   auto r = testutil::run_process(torchrun_, a, source_, tmp_);
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;

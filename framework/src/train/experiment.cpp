@@ -416,7 +416,7 @@ int run_experiment(const RunOptions& ro) {
   // The results file's writer lock is taken before it is created or opened: a second run on the
   // path of a live one is refused ("another run is writing FILE (pid N)") and touches nothing.
   auto res_ptr = resume_path ? std::make_unique<results::Results>(path, results::Results::Open::Existing)
-                                : std::make_unique<results::Results>(path, name);
+                             : std::make_unique<results::Results>(path, name);
   results::Results& res = *res_ptr;
   test_signal_at("results_created");
   if (!resume_path && files::problem(tc.checkpoint_dir, files::Want::Directory).empty()) {
