@@ -226,6 +226,12 @@ TEST_F(Distributed, BadEnvironmentsAndTrainersThatCannotShareAreOneLineErrors) {
   EXPECT_NE(r.exit_code, 0);
   EXPECT_TRUE(contains(r.out + r.err, "trainer 'regression' does not train data-parallel")) << r.out << r.err;
   EXPECT_FALSE(fs::exists(tmp_ + "/c.h5"));
+  // One process under torchrun is one process: any trainer runs, nothing is joined.
+  const auto alone =
+      torchrun_runner(1, {"experiments/corners_norm_first.yaml", "--results", tmp_ + "/c1.h5", "trainer.max_epochs=1"});
+  EXPECT_EQ(alone.exit_code, 0) << alone.out << alone.err;
+  EXPECT_FALSE(contains(alone.out + alone.err, "data-parallel")) << alone.out << alone.err;
+  EXPECT_EQ(results::ResultsReader(tmp_ + "/c1.h5").attr_int("distributed_world_size"), 1);
 }
 
 }  // namespace

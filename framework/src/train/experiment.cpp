@@ -361,8 +361,9 @@ int run_experiment(const RunOptions& ro) {
   // is written (docs/DISTRIBUTED.md). Every rank has built the same dataset, model and trainer.
   std::unique_ptr<Distributed> dist;
   int restart_count = 0;
-  if (const auto denv = DistributedEnv::from_environment()) {
-    restart_count = denv->restart_count;
+  const auto denv = DistributedEnv::from_environment();
+  if (denv) restart_count = denv->restart_count;
+  if (denv && denv->world_size > 1) {  // WORLD_SIZE=1: one process, as without torchrun
     if (!trainer->supports_distributed()) {
       const Node& t = top.node("trainer");
       throw ConfigError(
@@ -384,17 +385,17 @@ int run_experiment(const RunOptions& ro) {
   // A torchrun restart (--max-restarts) of a run with a fixed results path continues the attempt
   // that failed from its last checkpoint, as --resume would; rank 0 decides for all.
   std::optional<std::string> resume_path = ro.resume_path;
-  if (dist && restart_count > 0 && !resume_path) {
+  if (restart_count > 0 && !resume_path) {
     const std::string fixed = ro.results_path ? *ro.results_path : results_opts.get_string("path");
     std::string verdict;
-    if (dist->writes_files() && !fixed.empty() && trainer->can_resume() &&
+    if (tc.writes_files() && !fixed.empty() && trainer->can_resume() &&
         files::problem(checkpoint_dir(fixed) + "/last.pt", files::Want::File).empty()) {
       verdict = fixed;
     }
-    verdict = dist->share(verdict);
+    if (dist) verdict = dist->share(verdict);
     if (!verdict.empty()) {
       resume_path = verdict;
-      if (!ro.quiet && dist->writes_files()) {
+      if (!ro.quiet && tc.writes_files()) {
         spdlog::info("torchrun restart {}: resuming {} from its last checkpoint", restart_count, verdict);
       }
     }
