@@ -71,6 +71,19 @@ int free_port() {
   return ntohs(addr.sin_port);
 }
 
+/// Every epoch's train and validation loss of `got` equals `want`'s within 1e-5 (relative), and
+/// both have `epochs` rows.
+void expect_same_losses(const results::ResultsReader& got, const results::ResultsReader& want, size_t epochs) {
+  for (const char* group : {"train", "val"}) {
+    const auto g = got.metric(group, "loss"), w = want.metric(group, "loss");
+    ASSERT_EQ(g.size(), epochs) << group;
+    ASSERT_EQ(w.size(), epochs) << group;
+    for (size_t i = 0; i < g.size(); ++i) {
+      EXPECT_NEAR(g[i], w[i], 1e-5 * std::max(1.0, std::abs(w[i]))) << group << " loss at epoch " << i + 1;
+    }
+  }
+}
+
 TEST_F(Distributed, TwoRanksTakeTheStepsOfOneProcessWithTheWholeBatch) {
   const auto one = tmp_ + "/one.h5", two = tmp_ + "/two.h5";
   auto single = run(with({"experiments/tests/tiny_synthetic.yaml", "--results", one, "--quiet"}, kOverrides));
@@ -87,14 +100,21 @@ TEST_F(Distributed, TwoRanksTakeTheStepsOfOneProcessWithTheWholeBatch) {
   EXPECT_EQ(a.attr_int("distributed_world_size"), 1);
   // The same global batches, the same averaged gradients, the same steps: every epoch's train and
   // validation loss (the latter a function of the weights after the epoch) agree.
-  for (const char* group : {"train", "val"}) {
-    const auto sa = a.metric(group, "loss"), sb = b.metric(group, "loss");
-    ASSERT_EQ(sa.size(), 2u) << group;
-    ASSERT_EQ(sb.size(), sa.size()) << group;
-    for (size_t i = 0; i < sa.size(); ++i) {
-      EXPECT_NEAR(sb[i], sa[i], 1e-5 * std::max(1.0, std::abs(sa[i]))) << group << " loss at epoch " << i + 1;
-    }
-  }
+  expect_same_losses(b, a, 2);
+  // How the all-reduce went, from PyTorch's DDP logger: 8 steps per epoch, the first one untimed;
+  // every fp32 gradient all-reduced each step, in 32 / 2 rows per rank.
+  EXPECT_EQ(b.attr_int("distributed_rows_per_rank"), 16);
+  EXPECT_EQ(b.attr_int("distributed_steps_timed"), 15);
+  EXPECT_EQ(b.attr_int("distributed_gradient_bytes"), 4 * b.attr_int("num_parameters"));
+  EXPECT_GE(b.attr_int("distributed_buckets"), 1);
+  const double backward = b.attr_double("distributed_backward_seconds");
+  const double all_reduce = b.attr_double("distributed_all_reduce_seconds");
+  const double overlap = b.attr_double("distributed_overlap_seconds");
+  EXPECT_GT(backward, 0);
+  EXPECT_GT(all_reduce, 0);
+  EXPECT_GE(overlap, 0);
+  EXPECT_LE(overlap, all_reduce);
+  EXPECT_TRUE(contains(pair.out + pair.err, "all-reduce: ")) << pair.out << pair.err;
   // One file, one checkpoint folder: rank 1 wrote nothing.
   EXPECT_TRUE(fs::exists(two + ".ckpt/last.pt"));
   int files = 0;
@@ -130,14 +150,26 @@ TEST_F(Distributed, ATorchrunRestartResumesFromTheLastCheckpoint) {
   EXPECT_EQ(b.attr_int("distributed_weights_agree"), 1);
   // The epochs before the failure are kept, those after it trained once: 4 rows, and the same
   // numbers as one uninterrupted process.
-  for (const char* group : {"train", "val"}) {
-    const auto sb = b.metric(group, "loss"), sc = c.metric(group, "loss");
-    ASSERT_EQ(sb.size(), 4u) << group;
-    ASSERT_EQ(sc.size(), 4u) << group;
-    for (size_t i = 0; i < sb.size(); ++i) {
-      EXPECT_NEAR(sb[i], sc[i], 1e-5 * std::max(1.0, std::abs(sc[i]))) << group << " loss at epoch " << i + 1;
-    }
-  }
+  expect_same_losses(b, c, 4);
+}
+
+// `--resume RUN.h5` given by hand to a distributed run: 2 epochs, then 2 more, equal to 4 in one go.
+TEST_F(Distributed, ResumeContinuesADistributedRun) {
+  const auto one = tmp_ + "/one.h5", two = tmp_ + "/two.h5";
+  auto single = run(with({"experiments/tests/tiny_synthetic.yaml", "--results", one, "--quiet"},
+                         with(kOverrides, {"trainer.max_epochs=4"})));
+  ASSERT_EQ(single.exit_code, 0) << single.err;
+  auto first = torchrun_runner(2, with({"experiments/tests/tiny_synthetic.yaml", "--results", two}, kOverrides));
+  ASSERT_EQ(first.exit_code, 0) << first.out << first.err;
+  auto rest = torchrun_runner(
+      2, with({"experiments/tests/tiny_synthetic.yaml", "--resume", two}, with(kOverrides, {"trainer.max_epochs=4"})));
+  ASSERT_EQ(rest.exit_code, 0) << rest.out << rest.err;
+  results::ResultsReader b(two), c(one);
+  EXPECT_EQ(b.attr_string("status"), "completed");
+  EXPECT_EQ(b.attr_int("distributed_world_size"), 2);
+  EXPECT_EQ(b.attr_int("distributed_weights_agree"), 1);
+  EXPECT_TRUE(contains(b.attr_string("resume_command_line"), "--resume")) << b.attr_string("resume_command_line");
+  expect_same_losses(b, c, 4);
 }
 
 TEST_F(Distributed, AKilledRankEndsTheOtherWithAnErrorAndTheRunFailed) {
@@ -211,6 +243,12 @@ TEST_F(Distributed, BadEnvironmentsAndTrainersThatCannotShareAreOneLineErrors) {
        "RANK=2 is not this process's rank: expected a whole number from 0 to 1"},
       {{{"WORLD_SIZE", "2"}, {"RANK", "0"}, {"MASTER_PORT", "29500"}}, "MASTER_ADDR is not set"},
       {{{"WORLD_SIZE", "two"}}, "WORLD_SIZE=two is not the number of processes"},
+      {{{"WORLD_SIZE", "2"},
+        {"RANK", "0"},
+        {"MASTER_ADDR", "127.0.0.1"},
+        {"MASTER_PORT", "29500"},
+        {"ATTNLAB_DISTRIBUTED_TIMEOUT", "0.5"}},
+       "ATTNLAB_DISTRIBUTED_TIMEOUT: expected seconds from 1 to 86400, found '0.5'"},
   };
   for (const auto& c : cases) {
     std::vector<std::unique_ptr<testutil::ScopedEnv>> env;

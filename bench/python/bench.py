@@ -24,6 +24,7 @@ import h5py
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import config  # noqa: E402
+import ddp  # noqa: E402
 import flops  # noqa: E402
 import fra_eng  # noqa: E402
 
@@ -166,6 +167,113 @@ class Bench:
         data = fra_eng.FraEng(cfg["dataset"], os.path.join(ROOT, cfg.get("data_dir", "datasets")))
         return flops.for_experiment(cfg, data)
 
+    # ------------------------------------------------------------------------------------- ddp
+    def run_ddp(self, w, overrides, tag, processes):
+        """One run of the runner, as one process or under torchrun; the rank-0 results file's
+        epochs and distributed_* attributes."""
+        h5 = os.path.join(self.tmp, f"{tag}.h5")
+        threads = max(1, self.a.threads // processes)
+        cmd = [self.a.runner, w.experiment, *overrides, f"threads={threads}", "device=cpu", "-q", "--results", h5]
+        if processes > 1:
+            torchrun = os.path.join(os.path.dirname(self.a.python), "torchrun")
+            cmd = [torchrun, "--standalone", "--nnodes=1", f"--nproc_per_node={processes}", "--no-python", *cmd]
+        rc, wall, rss, cpu = run_child(cmd, h5 + ".log")
+        if rc != 0:
+            raise RuntimeError(f"{'torchrun' if processes > 1 else 'runner'} exit {rc}: {tail(h5 + '.log')}")
+        with h5py.File(h5, "r") as f:
+            train = f["metrics/train"]
+            r = {"seconds": [float(x) for x in train["seconds"][()]], "loss": [float(x) for x in train["loss"][()]],
+                 "tokens_per_s": [float(x) for x in train["tokens_per_s"][()]], "wall": wall, "threads": threads,
+                 "attrs": {k: (v.item() if hasattr(v, "item") else v) for k, v in f.attrs.items()
+                           if str(k).startswith("distributed_")}}
+        return r
+
+    def ddp(self):
+        """The `ddp` row: the seed-000 Transformer as 1 process and as 2 (equal global batch, equal
+        cores), the all-reduce inside the steps and alone, and a projection (bench/python/ddp.py)."""
+        w = WORKLOADS[0]
+        cfg = config.load_experiment(os.path.join(ROOT, w.experiment))
+        epochs = max(3, round(self.a.ddp_epochs * self.a.epoch_scale))
+        runs = {1: [], 2: []}
+        for rep in range(self.a.reps):
+            ov = [f"trainer.max_epochs={epochs}", f"seed={cfg.get('seed', 0) + rep}", "evaluate={}", *w.overrides]
+            for n in ([1, 2] if rep % 2 == 0 else [2, 1]):
+                r = self.run_ddp(w, ov, f"ddp-{n}-{rep}", n)
+                runs[n].append(r)
+                print(f"  ddp rep {rep} {n} process(es): epochs {[round(s, 3) for s in r['seconds']]} s, final loss "
+                      f"{r['loss'][-1]:.4f}", flush=True)
+        row = {"epochs": epochs, "reps": self.a.reps}
+        for n, rs in runs.items():
+            steady = [s for r in rs for s in r["seconds"][1:]]
+            row[f"epoch_s_{n}"] = statistics.median(steady)
+            row[f"tokens_per_s_{n}"] = statistics.median(t for r in rs for t in r["tokens_per_s"][1:])
+            row[f"final_loss_{n}"] = statistics.median(r["loss"][-1] for r in rs)
+            row[f"threads_{n}"] = rs[0]["threads"]
+        row["speedup"] = row["epoch_s_1"] / row["epoch_s_2"]
+        a = runs[2][0]["attrs"]
+        for k in ("distributed_backward_seconds", "distributed_all_reduce_seconds", "distributed_overlap_seconds"):
+            row[k] = statistics.median(r["attrs"][k] for r in runs[2])
+        row["gradient_mib"] = a["distributed_gradient_bytes"] / (1 << 20)
+        row["buckets"] = a["distributed_buckets"]
+        row["rows_per_rank"] = a["distributed_rows_per_rank"]
+        row["steps_per_epoch"] = (a["distributed_steps_timed"] + 1) // epochs
+        row["step_s_1"] = row["epoch_s_1"] / row["steps_per_epoch"]
+        row["step_s_2"] = row["epoch_s_2"] / row["steps_per_epoch"]
+        torchrun = os.path.join(os.path.dirname(self.a.python), "torchrun")
+        out = subprocess.run([torchrun, "--standalone", "--nnodes=1", "--nproc_per_node=2",
+                              os.path.join(HERE, "ddp.py"), "allreduce"], capture_output=True, text=True, cwd=ROOT)
+        if out.returncode != 0:
+            raise RuntimeError(f"all-reduce benchmark failed: {out.stderr[-500:]}")
+        row["allreduce"] = next(json.loads(x) for x in out.stdout.splitlines() if x.startswith("{"))["allreduce"]
+        row["s_per_mib"], row["latency_s"] = ddp.seconds_per_mib(row["allreduce"])
+        return row
+
+    def say_ddp(self, d):
+        exposed = d["distributed_all_reduce_seconds"] - d["distributed_overlap_seconds"]
+        exposed_fraction = exposed / d["distributed_all_reduce_seconds"] if d["distributed_all_reduce_seconds"] else 1
+        self.say(f"## ddp: data-parallel under torchrun (seed000 Transformer, equal global batch, equal cores)")
+        self.say()
+        self.say("| setting | epochs x reps | epoch s | step s | tok/s | speed-up | final loss |")
+        self.say("|---|---|---|---|---|---|---|")
+        for n in (1, 2):
+            who = "1 process" if n == 1 else f"2 processes (torchrun, Gloo), {d['rows_per_rank']} rows each"
+            self.say(f"| {who} x {d[f'threads_{n}']} thread(s) | {d['epochs']} x {d['reps']} | {d[f'epoch_s_{n}']:.4f} "
+                     f"| {d[f'step_s_{n}']:.4f} | {d[f'tokens_per_s_{n}']:.0f} | "
+                     f"{'1.00' if n == 1 else format(d['speedup'], '.2f')} | {d[f'final_loss_{n}']:.4f} |")
+        self.say()
+        ar, ov = d["distributed_all_reduce_seconds"], d["distributed_overlap_seconds"]
+        self.say(f"- all-reduce inside the 2-process steps (rank 0, PyTorch's DDP logger, median over reps): "
+                 f"{1e3 * ar:.1f} ms per step for {d['gradient_mib']:.2f} MiB of fp32 gradients in {d['buckets']} "
+                 f"bucket(s); {1e3 * ov:.1f} ms of it ({100 * ov / ar if ar else 0:.0f}%) while backward still ran "
+                 f"({1e3 * d['distributed_backward_seconds']:.1f} ms); exposed {1e3 * exposed:.1f} ms = "
+                 f"**{100 * exposed / d['step_s_2']:.1f}% of the 2-process step**")
+        pts = ", ".join(f"{p['mib']:g} MiB {1e3 * p['seconds']:.2f} ms" for p in d["allreduce"])
+        self.say(f"- Gloo all_reduce alone, 2 processes, fp32 (median of 7): {pts}; "
+                 f"**{1e3 * d['s_per_mib']:.2f} ms per MiB** (16 -> 64 MiB) + {1e3 * d['latency_s']:.2f} ms latency (64 KiB) "
+                 f"({1 / d['s_per_mib'] / 1024:.2f} GiB/s of gradient)")
+        lines = []
+        for n in (2, 4, 8):
+            step, eff = ddp.project(d["step_s_1"], exposed_fraction, d["gradient_mib"], d["s_per_mib"],
+                                    d["latency_s"], n)
+            lines.append(f"{n} ranks: step {1e3 * step:.1f} ms, speed-up {d['step_s_1'] / step:.2f}, "
+                         f"efficiency {100 * eff:.0f}%")
+        self.say(f"- projection from this machine's 1-process step ({1e3 * d['step_s_1']:.1f} ms) and all-reduce rate, "
+                 f"the exposed share measured at 2 ranks ({100 * exposed_fraction:.0f}% of the all-reduce), a ring "
+                 f"all-reduce (2(n-1)/n of the gradient per link): " + "; ".join(lines)
+                 + f" (measured at 2 ranks: speed-up {d['speedup']:.2f}; this VM's 2 cores are shared by both ranks, "
+                 "so the projection assumes a core per rank)")
+        if self.a.ddp_project_step:
+            lines = []
+            for n in (2, 4, 8):
+                step, eff = ddp.project(self.a.ddp_project_step, exposed_fraction, d["gradient_mib"],
+                                        d["s_per_mib"], d["latency_s"], n)
+                lines.append(f"{n}: {1e3 * step:.2f} ms, efficiency {100 * eff:.0f}%")
+            self.say(f"- the same projection for a device whose 1-process step takes "
+                     f"{1e3 * self.a.ddp_project_step:.2f} ms (--ddp-project-step), with this machine's Gloo rate "
+                     f"standing for the links (NCCL over NVLink is far faster, so this bounds communication from "
+                     f"above): " + "; ".join(lines))
+        self.say()
+
     # ---------------------------------------------------------------------------------- extras
     def matmul(self):
         out = subprocess.run([self.a.python, PEER, "matmul", "--threads", str(self.a.threads), "--device", self.a.device],
@@ -275,6 +383,10 @@ class Bench:
                 continue
             print(f"== {w.name}", flush=True)
             rows.append(self.workload(w))
+        ddp_row = None
+        if self.a.device == "cpu" and (not self.a.only or "ddp" in self.a.only):
+            print("== ddp", flush=True)
+            ddp_row = self.ddp()
         mm = self.matmul()
         overhead = self.overhead() if not self.a.skip_overhead else None
         plugins = self.plugins_time()
@@ -293,20 +405,23 @@ class Bench:
                  f"at end {load1[0]:.2f}/{load1[1]:.2f}/{load1[2]:.2f} (on {os.cpu_count()} CPUs)")
         self.say(f"- command: bench/run {' '.join(self.a.argv)}")
         self.say()
-        self.say("| workload | epochs x reps | attnlab epoch s | python epoch s | ratio py/attnlab | attnlab CPU "
-                 "s/epoch | python CPU s/epoch | CPU ratio | attnlab tok/s | python tok/s | final loss attnlab "
-                 "| final loss python | losses | peak RSS attnlab MiB | peak RSS python MiB |")
-        self.say("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
-        for r in rows:
-            if r["status"] != "ok":
-                self.say(f"| {r['workload']} | {r['status']} |" + "  |" * 13)
-                continue
-            self.say(f"| {r['workload']} | {r['epochs']} x {r['reps']} | {r['attnlab_epoch_s']:.4f} | "
-                     f"{r['python_epoch_s']:.4f} | **{r['ratio']:.2f}** | {r['attnlab_cpu_epoch_s']:.4f} | "
-                     f"{r['python_cpu_epoch_s']:.4f} | {r['cpu_ratio']:.2f} | {r['attnlab_tokens_per_s']:.0f} | "
-                     f"{r['python_tokens_per_s']:.0f} | {r['attnlab_final_loss']:.4f} | {r['python_final_loss']:.4f} | "
-                     f"{r['loss_check']} | {r['attnlab_peak_rss_mib']:.0f} | {r['python_peak_rss_mib']:.0f} |")
+        if rows:
+            self.say("| workload | epochs x reps | attnlab epoch s | python epoch s | ratio py/attnlab | attnlab CPU "
+                     "s/epoch | python CPU s/epoch | CPU ratio | attnlab tok/s | python tok/s | final loss attnlab "
+                     "| final loss python | losses | peak RSS attnlab MiB | peak RSS python MiB |")
+            self.say("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+            for r in rows:
+                if r["status"] != "ok":
+                    self.say(f"| {r['workload']} | {r['status']} |" + "  |" * 13)
+                    continue
+                self.say(f"| {r['workload']} | {r['epochs']} x {r['reps']} | {r['attnlab_epoch_s']:.4f} | "
+                         f"{r['python_epoch_s']:.4f} | **{r['ratio']:.2f}** | {r['attnlab_cpu_epoch_s']:.4f} | "
+                         f"{r['python_cpu_epoch_s']:.4f} | {r['cpu_ratio']:.2f} | {r['attnlab_tokens_per_s']:.0f} | "
+                         f"{r['python_tokens_per_s']:.0f} | {r['attnlab_final_loss']:.4f} | {r['python_final_loss']:.4f} | "
+                         f"{r['loss_check']} | {r['attnlab_peak_rss_mib']:.0f} | {r['python_peak_rss_mib']:.0f} |")
         self.say()
+        if ddp_row:
+            self.say_ddp(ddp_row)
         peak = mm[0]["gflops"]
         self.say(f"## FLOP/s ({self.a.device}, {self.a.threads} threads, fp32)")
         self.say()
@@ -355,7 +470,8 @@ class Bench:
             self.say()
             for line in lines:
                 self.say(line)
-        self.write(rows, m, started)
+        self.write(rows + ([{"workload": "ddp", **{k: v for k, v in ddp_row.items() if k != "allreduce"}}]
+                           if ddp_row else []), m, started)
 
     def write(self, rows, m, started):
         os.makedirs(self.a.out_dir, exist_ok=True)
@@ -386,6 +502,8 @@ def main():
     p.add_argument("--profile", action="store_true", help="perf both sides of the two transformer workloads")
     p.add_argument("--omp-wait-policy", default="inherit", help="recorded in the report (bench/run sets it)")
     p.add_argument("--only", nargs="*", help="substrings of workload peers/experiments to run")
+    p.add_argument("--ddp-epochs", type=int, default=6, help="epochs of each run of the ddp row")
+    p.add_argument("--ddp-project-step", type=float, help="seconds per 1-process step of a device to project to 8 ranks")
     p.add_argument("--out-dir", default=os.path.join(ROOT, "bench", "results"))
     args = p.parse_args()
     args.argv = sys.argv[1:]

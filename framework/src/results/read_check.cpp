@@ -35,6 +35,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/env.hpp"
 #include "results/hdf5.hpp"
 #include "results/lock.hpp"
 
@@ -331,12 +332,8 @@ ReadCheckLimits ReadCheckLimits::for_file(const std::string& path) {
   // generous so that a loaded machine never calls a good file damaged.
   limits.seconds = 60 + static_cast<int>(size / (8ULL << 20));
   limits.memory_bytes = (1ULL << 30) + 16 * size;
-  if (const char* s = std::getenv("ATTNLAB_READ_CHECK_SECONDS"); s != nullptr && *s != '\0') {
-    char* end = nullptr;
-    const long v = std::strtol(s, &end, 10);
-    ATTNLAB_CHECK(end != nullptr && *end == '\0' && v >= 1 && v <= 86400, ConfigError,
-                  "ATTNLAB_READ_CHECK_SECONDS: expected whole seconds from 1 to 86400, found '{}'", s);
-    limits.seconds = static_cast<int>(v);
+  if (const auto s = env::seconds("ATTNLAB_READ_CHECK_SECONDS", 1, 86400, /*whole=*/true)) {
+    limits.seconds = static_cast<int>(*s);
   }
   return limits;
 }

@@ -17,6 +17,7 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <torch/csrc/distributed/c10d/comm.hpp>
+#include <torch/csrc/distributed/c10d/logger.hpp>
 #include <torch/csrc/distributed/c10d/reducer.hpp>
 
 #include <algorithm>
@@ -98,16 +99,46 @@ class GlooDistributed final : public Distributed {
     auto [buckets, order] = c10d::compute_bucket_assignment_by_size(
         parameters, {static_cast<size_t>(kFirstBucketBytes), static_cast<size_t>(kBucketBytes)});
     (void)order;
-    reducer_ = std::make_unique<c10d::Reducer>(
+    reducer_ = std::make_shared<c10d::Reducer>(
         parameters, std::move(buckets), group_, std::vector<bool>(parameters.size(), false), kBucketBytes,
         /*find_unused_parameters=*/false, /*gradient_as_bucket_view=*/false, std::unordered_map<size_t, std::string>{},
         kFirstBucketBytes, /*skip_all_reduce_unused_params=*/false, /*use_python_reducer=*/false,
         std::vector<int64_t>{});
+    // PyTorch's DDP logger reads the reducer's timestamps of every step (sample rate 1: a few
+    // clock reads per step) into averages: backward compute, all-reduce and their overlap.
+    reducer_->set_ddp_runtime_logging_sample_rate(1);
+    logger_ = std::make_unique<c10d::Logger>(reducer_);
+    logger_->set_construction_data_and_log("attnlab", {}, -1, /*broadcast_buffers=*/true, /*has_sync_bn=*/false,
+                                           /*static_graph=*/false);
+    gradient_bytes_ = 0;
+    for (const auto& p : parameters) gradient_bytes_ += p.numel() * static_cast<int64_t>(p.element_size());
   }
 
   void prepare_for_backward() override {
     ATTNLAB_CHECK(reducer_ != nullptr, Error, "distributed run: prepare_for_backward() before attach()");
+    // As DistributedDataParallel.forward does: fold the last step's timings into the averages,
+    // then start this step's (the reducer counts steps in prepare_for_forward).
+    logger_->set_runtime_stats_and_log();
+    reducer_->prepare_for_forward();
     reducer_->prepare_for_backward({});
+  }
+
+  AllReduceStats all_reduce_stats() override {
+    AllReduceStats s;
+    if (logger_ == nullptr) return s;
+    auto data = logger_->get_ddp_logging_data();
+    auto ns = [&](const char* key) {
+      const auto it = data.ints_map.find(key);
+      return it == data.ints_map.end() ? 0.0 : static_cast<double>(it->second) * 1e-9;
+    };
+    const auto it = data.ints_map.find("iteration");
+    s.steps = it == data.ints_map.end() ? 0 : std::max<int64_t>(it->second, 0);
+    s.buckets = static_cast<int64_t>(logger_->get_bucket_sizes().size());
+    s.gradient_bytes = gradient_bytes_;
+    s.backward = ns("avg_backward_compute_time");
+    s.all_reduce = ns("avg_backward_comm_time");
+    s.overlap = ns("avg_backward_compute_comm_overlap_time");
+    return s;
   }
 
   std::vector<double> sum(const std::vector<double>& values) override { return reduce(values, c10d::ReduceOp::SUM); }
@@ -142,7 +173,9 @@ class GlooDistributed final : public Distributed {
   c10::intrusive_ptr<c10d::Store> store_;
   c10::intrusive_ptr<c10d::ProcessGroup> group_;
   int64_t shares_ = 0;
-  std::unique_ptr<c10d::Reducer> reducer_;
+  int64_t gradient_bytes_ = 0;
+  std::shared_ptr<c10d::Reducer> reducer_;
+  std::unique_ptr<c10d::Logger> logger_;  // declared after reducer_: destroyed first, as DDP does
 };
 
 }  // namespace
@@ -179,6 +212,7 @@ data::Batch Distributed::shard(const data::Batch& global) const {
     begin = 0;
     end = std::min<int64_t>(1, global.size());
   }
+  max_shard_rows_ = std::max(max_shard_rows_, end - begin);
   auto cut = [&](const torch::Tensor& t) { return t.defined() ? t.slice(0, begin, end) : t; };
   data::Batch b;
   b.src = cut(global.src);

@@ -26,6 +26,7 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "train/distributed_run.hpp"
 #include "train/evaluate.hpp"
 #include "train/progress.hpp"
 #include "train/setup.hpp"
@@ -236,57 +237,6 @@ config::Schema experiment_schema() {
 
 namespace {
 
-/// ATTNLAB_DISTRIBUTED_TIMEOUT: seconds a rank waits for the others (joining, every collective).
-double distributed_timeout_seconds() {
-  const char* v = std::getenv("ATTNLAB_DISTRIBUTED_TIMEOUT");
-  if (v == nullptr || *v == '\0') return 300.0;
-  char* end = nullptr;
-  const double s = std::strtod(v, &end);
-  ATTNLAB_CHECK(end != v && *end == '\0' && std::isfinite(s) && s >= 1 && s <= 86400, ConfigError,
-                "ATTNLAB_DISTRIBUTED_TIMEOUT: expected seconds from 1 to 86400, found '{}'", v);
-  return s;
-}
-
-std::vector<torch::Tensor> trained_state(const nn::EncoderDecoder& model, const std::shared_ptr<nn::Model>& custom) {
-  std::vector<torch::Tensor> state;
-  if (model) {
-    for (const auto& p : model->parameters()) state.push_back(p);
-    for (const auto& b : model->buffers()) state.push_back(b);
-  } else if (custom) {
-    for (const auto& p : custom->parameters()) state.push_back(p);
-  }
-  return state;
-}
-
-/// trainer.fit(tc); in a distributed run, a failure outside attnlab's own errors (a collective
-/// whose peer died or timed out: c10d's and Gloo's exceptions) becomes one error naming the rank,
-/// without c10d's backtrace.
-FitResult fit_with(Trainer& trainer, TrainContext& tc) {
-  if (tc.distributed == nullptr) return trainer.fit(tc);
-  try {
-    return trainer.fit(tc);
-  } catch (const Error&) {  // attnlab's own (Interrupted among them): already say what happened
-    throw;
-  } catch (const std::exception& e) {
-    std::string what = message_without_backtrace(e);
-    const bool peer = what.find("onnection") != std::string::npos || what.find("imed out") != std::string::npos ||
-                      what.find("timeout") != std::string::npos;
-    throw Error(fmt::format("distributed run: rank {} of {} stopped in training: {}{}", tc.distributed->rank(),
-                            tc.distributed->world_size(), what,
-                            peer ? " (a collective with the other ranks failed: one of them died or failed, and its "
-                                   "own output says why; a collective waits at most ATTNLAB_DISTRIBUTED_TIMEOUT s)"
-                                 : ""));
-  }
-}
-
-/// Every rank must end training with the same weights: the reducer made their gradients equal.
-void check_ranks_agree(Distributed& dist, const nn::EncoderDecoder& model, const std::shared_ptr<nn::Model>& custom) {
-  ATTNLAB_CHECK(dist.agree(trained_state(model, custom)), Error,
-                "distributed run: the ranks' weights differ after training (rank {} of {}); the gradient "
-                "all-reduce did not make their steps equal",
-                dist.rank(), dist.world_size());
-}
-
 /// A rank other than 0: it trains its shards and takes part in every collective, writes nothing,
 /// and leaves the evaluation to rank 0. Errors leave as exceptions (exit 1, the runner prints them).
 int run_rank(Trainer& trainer, TrainContext& tc, Distributed& dist, const nn::EncoderDecoder& model,
@@ -359,28 +309,12 @@ int run_experiment(const RunOptions& ro) {
 
   // torchrun (WORLD_SIZE and the rest in the environment): join the process group before anything
   // is written (docs/DISTRIBUTED.md). Every rank has built the same dataset, model and trainer.
-  std::unique_ptr<Distributed> dist;
   int restart_count = 0;
   const auto denv = DistributedEnv::from_environment();
   if (denv) restart_count = denv->restart_count;
-  if (denv && denv->world_size > 1) {  // WORLD_SIZE=1: one process, as without torchrun
-    if (!trainer->supports_distributed()) {
-      const Node& t = top.node("trainer");
-      throw ConfigError(
-          fmt::format("{}: trainer '{}' does not train data-parallel, but this runner is rank {} of {} "
-                      "(WORLD_SIZE is set: torchrun); run it as one process (at 'trainer')",
-                      t.location().str(), plugin_name(t), denv->rank, denv->world_size));
-    }
-    ATTNLAB_CHECK(ctx.device.is_cpu(), ConfigError,
-                  "distributed runs train on the CPU for now (Gloo); device {} under torchrun is not supported yet",
-                  ctx.device.str());
-    dist = join_process_group(*denv, ctx.device, distributed_timeout_seconds());
-    tc.distributed = dist.get();
-    if (!ro.quiet && dist->writes_files()) {
-      spdlog::info("data-parallel: {} processes ({}), each on 1/{} of every batch", dist->world_size(), dist->backend(),
-                   dist->world_size());
-    }
-  }
+  std::unique_ptr<Distributed> dist =
+      denv ? join_if_distributed(*denv, *trainer, top.node("trainer"), ctx.device, ro.quiet) : nullptr;
+  tc.distributed = dist.get();
 
   // A torchrun restart (--max-restarts) of a run with a fixed results path continues the attempt
   // that failed from its last checkpoint, as --resume would; rank 0 decides for all.
@@ -445,8 +379,7 @@ int run_experiment(const RunOptions& ro) {
   res.set_attr("experiment_file", ro.experiment_path);
   res.set_attr("plugins", registry.used());
   res.set_attr("num_parameters", num_parameters);
-  res.set_attr("distributed_world_size", static_cast<int64_t>(dist ? dist->world_size() : 1));
-  res.set_attr("distributed_backend", dist ? dist->backend() : std::string("none"));
+  record_distributed(res, dist.get(), /*trained=*/false);
   const auto config_yaml = config::to_yaml(resolved_config(top, registry));
   if (resume_path && config_yaml != stored_config && !ro.quiet) {
     spdlog::warn("resuming {} with a configuration that differs from the stored one; /config now holds the new one",
@@ -489,6 +422,7 @@ int run_experiment(const RunOptions& ro) {
   FitResult fit;
   try {
     fit = fit_with(*trainer, tc);
+    record_distributed(res, dist.get(), /*trained=*/true, ro.quiet);
   } catch (const Interrupted& e) {
     if (diverged.empty()) return interrupted(e.what());
     fit = FitResult::Diverged;

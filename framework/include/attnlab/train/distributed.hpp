@@ -34,6 +34,19 @@ struct ATTNLAB_API DistributedEnv {
   static std::optional<DistributedEnv> from_environment();
 };
 
+/// How the gradient all-reduce overlapped backward, as PyTorch's own DDP logger
+/// (c10d::Logger) measures it on this rank: averages per measured step, in seconds.
+struct AllReduceStats {
+  int64_t steps = 0;           // steps measured (every step after the first)
+  int64_t buckets = 0;         // gradient buckets (the first ~1 MiB, the rest ~25 MiB each)
+  int64_t gradient_bytes = 0;  // bytes all-reduced per step
+  double backward = 0;         // backward compute: first gradient hook -> last gradient ready
+  double all_reduce = 0;       // first bucket's all-reduce launched -> every bucket reduced
+  double overlap = 0;          // all-reduce time while backward was still computing
+  /// The all-reduce time backward did not hide: all_reduce - overlap.
+  double exposed() const { return all_reduce - overlap; }
+};
+
 class ATTNLAB_API Distributed {
  public:
   virtual ~Distributed() = default;
@@ -54,6 +67,8 @@ class ATTNLAB_API Distributed {
   double loss_scale(const data::Batch& global) const;
   /// Rows [begin, end) of a batch of `rows` rows that are this rank's.
   std::pair<int64_t, int64_t> rows(int64_t rows) const;
+  /// The most rows shard() has given this rank in one batch (its per-rank batch size).
+  int64_t max_shard_rows() const { return max_shard_rows_; }
 
   /// Makes every rank's parameters and buffers rank 0's, then builds the reducer for
   /// `parameters` (all must take part in every step's backward). Call once before training.
@@ -71,6 +86,11 @@ class ATTNLAB_API Distributed {
   /// Whether any rank was asked to stop (its `stop` flag): every rank stops at the same step.
   virtual bool should_stop(bool stop_here) = 0;
   virtual void barrier() = 0;
+  /// The all-reduce's timings so far (zeros before two steps have run).
+  virtual AllReduceStats all_reduce_stats() = 0;
+
+ private:
+  mutable int64_t max_shard_rows_ = 0;
 };
 
 /// Joins the process group the environment describes (nullptr for one process): a TCPStore at
