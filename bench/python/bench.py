@@ -160,6 +160,38 @@ class Bench:
                 row[f"{side}_gflops"] = fl[0] / row[f"{side}_epoch_s"] / 1e9
         return row
 
+    def op_counts(self, w, row):
+        """ATen ops, top-level ATen ops and autograd nodes per training step, both sides: the second
+        epoch of a 2-epoch run (attnlab: ATTNLAB_OP_COUNTS; the peer: --op-counts, the same rules),
+        divided by the peer's steps in that epoch (the same batches on both sides)."""
+        cfg = config.load_experiment(os.path.join(ROOT, w.experiment))
+        ov = ["trainer.max_epochs=2", f"seed={cfg.get('seed', 0)}", "evaluate={}", *w.overrides]
+        counts = {}
+        for side in ("attnlab", "python"):
+            path = os.path.join(self.tmp, f"{w.peer}-{side}-ops.jsonl")
+            os.environ["ATTNLAB_OP_COUNTS"] = path
+            try:
+                if side == "attnlab":
+                    self.run_attnlab(w, ov, f"{w.peer}-ops")
+                else:
+                    log = os.path.join(self.tmp, f"{w.peer}-python-ops.log")
+                    cmd = [self.a.python, PEER, "run", w.peer, w.experiment, *ov, "--threads", str(self.a.threads),
+                           "--device", self.a.device, "--runner", self.a.runner, "--op-counts", path]
+                    rc, _, _, _ = run_child(cmd, log)
+                    if rc != 0:
+                        raise RuntimeError(f"python peer exit {rc}: {tail(log)}")
+                    with open(log) as f:
+                        reports = [json.loads(x) for x in f if x.startswith("{") and '"epoch"' in x]
+                    steps = reports[-1]["steps"]
+            finally:
+                del os.environ["ATTNLAB_OP_COUNTS"]
+            with open(path) as f:
+                counts[side] = [json.loads(x) for x in f][-1]
+        for side, c in counts.items():
+            for k in ("aten_ops", "top_level_aten_ops", "backward_nodes"):
+                row[f"{side}_{k}_per_step"] = c[k] / steps
+            row[f"{side}_top_ops"] = " ".join(f"{n}:{k / steps:g}" for n, k in c["top"][:8])
+
     @staticmethod
     def flops_of(cfg):
         if cfg.get("dataset", {}).get("plugin") != "fra_eng":
@@ -383,6 +415,8 @@ class Bench:
                 continue
             print(f"== {w.name}", flush=True)
             rows.append(self.workload(w))
+            if not self.a.skip_op_counts and rows[-1].get("status") == "ok":
+                self.op_counts(w, rows[-1])
         ddp_row = None
         if self.a.device == "cpu" and (not self.a.only or "ddp" in self.a.only):
             print("== ddp", flush=True)
@@ -420,6 +454,18 @@ class Bench:
                          f"{r['python_tokens_per_s']:.0f} | {r['attnlab_final_loss']:.4f} | {r['python_final_loss']:.4f} | "
                          f"{r['loss_check']} | {r['attnlab_peak_rss_mib']:.0f} | {r['python_peak_rss_mib']:.0f} |")
         self.say()
+        counted = [r for r in rows if "attnlab_aten_ops_per_step" in r]
+        if counted:
+            self.say("## ATen ops per training step (2nd epoch of a 2-epoch run; all / top-level / autograd nodes)")
+            self.say()
+            self.say("| workload | attnlab | python | ratio (all ops) | attnlab's most frequent |")
+            self.say("|---|---|---|---|---|")
+            for r in counted:
+                a = [r[f"attnlab_{k}_per_step"] for k in ("aten_ops", "top_level_aten_ops", "backward_nodes")]
+                p = [r[f"python_{k}_per_step"] for k in ("aten_ops", "top_level_aten_ops", "backward_nodes")]
+                self.say(f"| {r['workload']} | {a[0]:.0f} / {a[1]:.0f} / {a[2]:.0f} | {p[0]:.0f} / {p[1]:.0f} / "
+                         f"{p[2]:.0f} | {p[0] / a[0]:.2f} | {r['attnlab_top_ops']} |")
+            self.say()
         if ddp_row:
             self.say_ddp(ddp_row)
         peak = mm[0]["gflops"]
@@ -502,6 +548,7 @@ def main():
     p.add_argument("--profile", action="store_true", help="perf both sides of the two transformer workloads")
     p.add_argument("--omp-wait-policy", default="inherit", help="recorded in the report (bench/run sets it)")
     p.add_argument("--only", nargs="*", help="substrings of workload peers/experiments to run")
+    p.add_argument("--skip-op-counts", action="store_true", help="no ATen op counts per step")
     p.add_argument("--ddp-epochs", type=int, default=6, help="epochs of each run of the ddp row")
     p.add_argument("--ddp-project-step", type=float, help="seconds per 1-process step of a device to project to 8 ranks")
     p.add_argument("--out-dir", default=os.path.join(ROOT, "bench", "results"))

@@ -174,7 +174,7 @@ def fit(model, data, cfg, epochs, seed, on_epoch):
         train_loss = loss_sum.item() / max(batches, 1)  # waits for the device
         seconds, cpu = time.perf_counter() - start, time.process_time() - cpu_start
         report = {"epoch": epoch, "train_seconds": seconds, "train_cpu_seconds": cpu,
-                  "train_loss": train_loss, "tokens": points}
+                  "train_loss": train_loss, "tokens": points, "steps": batches}
         if cfg["trainer"].get("validate", True):
             model.eval()
             with torch.no_grad():

@@ -119,7 +119,9 @@ def fit(model, data, cfg, epochs, seed, on_epoch):
         # sums stay on the device and are read once per epoch (no host sync per step)
         loss_sum = torch.zeros((), dtype=torch.float64, device=device)
         tokens = torch.zeros((), dtype=torch.long, device=device)
+        steps = 0
         for X, X_valid_len, dec_input, Y, Y_valid_len in data.batches("train", seed + epoch):
+            steps += 1
             optimizer.zero_grad()
             Y_hat = model(X, dec_input, X_valid_len)  # dec_input = [<bos>] + Y[:, :-1]
             l = loss(Y_hat, Y, Y_valid_len)
@@ -132,4 +134,4 @@ def fit(model, data, cfg, epochs, seed, on_epoch):
         train_loss, tokens = loss_sum.item(), int(tokens)  # waits for the device
         seconds, cpu = time.perf_counter() - start, time.process_time() - cpu_start
         on_epoch({"epoch": epoch, "train_seconds": seconds, "train_cpu_seconds": cpu,
-                  "train_loss": train_loss / max(tokens, 1), "tokens": tokens})
+                  "train_loss": train_loss / max(tokens, 1), "tokens": tokens, "steps": steps})

@@ -241,7 +241,9 @@ def fit(model, data, cfg, epochs, seed, on_epoch):
         # sums stay on the device and are read once per epoch (no host sync per step)
         loss_sum = torch.zeros((), dtype=torch.float64, device=device)
         tokens = torch.zeros((), dtype=torch.long, device=device)
+        steps = 0
         for src, src_len, tgt_in, tgt_out, tgt_len in data.batches("train", seed + epoch):
+            steps += 1
             Y_hat = model(src, tgt_in, src_len)  # [B, T, V]
             l = F.cross_entropy(Y_hat.reshape(-1, Y_hat.shape[-1]), tgt_out.reshape(-1), reduction="none")
             mask = (tgt_out.reshape(-1) != pad).type(torch.float32)
@@ -257,7 +259,7 @@ def fit(model, data, cfg, epochs, seed, on_epoch):
         train_loss, tokens = loss_sum.item(), int(tokens)  # waits for the device
         seconds, cpu = time.perf_counter() - start, time.process_time() - cpu_start
         report = {"epoch": epoch, "train_seconds": seconds, "train_cpu_seconds": cpu,
-                  "train_loss": train_loss / max(tokens, 1), "tokens": tokens}
+                  "train_loss": train_loss / max(tokens, 1), "tokens": tokens, "steps": steps}
         if data.has_val and t.get("validate", True):
             report["val_loss"] = validation_loss(model, data)
         on_epoch(report)

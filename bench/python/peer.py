@@ -105,12 +105,61 @@ def setup(args):
     return cfg, seed, data, model, fit
 
 
+class OpCounts:
+    """--op-counts FILE: the ATen operators and autograd nodes of every epoch, counted from the
+    profiler's RecordFunction events by the rules of attnlab's ATTNLAB_OP_COUNTS
+    (framework/src/train/op_counts.cpp): `aten::` names, those with no aten op around them, and
+    events of the backward-function scope. One JSON line per epoch, as attnlab writes."""
+
+    def __init__(self, path):
+        self.path = path
+        open(path, "w").close()
+        self.prof = None
+        self.start()
+
+    def start(self):
+        self.prof = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU])
+        self.prof.start()
+
+    def epoch(self, epoch):
+        self.prof.stop()
+        by_name, aten, top_level, backward = {}, 0, 0, 0
+        for e in self.prof.events():
+            if e.scope == 1:  # at::RecordScope::BACKWARD_FUNCTION
+                backward += 1
+                by_name[e.name] = by_name.get(e.name, 0) + 1
+            elif e.name.startswith("aten::"):
+                aten += 1
+                by_name[e.name] = by_name.get(e.name, 0) + 1
+                parent = e.cpu_parent
+                while parent is not None and not parent.name.startswith("aten::"):
+                    parent = parent.cpu_parent
+                top_level += parent is None
+        top = sorted(by_name.items(), key=lambda kv: -kv[1])[:25]
+        with open(self.path, "a") as f:
+            f.write(json.dumps({"epoch": epoch, "aten_ops": aten, "top_level_aten_ops": top_level,
+                                "backward_nodes": backward, "top": top}) + "\n")
+        self.start()
+
+    def close(self):
+        self.prof.stop()  # a profiler left running crashes the interpreter's exit
+
+
 def cmd_run(args):
     start = time.perf_counter()
     cfg, seed, data, model, fit = setup(args)
     epochs = args.epochs or cfg["trainer"].get("max_epochs", 1)
     n_params = sum(p.numel() for p in model.parameters())
-    fit(model, data, cfg, epochs, seed, lambda r: print(json.dumps(r), flush=True))
+    counter = OpCounts(args.op_counts) if args.op_counts else None
+
+    def on_epoch(r):
+        if counter:
+            counter.epoch(r["epoch"])
+        print(json.dumps(r), flush=True)
+
+    fit(model, data, cfg, epochs, seed, on_epoch)
+    if counter:
+        counter.close()
     print(json.dumps({"summary": {"peak_rss_kib": peak_rss_kib(), "parameters": n_params,
                                   "threads": torch.get_num_threads(), "torch": torch.__version__,
                                   "wall_seconds": time.perf_counter() - start}}), flush=True)
@@ -203,6 +252,7 @@ def main():
             os.path.abspath(__file__)))), "build", "bin", "runner"), help="runner binary (for `runner batches`)")
         s.add_argument("--fused", action="store_true", help="F.scaled_dot_product_attention in dot-product attention")
         s.add_argument("--epochs", type=int, default=0, help="(run) default: trainer.max_epochs")
+        s.add_argument("--op-counts", help="(run) count each epoch's ATen ops into this JSON-lines file")
         s.add_argument("--steps", type=int, default=8, help="(profile) steps under the profiler")
         s.add_argument("--out", default="profile.txt", help="(profile) output table")
     m = sub.add_parser("matmul")

@@ -28,6 +28,7 @@
 
 #include "train/distributed_run.hpp"
 #include "train/evaluate.hpp"
+#include "train/op_counts.hpp"
 #include "train/progress.hpp"
 #include "train/setup.hpp"
 
@@ -393,6 +394,7 @@ int run_experiment(const RunOptions& ro) {
     spdlog::info("{}: {} parameters on {}, results -> {}", name, num_parameters, ctx.device.str(), path);
   }
   tc.results = &res;
+  const auto op_counter = OpCounter::from_environment();  // bench/run's op counts
   // Any loss that is not finite, train or validation, from any trainer, ends the run "diverged":
   // the epoch's numbers are kept, and the trainer is asked to stop as a signal would.
   std::string diverged;
@@ -402,6 +404,7 @@ int run_experiment(const RunOptions& ro) {
     res.append_metric("epoch", "seconds", r.seconds);
     res.append_metric("epoch", "index", static_cast<double>(r.epoch));
     res.flush();
+    if (op_counter) op_counter->epoch(r.epoch);
     progress.epoch(r);
     if (diverged.empty()) {
       diverged = non_finite_loss(r);
