@@ -21,6 +21,7 @@
 
 namespace {
 using namespace attnlab;
+using testutil::contains;
 namespace fs = std::filesystem;
 
 class RunnerTest : public testutil::RunnerFixture {
@@ -115,6 +116,76 @@ TEST_F(RunnerTest, EvalTranslatesAFraEngSplitAndStoresItsScores) {
   auto bad = run({"eval", path, "data_dir=" + data_dir_, "--split", "test"});
   EXPECT_NE(bad.exit_code, 0);
   EXPECT_NE(bad.err.find("no 'test' split"), std::string::npos) << bad.err;
+}
+
+// `runner eval --source F --reference F`: the user's own parallel text, plain or gzipped, scored
+// as a split is. The validation split written out as files gives the split's own hypotheses.
+TEST_F(RunnerTest, EvalScoresAParallelTextPairGivenAsFiles) {
+  auto path = tmp_ + "/files.h5";
+  auto r = run(tiny(path));
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  auto e = run({"eval", path, "data_dir=" + data_dir_, "--split", "val", "-q"});
+  ASSERT_EQ(e.exit_code, 0) << e.out << e.err;
+  std::vector<std::string> sources, references, hypotheses;
+  {
+    results::ResultsReader rd(path);
+    sources = rd.strings("eval/val/sources");
+    references = rd.strings("eval/val/references");
+    hypotheses = rd.strings("eval/val/hypotheses");
+  }
+  auto write = [&](const std::string& file, const std::vector<std::string>& lines, const char* eol) {
+    std::ofstream out(file, std::ios::binary);
+    for (const auto& l : lines) out << l << eol;
+  };
+  write(tmp_ + "/val.en", sources, "\n");
+  write(tmp_ + "/val.fr", references, "\r\n");  // Windows line ends are read as well
+  ASSERT_EQ(std::system(fmt::format("gzip -kf {}/val.fr", tmp_).c_str()), 0);
+  auto f = run({"eval", path, "data_dir=" + data_dir_, "--source", tmp_ + "/val.en", "--reference", tmp_ + "/val.fr.gz",
+                "--batch-size", "50"});
+  ASSERT_EQ(f.exit_code, 0) << f.out << f.err;
+  EXPECT_TRUE(contains(f.out, "val greedy: BLEU = ")) << f.out;  // named after the file: val.en -> "val"
+  EXPECT_TRUE(contains(f.out, "129 sentences")) << f.out;
+  {
+    // The second evaluation went to /eval/val again (same name): same sentences, same outputs.
+    results::ResultsReader rd(path);
+    EXPECT_EQ(rd.strings("eval/val/hypotheses"), hypotheses);
+    EXPECT_EQ(rd.strings("eval/val/references"), references);
+    EXPECT_EQ(rd.attr_string_at("eval/val", "split"), "file");
+    EXPECT_TRUE(rd.attr_string_at("eval/val", "reference_file").ends_with("/val.fr.gz"));
+  }
+  // Beam search over a file, under a name of its own.
+  auto b = run({"eval", path, "data_dir=" + data_dir_, "--source", tmp_ + "/val.en", "--reference", tmp_ + "/val.fr",
+                "--beam", "3", "--name", "mine", "-q"});
+  ASSERT_EQ(b.exit_code, 0) << b.out << b.err;
+  {
+    results::ResultsReader rd(path);
+    EXPECT_EQ(rd.strings("eval/mine/hypotheses").size(), 129u);
+    EXPECT_EQ(rd.attr_double_at("eval/mine", "beam_size"), 3.0);
+  }
+  // Files that do not pair up, or an empty or missing one: one error naming them, nothing written.
+  write(tmp_ + "/short.fr", std::vector<std::string>(references.begin(), references.end() - 1), "\n");
+  auto bad = run({"eval", path, "data_dir=" + data_dir_, "--source", tmp_ + "/val.en", "--reference",
+                  tmp_ + "/short.fr", "--name", "bad"});
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_TRUE(contains(bad.err, "--source " + tmp_ + "/val.en has 129 lines but --reference " + tmp_ +
+                                    "/short.fr has 128: a parallel pair needs one sentence per line"))
+      << bad.err;
+  write(tmp_ + "/empty.fr", {}, "\n");
+  bad = run({"eval", path, "data_dir=" + data_dir_, "--source", tmp_ + "/val.en", "--reference", tmp_ + "/empty.fr",
+             "--name", "bad"});
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_TRUE(contains(bad.err, "--reference " + tmp_ + "/empty.fr is empty")) << bad.err;
+  bad = run({"eval", path, "data_dir=" + data_dir_, "--source", tmp_ + "/nope.en", "--reference", tmp_ + "/val.fr",
+             "--name", "bad"});
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_TRUE(contains(bad.err, tmp_ + "/nope.en")) << bad.err;
+  bad = run({"eval", path, "--source", tmp_ + "/val.en"});
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_TRUE(contains(bad.err, "--reference")) << bad.err;
+  bad = run({"eval", path, "--source", tmp_ + "/val.en", "--reference", tmp_ + "/val.fr", "--split", "val"});
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_TRUE(contains(bad.err, "--split")) << bad.err;
+  EXPECT_FALSE(results::ResultsReader(path).has("eval/bad"));
 }
 
 TEST_F(RunnerTest, BatchesExportsWhatTheTrainerDraws) {

@@ -1,9 +1,12 @@
-// `runner eval RUN.h5 [--split test] [--beam N] ...`: rebuild a finished run's dataset and model from
-// its stored /config, load its best checkpoint, translate a split, score it (sacreBLEU-exact) and
-// record it under /eval/<name> of the same results file.
+// `runner eval RUN.h5 [--split test | --source F --reference F] [--beam N] ...`: rebuild a finished
+// run's dataset and model from its stored /config, load its best checkpoint, translate a split (or
+// the user's own parallel text), score it (sacreBLEU-exact) and record it under /eval/<name> of the
+// same results file.
 #include "cli/commands.hpp"
 
 #include <attnlab/config/load.hpp>
+#include <attnlab/data/fetch.hpp>
+#include <attnlab/data/text.hpp>
 #include <attnlab/error.hpp>
 #include <attnlab/files.hpp>
 #include <attnlab/results/reader.hpp>
@@ -11,10 +14,11 @@
 #include <attnlab/train/experiment.hpp>
 #include <attnlab/train/translate.hpp>
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
+#include <CLI/CLI.hpp>
 
+#include <cctype>
 #include <filesystem>
 #include <iostream>
 
@@ -30,28 +34,88 @@ data::Split parse_split(const std::string& name) {
   throw ConfigError(fmt::format("--split must be train, val or test, found '{}'", name));
 }
 
+/// The lines of a (plain or gzipped) text file: one sentence each, a trailing '\r' dropped, no
+/// line after the last newline. DataError naming the file when it is unreadable, not UTF-8 or empty.
+std::vector<std::string> read_sentences(const std::string& path, const char* what) {
+  const std::string text = data::read_text_file(path);
+  data::require_utf8(text, path);
+  std::vector<std::string> lines;
+  size_t start = 0;
+  while (start < text.size()) {
+    size_t end = text.find('\n', start);
+    if (end == std::string::npos) end = text.size();
+    std::string line = text.substr(start, end - start);
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    lines.push_back(std::move(line));
+    start = end + 1;
+  }
+  ATTNLAB_CHECK(!lines.empty(), DataError, "{} {} is empty: expected one sentence per line", what, path);
+  return lines;
+}
+
+/// The default /eval name for a source file: its name without ".gz" and its last extension, in
+/// letters, digits, '-', '_' and '.' ("newstest2014.de.gz" -> "newstest2014").
+std::string name_for_file(const std::string& path) {
+  std::string stem = std::filesystem::path(path).filename().string();
+  if (stem.ends_with(".gz")) stem.resize(stem.size() - 3);
+  if (const auto dot = stem.rfind('.'); dot != std::string::npos && dot > 0) stem.resize(dot);
+  for (char& c : stem) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u >= 0x80 || !(std::isalnum(u) || c == '-' || c == '_' || c == '.')) c = '_';
+  }
+  return stem.empty() ? std::string("file") : stem;
+}
+
 }  // namespace
 
 int cmd_eval(int argc, char** argv) {
   CLI::App app{"translate a split with a run's best checkpoint and score it (sacreBLEU-exact corpus BLEU)"};
-  std::string run, split_name = "test", which = "best", name;
+  std::string run, split_name = "test", which = "best", name, source_file, reference_file;
+  int64_t batch_size = 128;
   std::vector<std::string> overrides, plugin_dirs;
   train::TranslateOptions to;
   bool quiet = false;
   app.add_option("run", run, "results file of the run (its checkpoints are in RUN.h5.ckpt/)")->required();
   app.add_option("overrides", overrides, "key.path=value changes to the stored config (e.g. device=cpu data_dir=...)");
-  app.add_option("--split", split_name, "train, val or test")->capture_default_str();
-  app.add_option("--beam", to.beam_size, "beam size (1 = greedy decoding)")->capture_default_str()->check(CLI::PositiveNumber);
-  app.add_option("--length-penalty", to.length_penalty, "GNMT length penalty alpha for beam search")->capture_default_str();
+  auto* split_opt = app.add_option("--split", split_name, "train, val or test")->capture_default_str();
+  auto* source_opt = app.add_option("--source", source_file,
+                                    "score your own test set: source sentences, one per line (plain or .gz), "
+                                    "instead of a split");
+  auto* reference_opt =
+      app.add_option("--reference", reference_file, "the reference translations of --source, line by line");
+  source_opt->needs(reference_opt)->excludes(split_opt);
+  reference_opt->needs(source_opt);
+  app.add_option("--batch-size", batch_size, "sentences per batch with --source")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--beam", to.beam_size, "beam size (1 = greedy decoding)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--length-penalty", to.length_penalty, "GNMT length penalty alpha for beam search")
+      ->capture_default_str();
   app.add_option("--max-steps", to.max_steps, "tokens per output (0 = the dataset's num_steps)")->capture_default_str();
   app.add_option("--checkpoint", which, "best or last")->capture_default_str()->check(CLI::IsMember({"best", "last"}));
   app.add_option("--name", name, "group under /eval (default <split>, or <split>_beam<N> for beam search)");
   add_plugin_path_option(app, plugin_dirs);
   app.add_flag("-q,--quiet", quiet, "print only the score line");
-  app.footer("Example:\n  runner eval results/transformer_multi30k_de_en-20261122-120000.h5 --split test --beam 5");
+  app.footer(
+      "Examples:\n  runner eval results/transformer_multi30k_de_en-20261122-120000.h5 --split test --beam 5\n"
+      "  runner eval RUN.h5 --source test_2017_flickr.de.gz --reference test_2017_flickr.en.gz");
   if (auto code = parse_command_line(app, argc, argv, "runner eval")) return *code;
-  const auto split = parse_split(split_name);
-  if (name.empty()) name = to.beam_size > 1 ? fmt::format("{}_beam{}", split_name, to.beam_size) : split_name;
+  const bool files = !source_file.empty();
+  const auto split = files ? data::Split::Test : parse_split(split_name);
+  // Both files are read (and paired up) before anything is built.
+  std::vector<std::string> sources, references;
+  if (files) {
+    sources = read_sentences(source_file, "--source");
+    references = read_sentences(reference_file, "--reference");
+    ATTNLAB_CHECK(sources.size() == references.size(), DataError,
+                  "--source {} has {} lines but --reference {} has {}: a parallel pair needs one sentence per line "
+                  "in each, in the same order",
+                  source_file, sources.size(), reference_file, references.size());
+  }
+  const std::string what = files ? name_for_file(source_file) : split_name;
+  if (name.empty()) name = to.beam_size > 1 ? fmt::format("{}_beam{}", what, to.beam_size) : what;
 
   const std::string stored =
       results::read_isolated(run, [&] { return results::ResultsReader(run, results::ReadCheck::none).config(); });
@@ -69,16 +133,26 @@ int cmd_eval(int argc, char** argv) {
   ATTNLAB_CHECK(setup.model, ConfigError, "run {} has no encoder + decoder model to translate with", run);
   train::load_model_weights(ckpt, *setup.model);
   if (!quiet) {
-    spdlog::info("translating the {} split of {} with {} ({}) on {}", split_name, setup.dataset_name, ckpt,
+    spdlog::info("translating {} with {} ({}) on {}",
+                 files ? fmt::format("{} ({} sentences)", source_file, sources.size())
+                       : fmt::format("the {} split of {}", split_name, setup.dataset_name),
+                 ckpt,
                  to.beam_size > 1 ? fmt::format("beam {}, length penalty {}", to.beam_size, to.length_penalty)
                                   : std::string("greedy"),
                  setup.ctx.device.str());
   }
-  auto translation = train::translate_split(setup.model, *setup.dataset, split, to);
+  auto translation = files ? train::translate_sentences(setup.model, *setup.dataset, std::move(sources),
+                                                        std::move(references), to, batch_size)
+                           : train::translate_split(setup.model, *setup.dataset, split, to);
   auto scores = train::score_translation(translation);
   {
     results::Results out(run, results::Results::Open::Existing);
-    train::write_eval(out, name, translation, scores, split_name, to, which);
+    train::write_eval(out, name, translation, scores, files ? std::string("file") : split_name, to, which);
+    if (files) {
+      out.set_attr_at("eval/" + name, "source_file", std::filesystem::absolute(source_file).string());
+      out.set_attr_at("eval/" + name, "reference_file", std::filesystem::absolute(reference_file).string());
+      out.flush();
+    }
   }
   if (!quiet) {
     for (size_t i = 0; i < std::min<size_t>(3, translation.hypotheses.size()); ++i) {
@@ -86,7 +160,7 @@ int cmd_eval(int argc, char** argv) {
                                translation.references[i]);
     }
   }
-  std::cout << fmt::format("{} {}: {} ({}), d2l mean BLEU {:.3f}, {} sentences in {:.1f}s -> /eval/{}\n", split_name,
+  std::cout << fmt::format("{} {}: {} ({}), d2l mean BLEU {:.3f}, {} sentences in {:.1f}s -> /eval/{}\n", what,
                            to.beam_size > 1 ? fmt::format("beam {}", to.beam_size) : std::string("greedy"),
                            scores.bleu.format(), scores.bleu.signature, scores.d2l_mean_bleu,
                            translation.hypotheses.size(), translation.seconds, name);

@@ -13,6 +13,64 @@
 
 namespace attnlab::train {
 
+namespace {
+
+/// One batch on the model's device, decoded as `options` say; the detokenized outputs.
+std::vector<std::string> decode_batch(nn::EncoderDecoder& model, const data::Dataset& dataset,
+                                      const data::Batch& cpu_batch, const plugin::DataInfo& info,
+                                      const torch::Device& device, const TranslateOptions& options) {
+  auto b = cpu_batch.to(device);
+  const int64_t steps = options.max_steps > 0 ? options.max_steps
+                        : info.num_steps > 0  ? info.num_steps
+                                              : 2 * b.src.size(1) + 10;
+  torch::Tensor ids;  // [B, steps]
+  if (options.beam_size <= 1) {
+    ids = greedy_decode(model, b.src, b.src_valid_lens, info.bos_id, steps, info.eos_id);
+  } else {
+    BeamOptions bo{.beam_size = options.beam_size, .length_penalty = options.length_penalty, .max_steps = steps};
+    ids = beam_search(model, b.src, b.src_valid_lens, info.bos_id, info.eos_id, bo).ids;
+  }
+  std::vector<std::string> out;
+  for (int64_t i = 0; i < ids.size(0); ++i) out.push_back(dataset.decode_target(until_eos(ids[i], info.eos_id)));
+  return out;
+}
+
+torch::Device device_of(nn::EncoderDecoder& model) {
+  const auto params = model->parameters();
+  return params.empty() ? torch::Device(torch::kCPU) : params.front().device();
+}
+
+}  // namespace
+
+Translation translate_sentences(nn::EncoderDecoder& model, const data::Dataset& dataset,
+                                std::vector<std::string> sources, std::vector<std::string> references,
+                                const TranslateOptions& options, int64_t batch_size) {
+  ATTNLAB_CHECK(sources.size() == references.size(), DataError,
+                "{} source sentences but {} references: they must pair up one to one", sources.size(),
+                references.size());
+  ATTNLAB_CHECK(batch_size >= 1, ConfigError, "batch size must be at least 1, found {}", batch_size);
+  Translation t;
+  t.sources = std::move(sources);
+  t.references = std::move(references);
+  const auto info = dataset.info();
+  const auto device = device_of(model);
+  const auto start = std::chrono::steady_clock::now();
+  for (size_t begin = 0; begin < t.sources.size(); begin += static_cast<size_t>(batch_size)) {
+    if (options.stop != nullptr && options.stop->load()) {
+      throw Interrupted(fmt::format("interrupted while translating ({} of {} sentences done)", t.hypotheses.size(),
+                                    t.sources.size()));
+    }
+    const size_t end = std::min(t.sources.size(), begin + static_cast<size_t>(batch_size));
+    const std::vector<std::string> chunk(t.sources.begin() + static_cast<std::ptrdiff_t>(begin),
+                                         t.sources.begin() + static_cast<std::ptrdiff_t>(end));
+    for (auto& h : decode_batch(model, dataset, dataset.encode_sources(chunk), info, device, options)) {
+      t.hypotheses.push_back(std::move(h));
+    }
+  }
+  t.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return t;
+}
+
 Translation translate_split(nn::EncoderDecoder& model, const data::Dataset& dataset, data::Split split,
                             const TranslateOptions& options) {
   ATTNLAB_CHECK(dataset.has_split(split), DataError, "the dataset has no '{}' split to translate",
@@ -21,26 +79,14 @@ Translation translate_split(nn::EncoderDecoder& model, const data::Dataset& data
   t.sources = dataset.raw_sources(split);
   t.references = dataset.raw_targets(split);
   const auto info = dataset.info();
-  const auto params = model->parameters();
-  const auto device = params.empty() ? torch::Device(torch::kCPU) : params.front().device();
+  const auto device = device_of(model);
   const auto start = std::chrono::steady_clock::now();
   for (const auto& cpu_batch : dataset.batches(split, false, 0)) {
     if (options.stop != nullptr && options.stop->load()) {
       throw Interrupted(fmt::format("interrupted while translating the '{}' split ({} of {} sentences done)",
                                     data::split_name(split), t.hypotheses.size(), t.references.size()));
     }
-    auto b = cpu_batch.to(device);
-    const int64_t steps = options.max_steps > 0 ? options.max_steps
-                          : info.num_steps > 0  ? info.num_steps
-                                                : 2 * b.src.size(1) + 10;
-    torch::Tensor ids;  // [B, steps]
-    if (options.beam_size <= 1) {
-      ids = greedy_decode(model, b.src, b.src_valid_lens, info.bos_id, steps, info.eos_id);
-    } else {
-      BeamOptions bo{.beam_size = options.beam_size, .length_penalty = options.length_penalty, .max_steps = steps};
-      ids = beam_search(model, b.src, b.src_valid_lens, info.bos_id, info.eos_id, bo).ids;
-    }
-    for (int64_t i = 0; i < ids.size(0); ++i) t.hypotheses.push_back(dataset.decode_target(until_eos(ids[i], info.eos_id)));
+    for (auto& h : decode_batch(model, dataset, cpu_batch, info, device, options)) t.hypotheses.push_back(std::move(h));
   }
   t.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   ATTNLAB_CHECK(t.hypotheses.size() == t.references.size(), DataError,

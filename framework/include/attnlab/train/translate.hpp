@@ -24,7 +24,7 @@ struct TranslateOptions {
 
 struct Translation {
   std::vector<std::string> sources, references, hypotheses;  // raw sources / targets, detokenized outputs
-  double seconds = 0.0;                                       // decoding time
+  double seconds = 0.0;                                      // decoding time
 };
 
 /// Every sentence of `split` in corpus order (the unshuffled batches), translated on the model's
@@ -32,8 +32,16 @@ struct Translation {
 Translation translate_split(nn::EncoderDecoder& model, const data::Dataset& dataset, data::Split split,
                             const TranslateOptions& options);
 
+/// `sources` (raw sentences, as a user writes them) translated in batches of `batch_size` rows
+/// through the dataset's own preprocessing and tokenizer (Dataset::encode_sources), with
+/// `references` kept alongside for scoring (`runner eval --source F --reference F`). DataError
+/// when the counts differ or the dataset cannot encode text.
+Translation translate_sentences(nn::EncoderDecoder& model, const data::Dataset& dataset,
+                                std::vector<std::string> sources, std::vector<std::string> references,
+                                const TranslateOptions& options, int64_t batch_size = 128);
+
 struct EvalScores {
-  metrics::BleuScore bleu;  // sacreBLEU 13a corpus BLEU
+  metrics::BleuScore bleu;     // sacreBLEU 13a corpus BLEU
   double d2l_mean_bleu = 0.0;  // mean over sentences of d2l's BLEU (k = 4) on the raw strings
 };
 
