@@ -51,11 +51,11 @@ WORKLOADS = [
 ]
 
 
-def run_child(cmd, log):
+def run_child(cmd, log, env=None):
     """Runs cmd (stdout+stderr to log); returns (exit code, wall s, peak RSS KiB, CPU s)."""
     with open(log, "w") as out:
         t0 = time.perf_counter()
-        p = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT)
+        p = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT, env=env)
         _, status, ru = os.wait4(p.pid, 0)
         wall = time.perf_counter() - t0
         p.returncode = os.waitstatus_to_exitcode(status)
@@ -93,11 +93,22 @@ class Bench:
         tokens = [t * s for t, s in zip(tps, seconds)] if tps else None
         return {"seconds": seconds, "loss": loss, "tokens": tokens, "wall": wall, "rss": rss, "cpu": cpu}
 
+    def peer_env(self):
+        """--peer-mkl-override: the peer's MKL gets the runner's answer to its CPU-vendor check
+        (framework/src/cli/mkl_cpu.cpp) through LD_PRELOAD, so both sides run the same GEMM kernels."""
+        if not self.a.peer_mkl_override:
+            return None
+        lib = os.path.join(self.tmp, "libmkl_cpu.so")
+        if not os.path.exists(lib):
+            subprocess.run(["g++", "-shared", "-fPIC", "-O2", "-o", lib,
+                            os.path.join(ROOT, "framework", "src", "cli", "mkl_cpu.cpp")], check=True)
+        return {**os.environ, "LD_PRELOAD": lib}
+
     def run_peer(self, w, overrides, tag):
         log = os.path.join(self.tmp, f"{tag}.jsonl")
         cmd = [self.a.python, PEER, "run", w.peer, w.experiment, *overrides, "--threads", str(self.a.threads),
                "--device", self.a.device, "--runner", self.a.runner]
-        rc, wall, rss, cpu = run_child(cmd, log)
+        rc, wall, rss, cpu = run_child(cmd, log, self.peer_env())
         if rc != 0:
             raise RuntimeError(f"python peer exit {rc}: {tail(log)}")
         epochs = []
@@ -310,7 +321,15 @@ class Bench:
     def matmul(self):
         out = subprocess.run([self.a.python, PEER, "matmul", "--threads", str(self.a.threads), "--device", self.a.device],
                              capture_output=True, text=True, check=True, cwd=ROOT)
-        return json.loads(out.stdout)["matmul"]
+        rows = json.loads(out.stdout)["matmul"]
+        if self.a.device == "cpu":  # the same GEMMs with MKL's vendor check answered as the runner does
+            self.a.peer_mkl_override, was = True, self.a.peer_mkl_override
+            out = subprocess.run([self.a.python, PEER, "matmul", "--threads", str(self.a.threads), "--device", "cpu"],
+                                 capture_output=True, text=True, check=True, cwd=ROOT, env=self.peer_env())
+            self.a.peer_mkl_override = was
+            rows += [{**x, "name": "MKL AMD-fast " + x["name"]} for x in json.loads(out.stdout)["matmul"]
+                     if not x["name"].startswith("oneDNN")]
+        return rows
 
     def overhead(self):
         """Evaluation and attention recording: whole-run wall time of the seed-000 config with
@@ -432,6 +451,8 @@ class Bench:
         self.say(f"- machine: {m['host']}, {m['cpu']}, {m['cpus']} CPUs, Linux {m['kernel']}"
                  + (f"; device {self.a.device}: {m['gpu']}" if self.a.device != "cpu" else "; device cpu"))
         self.say(f"- versions: torch {m['torch']} (both sides), attnlab {m['attnlab_commit']}, Python {m['python']}")
+        self.say(f"- MKL's CPU-vendor check: attnlab answers it for AVX2 CPUs (framework/src/cli/mkl_cpu.cpp); the "
+                 f"peer {'gets the same answer (--peer-mkl-override)' if self.a.peer_mkl_override else 'runs MKL as shipped'}")
         self.say(f"- threads: {self.a.threads} both sides, OMP_WAIT_POLICY {os.environ.get('OMP_WAIT_POLICY', 'unset')} "
                  f"({self.a.omp_wait_policy}); {self.a.reps} repetitions A/B alternating; median epoch time over all "
                  f"epochs but each run's first (warm-up)")
@@ -548,6 +569,8 @@ def main():
     p.add_argument("--profile", action="store_true", help="perf both sides of the two transformer workloads")
     p.add_argument("--omp-wait-policy", default="inherit", help="recorded in the report (bench/run sets it)")
     p.add_argument("--only", nargs="*", help="substrings of workload peers/experiments to run")
+    p.add_argument("--peer-mkl-override", action="store_true",
+                   help="give the peer's MKL the runner's CPU-vendor answer too (LD_PRELOAD): the same GEMMs both sides")
     p.add_argument("--skip-op-counts", action="store_true", help="no ATen op counts per step")
     p.add_argument("--ddp-epochs", type=int, default=6, help="epochs of each run of the ddp row")
     p.add_argument("--ddp-project-step", type=float, help="seconds per 1-process step of a device to project to 8 ranks")
