@@ -97,7 +97,8 @@ class Compare : public ::testing::Test {
     tmp_ = testutil::temp_dir("attnlab-compare");
     first_ = tmp_ + "/first.h5";
     last_ = tmp_ + "/last.h5";
-    setup_ = testutil::run_process(runner_, {"experiments/tests/tiny_corners.yaml", "--results", first_, "-q"}, source_, tmp_);
+    setup_ = testutil::run_process(runner_, {"experiments/tests/tiny_corners.yaml", "--results", first_, "-q"}, source_,
+                                   tmp_);
     if (setup_.exit_code == 0) {
       setup_ = testutil::run_process(
           runner_, {"experiments/tests/tiny_corners.yaml", "model.norm=last", "--results", last_, "-q"}, source_, tmp_);
@@ -249,8 +250,48 @@ TEST_F(Compare, RunningAndFailedRunsAreShown) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("running"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("failed"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find(">=3.5s"), std::string::npos) << r.out;  // unfinished: the epochs so far
+  EXPECT_NE(r.out.find(">=3.50s"), std::string::npos) << r.out;  // unfinished: the epochs so far
   EXPECT_NE(r.out.find("differing config keys: none"), std::string::npos) << r.out;
+}
+
+// Issue 16's fixes: attention entropy over real query tokens only, per-step series counted in
+// steps, many long differing keys summarised (the csv keeps them whole), wall time below 1 s.
+TEST_F(Compare, PadRowsStepSeriesLongDifferencesAndShortWallTimes) {
+  const auto a = tmp_ + "/unrelated_a.h5", b = tmp_ + "/unrelated_b.h5";
+  for (const auto& [path, letter] : {std::pair{a, 'a'}, std::pair{b, 'b'}}) {
+    results::Results w(path, "unrelated");
+    std::string yaml = "experiment: unrelated\n";
+    for (int k = 0; k < 12; ++k) yaml += fmt::format("key{:02}: {}\n", k, std::string(100, letter));
+    w.write_config(yaml);
+    for (double v : {0.5, 0.4}) w.append_metric("train", "loss", v);
+    for (double e : {1.0, 2.0}) w.append_metric("epoch", "index", e);
+    for (double lr : {1e-4, 2e-4, 3e-4, 4e-4, 5e-4}) w.append_metric("step", "lr", lr);
+    // Rows: one-hot (entropy 0), two-way (ln 2), and a padded query, uniform (ln 3).
+    const auto weights = torch::tensor({1.0, 0.0, 0.0, 0.5, 0.5, 0.0, 1 / 3.0, 1 / 3.0, 1 / 3.0}).reshape({1, 1, 3, 3});
+    w.write_attention("a b", "decoder_self",
+                      {weights, {"a", "b", "<pad>"}, {"a", "b", "<pad>"}, {0}, "target", "target"});
+    w.set_status(results::Status::Completed);
+  }
+  auto r = compare({a, b});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(testutil::contains(r.out, fmt::format("{:.3f} / 1.000", std::log(2.0) / 2))) << r.out;
+  EXPECT_FALSE(testutil::contains(r.out, fmt::format("{:.3f}", (std::log(2.0) + std::log(3.0)) / 3))) << r.out;
+  EXPECT_TRUE(testutil::contains(r.out, "<pad> rows left out")) << r.out;
+  EXPECT_TRUE(testutil::contains(r.out, "0.0005 @step 5")) << r.out;
+  EXPECT_TRUE(testutil::contains(r.out, "differing config keys (12): key00, ")) << r.out;
+  EXPECT_TRUE(testutil::contains(r.out, "... (all of them: --format csv)")) << r.out;
+  EXPECT_TRUE(testutil::contains(r.out, "key02=" + std::string(40, 'a') + "..., +9 more")) << r.out;
+  std::istringstream lines(r.out);
+  for (std::string line; std::getline(lines, line);) EXPECT_LT(line.size(), 400u) << line;
+  // Wall time to the hundredth of a second (these files lived for milliseconds).
+  const double wall = results::ResultsReader(a).attr_double("wall_seconds");
+  EXPECT_GE(wall, 0.0);
+  EXPECT_LT(wall, 60.0);
+  EXPECT_TRUE(testutil::contains(r.out, fmt::format("{:.2f}s", wall))) << r.out;
+  // The csv keeps every key and value whole.
+  auto c = compare({a, b, "--format", "csv"});
+  ASSERT_EQ(c.exit_code, 0) << c.err;
+  EXPECT_TRUE(testutil::contains(c.out, "key11=" + std::string(100, 'b'))) << c.out.substr(0, 500);
 }
 
 TEST_F(Compare, NanEpochIndexIsShownAsItsRow) {

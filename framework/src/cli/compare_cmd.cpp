@@ -9,8 +9,8 @@
 #include <attnlab/error.hpp>
 #include <attnlab/files.hpp>
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include <algorithm>
 #include <filesystem>
@@ -19,18 +19,18 @@
 namespace attnlab::cli {
 namespace {
 
-std::string run_id(size_t i) {
-  return i < 26 ? std::string(1, static_cast<char>('A' + i)) : fmt::format("R{}", i + 1);
-}
+std::string run_id(size_t i) { return i < 26 ? std::string(1, static_cast<char>('A' + i)) : fmt::format("R{}", i + 1); }
 
 std::string num(double v) { return fmt::format("{:.4g}", v); }
 
 /// One row per run: who it is and how it went.
 Table runs_table(const std::vector<Run>& runs, const std::vector<std::string>& keys) {
-  Table t{{"run", "experiment", "status", "differs", "params", "wall", "file"}, {}, {false, false, false, false, true, true}};
+  Table t{{"run", "experiment", "status", "differs", "params", "wall", "file"},
+          {},
+          {false, false, false, false, true, true}};
   for (size_t i = 0; i < runs.size(); ++i) {
     const auto& r = runs[i];
-    t.rows.push_back({run_id(i), r.experiment, r.status, differs_text(r, keys),
+    t.rows.push_back({run_id(i), r.experiment, r.status, differs_text(r, keys, 3, 40),
                       r.num_parameters ? std::to_string(*r.num_parameters) : "-",
                       r.wall_seconds ? (r.wall_partial ? ">=" : "") + format_seconds(*r.wall_seconds) : "-", r.path});
   }
@@ -48,8 +48,9 @@ Table metrics_table(const std::vector<Run>& runs, const std::vector<std::string>
     std::vector<std::string> fin{m, "final"}, best{"", higher_is_better(m) ? "best (max)" : "best (min)"};
     for (const auto& r : runs) {
       auto s = summarize(r, m);
-      fin.push_back(s.valid ? fmt::format("{} @{}", num(s.final_value), s.final_epoch) : "-");
-      best.push_back(s.valid ? fmt::format("{} @{}", num(s.best), s.best_epoch) : "-");
+      const char* at = per_step(m) ? "@step " : "@";  // a per-step series counts optimizer steps
+      fin.push_back(s.valid ? fmt::format("{} {}{}", num(s.final_value), at, s.final_epoch) : "-");
+      best.push_back(s.valid ? fmt::format("{} {}{}", num(s.best), at, s.best_epoch) : "-");
     }
     t.rows.push_back(std::move(fin));
     t.rows.push_back(std::move(best));
@@ -119,7 +120,8 @@ Table attention_table(const std::vector<Run>& runs) {
 }
 
 /// Everything in one row per run (for spreadsheets and scripts).
-Table csv_table(const std::vector<Run>& runs, const std::vector<std::string>& keys, const std::vector<std::string>& metrics) {
+Table csv_table(const std::vector<Run>& runs, const std::vector<std::string>& keys,
+                const std::vector<std::string>& metrics) {
   Table t{{"run", "file", "experiment", "status", "differs", "num_parameters", "wall_seconds"}, {}, {}};
   for (const auto& m : metrics) {
     for (const char* suffix : {"final", "final_epoch", "best", "best_epoch"}) t.header.push_back(m + " " + suffix);
@@ -142,7 +144,11 @@ Table csv_table(const std::vector<Run>& runs, const std::vector<std::string>& ke
   }
   for (size_t i = 0; i < runs.size(); ++i) {
     const auto& r = runs[i];
-    std::vector<std::string> row{run_id(i), r.path, r.experiment, r.status, differs_text(r, keys),
+    std::vector<std::string> row{run_id(i),
+                                 r.path,
+                                 r.experiment,
+                                 r.status,
+                                 differs_text(r, keys),
                                  r.num_parameters ? std::to_string(*r.num_parameters) : "",
                                  r.wall_seconds ? fmt::format("{:.3f}", *r.wall_seconds) : ""};
     for (const auto& m : metrics) {
@@ -202,8 +208,9 @@ std::vector<std::string> expand_folders(const std::vector<std::string>& args) {
 }
 
 /// --group-by: completed runs in groups; the others are named on stderr and left out.
-int compare_groups(const std::vector<Run>& all, const std::vector<std::string>& keys, const std::vector<std::string>& wanted,
-                   TableFormat format, bool attention, const std::string& plot_path, plot::PixelSize size, bool log_losses) {
+int compare_groups(const std::vector<Run>& all, const std::vector<std::string>& keys,
+                   const std::vector<std::string>& wanted, TableFormat format, bool attention,
+                   const std::string& plot_path, plot::PixelSize size, bool log_losses) {
   std::vector<Run> runs;
   for (const auto& r : all) {
     if (r.status == "completed") {
@@ -258,14 +265,15 @@ int cmd_compare(int argc, char** argv) {
   app.add_option("--height", height, "plot height in pixels (default: natural size)");
   app.add_flag("--linear", linear, "linear y axis in the plot (default: log for losses)");
   app.add_flag("--no-attention", no_attention, "leave out the attention statistics");
-  app.footer("Examples:\n  runner compare results/corners_norm_first-*.h5 results/corners_norm_last-*.h5 "
-             "--plot compare.png\n  runner compare results/norm-sweep --group-by model.norm --plot sweep.png");
+  app.footer(
+      "Examples:\n  runner compare results/corners_norm_first-*.h5 results/corners_norm_last-*.h5 "
+      "--plot compare.png\n  runner compare results/norm-sweep --group-by model.norm --plot sweep.png");
   if (auto code = parse_command_line(app, argc, argv, "runner compare")) return *code;
   std::vector<Run> runs;
   for (const auto& f : expand_folders(files)) runs.push_back(load_run(f));  // ResultsError for non-results files
   if (!group_by.empty()) {
-    return compare_groups(runs, group_by, wanted, parse_table_format(format), !no_attention, plot_path,
-                          {width, height}, !linear);
+    return compare_groups(runs, group_by, wanted, parse_table_format(format), !no_attention, plot_path, {width, height},
+                          !linear);
   }
   const auto keys = differing_keys(runs);
   const auto metrics = select_metrics(shared_metrics(runs), wanted);
@@ -276,21 +284,30 @@ int cmd_compare(int argc, char** argv) {
   } else {
     const bool md = fmt_kind == TableFormat::Markdown;
     auto heading = [&](const std::string& s) { std::cout << (md ? "### " + s + "\n\n" : s + "\n"); };
-    std::cout << fmt::format("{} runs; differing config keys: {}\n\n", runs.size(),
-                             keys.empty() ? std::string("none") : fmt::format("{}", fmt::join(keys, ", ")));
+    constexpr size_t kListed = 8;  // unrelated runs differ in dozens of keys: the csv has them all
+    const std::vector<std::string> listed(keys.begin(),
+                                          keys.begin() + static_cast<std::ptrdiff_t>(std::min(keys.size(), kListed)));
+    std::cout << fmt::format("{} runs; differing config keys{}: {}{}\n\n", runs.size(),
+                             keys.size() > kListed ? fmt::format(" ({})", keys.size()) : std::string(),
+                             keys.empty() ? std::string("none") : fmt::format("{}", fmt::join(listed, ", ")),
+                             keys.size() > kListed ? ", ... (all of them: --format csv)" : "");
     heading("Runs");
     std::cout << render(runs_table(runs, keys), fmt_kind) << "\n";
     if (!metrics.empty()) {
-      heading("Metrics (value @epoch)");
+      heading("Metrics (value @epoch; step/ series @optimizer step)");
       std::cout << render(metrics_table(runs, metrics), fmt_kind) << "\n";
     }
     if (auto ev = evals_table(runs); !ev.rows.empty()) {
-      heading("Evaluations (runner eval: sacreBLEU on the split, d2l's mean sentence BLEU in parentheses; samples: the experiment's evaluate.samples)");
+      heading(
+          "Evaluations (runner eval: sacreBLEU on the split, d2l's mean sentence BLEU in parentheses; samples: the "
+          "experiment's evaluate.samples)");
       std::cout << render(ev, fmt_kind) << "\n";
     }
     auto att = attention_table(runs);
     if (!no_attention && !att.rows.empty()) {
-      heading("Attention (mean entropy in nats / max weight, over the recorded samples)");
+      heading(
+          "Attention (mean entropy in nats over the real query tokens, <pad> rows left out / max weight, over "
+          "the recorded samples)");
       std::cout << render(att, fmt_kind);
     }
   }

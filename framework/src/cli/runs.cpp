@@ -22,8 +22,12 @@ std::optional<std::time_t> parse_utc(const std::string& iso) {
 
 void flatten_into(const config::Node& node, const std::string& prefix, std::map<std::string, std::string>& out) {
   switch (node.kind()) {
-    case config::Node::Kind::Null: out[prefix] = "null"; break;
-    case config::Node::Kind::Scalar: out[prefix] = node.str(); break;
+    case config::Node::Kind::Null:
+      out[prefix] = "null";
+      break;
+    case config::Node::Kind::Scalar:
+      out[prefix] = node.str();
+      break;
     case config::Node::Kind::Map:
       if (node.size() == 0 && !prefix.empty()) out[prefix] = "{}";
       for (const auto& key : node.keys()) flatten_into(node.at(key), prefix.empty() ? key : prefix + "." + key, out);
@@ -41,6 +45,16 @@ void add_attention(const results::ResultsReader& in, AttentionStats& stats) {
       const auto att = in.attention(sample, module);
       auto w = att.weights.to(torch::kDouble);  // [layers, heads, Q, K]
       if (w.dim() != 4 || w.numel() == 0) continue;
+      // A padded query row is not a token of the sentence: its weights (uniform over the valid
+      // keys, or whatever the mask left) would pull the mean entropy towards log(K).
+      std::vector<int64_t> real;
+      for (size_t q = 0; q < att.query_tokens.size(); ++q) {
+        if (att.query_tokens[q] != "<pad>") real.push_back(static_cast<int64_t>(q));
+      }
+      if (att.query_tokens.size() == static_cast<size_t>(w.size(2)) && !real.empty() &&
+          real.size() < att.query_tokens.size()) {
+        w = w.index_select(2, torch::tensor(real, torch::kLong));  // [layers, heads, Q real, K]
+      }
       auto entropy = -(w * torch::log(w.clamp_min(1e-30))).sum(-1).mean(-1);  // [layers, heads]
       auto peak = w.amax({2, 3});                                             // [layers, heads]
       for (int64_t l = 0; l < w.size(0); ++l) {
@@ -60,9 +74,7 @@ void add_attention(const results::ResultsReader& in, AttentionStats& stats) {
   }
 }
 
-bool bookkeeping(const std::string& metric) {
-  return metric.rfind("epoch/", 0) == 0 || metric.ends_with("/seconds");
-}
+bool bookkeeping(const std::string& metric) { return metric.rfind("epoch/", 0) == 0 || metric.ends_with("/seconds"); }
 
 }  // namespace
 
@@ -95,7 +107,9 @@ Run read_run(const std::string& path) {
   }
   if (auto it = r.metrics.find("epoch/index"); it != r.metrics.end()) r.epochs = it->second;
   auto start = parse_utc(r.started), end = parse_utc(r.finished);
-  if (start && end) {
+  if (in.has_attr("wall_seconds")) {  // written with the final status, to the millisecond
+    r.wall_seconds = in.attr_double("wall_seconds");
+  } else if (start && end) {  // older files: whole seconds
     r.wall_seconds = std::difftime(*end, *start);
   } else if (auto it = r.metrics.find("epoch/seconds"); it != r.metrics.end()) {
     double sum = 0;
@@ -160,17 +174,22 @@ std::vector<std::string> differing_keys(const std::vector<Run>& runs) {
   return out;
 }
 
-std::string differs_text(const Run& run, const std::vector<std::string>& keys) {
+std::string differs_text(const Run& run, const std::vector<std::string>& keys, size_t max_keys, size_t max_value) {
   std::string s;
-  for (const auto& k : keys) {
-    auto it = run.config.find(k);
-    s += fmt::format("{}{}={}", s.empty() ? "" : ", ", k, it == run.config.end() ? "(unset)" : it->second);
+  for (size_t i = 0; i < keys.size() && i < max_keys; ++i) {
+    auto it = run.config.find(keys[i]);
+    std::string value = it == run.config.end() ? "(unset)" : it->second;
+    if (value.size() > max_value) value = value.substr(0, max_value) + "...";
+    s += fmt::format("{}{}={}", s.empty() ? "" : ", ", keys[i], value);
   }
+  if (keys.size() > max_keys) s += fmt::format(", +{} more", keys.size() - max_keys);
   return s;
 }
 
+bool per_step(const std::string& metric) { return metric.starts_with("step/"); }
+
 std::string run_label(const Run& run, const std::vector<std::string>& keys) {
-  auto s = differs_text(run, keys);
+  auto s = differs_text(run, keys, 3, 40);
   return s.empty() ? run.experiment : s;
 }
 
@@ -184,7 +203,8 @@ std::vector<std::string> shared_metrics(const std::vector<Run>& runs) {
   return out;
 }
 
-std::vector<std::string> select_metrics(const std::vector<std::string>& available, const std::vector<std::string>& wanted) {
+std::vector<std::string> select_metrics(const std::vector<std::string>& available,
+                                        const std::vector<std::string>& wanted) {
   if (wanted.empty()) return available;
   std::vector<std::string> out;
   for (const auto& w : wanted) {
@@ -271,6 +291,7 @@ std::vector<std::string> eval_names(const std::vector<Run>& runs) {
 }
 
 std::string format_seconds(double s) {
+  if (s < 10) return fmt::format("{:.2f}s", s);
   if (s < 60) return fmt::format("{:.1f}s", s);
   const auto t = static_cast<int64_t>(std::lround(s));
   if (t < 3600) return fmt::format("{}m{:02}s", t / 60, t % 60);

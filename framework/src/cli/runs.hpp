@@ -56,7 +56,12 @@ std::map<std::string, std::string> flatten(const config::Node& node);
 std::vector<std::string> differing_keys(const std::vector<Run>& runs);
 
 /// "model.norm=first, model.num_blks=2" for the differing keys ("" when none).
-std::string differs_text(const Run& run, const std::vector<std::string>& keys);
+/// With limits (tables, legends): at most `max_keys` keys, then "+N more", and values cut to
+/// `max_value` characters with "...": unrelated runs differ in dozens of long keys.
+std::string differs_text(const Run& run, const std::vector<std::string>& keys, size_t max_keys = SIZE_MAX,
+                         size_t max_value = SIZE_MAX);
+/// Whether a metric is recorded per optimizer step (`step/lr`), not per epoch.
+bool per_step(const std::string& metric);
 /// Legend label: differs_text, or the experiment name when nothing differs.
 std::string run_label(const Run& run, const std::vector<std::string>& keys);
 
@@ -64,7 +69,8 @@ std::string run_label(const Run& run, const std::vector<std::string>& keys);
 std::vector<std::string> shared_metrics(const std::vector<Run>& runs);
 /// Selects metrics by "group/name" or by bare "name" (every group that has it). Error naming the
 /// available metrics when one matches nothing.
-std::vector<std::string> select_metrics(const std::vector<std::string>& available, const std::vector<std::string>& wanted);
+std::vector<std::string> select_metrics(const std::vector<std::string>& available,
+                                        const std::vector<std::string>& wanted);
 
 /// Higher is better for BLEU, accuracy and throughput; lower for everything else (losses).
 bool higher_is_better(const std::string& metric);

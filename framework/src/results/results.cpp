@@ -1,13 +1,14 @@
 #include "attnlab/results/results.hpp"
 
+#include <fmt/format.h>
 #include <attnlab/error.hpp>
 #include <attnlab/files.hpp>
-#include <fmt/format.h>
 
 #include <unistd.h>
 
 #include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <ctime>
 #include <filesystem>
@@ -22,11 +23,16 @@ using h5::Handle;
 
 const char* status_name(Status s) {
   switch (s) {
-    case Status::Running: return "running";
-    case Status::Completed: return "completed";
-    case Status::Interrupted: return "interrupted";
-    case Status::Failed: return "failed";
-    case Status::Diverged: return "diverged";
+    case Status::Running:
+      return "running";
+    case Status::Completed:
+      return "completed";
+    case Status::Interrupted:
+      return "interrupted";
+    case Status::Failed:
+      return "failed";
+    case Status::Diverged:
+      return "diverged";
   }
   return "unknown";
 }
@@ -44,6 +50,10 @@ struct Results::Impl {
   std::unique_ptr<WriterLock> lock;  // declared first: released after the file is closed
   Handle file;
   Handle root;  // the root group, where the run's attributes live
+  // wall_seconds: this process's time with the file, plus what earlier sessions (a resumed run)
+  // recorded.
+  std::chrono::steady_clock::time_point opened = std::chrono::steady_clock::now();
+  double wall_before = 0;
 };
 
 namespace {
@@ -83,8 +93,8 @@ Results::Results(const std::string& path, Open) : impl_(std::make_unique<Impl>()
   };
   if (const auto why = files::problem(path, files::Want::File); !why.empty()) throw not_ours(why);
   impl_->lock = std::make_unique<WriterLock>(path);  // before HDF5 touches it
-  ATTNLAB_CHECK(::access(path.c_str(), W_OK) == 0, ResultsError, "results file {} is read-only ({}): cannot write to it",
-                path, std::strerror(errno));
+  ATTNLAB_CHECK(::access(path.c_str(), W_OK) == 0, ResultsError,
+                "results file {} is read-only ({}): cannot write to it", path, std::strerror(errno));
   if (H5Fis_hdf5(path.c_str()) <= 0) {
     H5Eclear2(H5E_DEFAULT);
     throw not_ours("not an HDF5 file");
@@ -105,9 +115,20 @@ Results::Results(const std::string& path, Open) : impl_(std::make_unique<Impl>()
       throw not_ours(fmt::format("no root attribute '{}'", required));
     }
   }
+  if (H5Aexists(impl_->root.get(), "wall_seconds") > 0) {  // a resumed run: its earlier sessions' time
+    Handle attr(H5Aopen(impl_->root.get(), "wall_seconds", H5P_DEFAULT));
+    double before = 0;
+    if (attr.get() >= 0 && H5Aread(attr.get(), H5T_NATIVE_DOUBLE, &before) >= 0 && std::isfinite(before) &&
+        before >= 0) {
+      impl_->wall_before = before;
+    }
+    H5Eclear2(H5E_DEFAULT);
+  }
+  impl_->opened = std::chrono::steady_clock::now();
 }
 
-Results::Results(const std::string& path, const std::string& experiment) : impl_(std::make_unique<Impl>()), path_(path) {
+Results::Results(const std::string& path, const std::string& experiment)
+    : impl_(std::make_unique<Impl>()), path_(path) {
   h5::silence_errors();
   // A symlink loop, a directory or a FIFO in the way is refused by name here, not by HDF5's stack.
   if (const auto why = files::problem(path, files::Want::FileToWrite); !why.empty()) {
@@ -176,6 +197,8 @@ void Results::set_status(Status status) {
     }
   } else {
     set_attr("finished", utc_now());
+    const std::chrono::duration<double> held = std::chrono::steady_clock::now() - impl_->opened;
+    set_attr("wall_seconds", impl_->wall_before + held.count());
   }
   flush();
 }
@@ -206,7 +229,8 @@ void Results::append_metric(const std::string& group, const std::string& name, d
                 "results file {}: {} should be a 1-D metric series, found rank {}", path_, ds_path,
                 H5Sget_simple_extent_ndims(space.get()));
   hsize_t rows = 0;
-  check(H5Sget_simple_extent_dims(space.get(), &rows, nullptr), path_, fmt::format("cannot read the shape of {}", ds_path));
+  check(H5Sget_simple_extent_dims(space.get(), &rows, nullptr), path_,
+        fmt::format("cannot read the shape of {}", ds_path));
   hsize_t grown = rows + 1, one = 1;
   check(H5Dset_extent(ds.get(), &grown), path_, fmt::format("cannot extend {} to {} rows", ds_path, grown));
   Handle file_space = check(H5Dget_space(ds.get()), path_, fmt::format("cannot read the shape of {}", ds_path));
@@ -223,10 +247,12 @@ std::map<std::string, int64_t> Results::metric_rows() const {
   for (const auto& group : h5::list_group(root, "/metrics", path_)) {
     for (const auto& name : h5::list_group(root, "/metrics/" + group, path_)) {
       const std::string ds_path = fmt::format("/metrics/{}/{}", group, name);
-      Handle ds = check(H5Dopen2(root, ds_path.c_str(), H5P_DEFAULT), path_, fmt::format("cannot open dataset {}", ds_path));
+      Handle ds =
+          check(H5Dopen2(root, ds_path.c_str(), H5P_DEFAULT), path_, fmt::format("cannot open dataset {}", ds_path));
       Handle space = check(H5Dget_space(ds.get()), path_, fmt::format("cannot read the shape of {}", ds_path));
       hsize_t n = 0;
-      check(H5Sget_simple_extent_dims(space.get(), &n, nullptr), path_, fmt::format("cannot read the shape of {}", ds_path));
+      check(H5Sget_simple_extent_dims(space.get(), &n, nullptr), path_,
+            fmt::format("cannot read the shape of {}", ds_path));
       rows[group + "/" + name] = static_cast<int64_t>(n);
     }
   }
@@ -242,10 +268,11 @@ void Results::truncate_metrics(const std::map<std::string, int64_t>& rows) {
       h5::remove_if_present(root, ds_path, path_);
       continue;
     }
-    ATTNLAB_CHECK(it->second <= have, ResultsError,
-                  "results file {}: cannot cut {} back to {} rows, it has only {}", path_, ds_path, it->second, have);
+    ATTNLAB_CHECK(it->second <= have, ResultsError, "results file {}: cannot cut {} back to {} rows, it has only {}",
+                  path_, ds_path, it->second, have);
     if (it->second == have) continue;
-    Handle ds = check(H5Dopen2(root, ds_path.c_str(), H5P_DEFAULT), path_, fmt::format("cannot open dataset {}", ds_path));
+    Handle ds =
+        check(H5Dopen2(root, ds_path.c_str(), H5P_DEFAULT), path_, fmt::format("cannot open dataset {}", ds_path));
     hsize_t n = static_cast<hsize_t>(it->second);
     check(H5Dset_extent(ds.get(), &n), path_, fmt::format("cannot cut {} back to {} rows", ds_path, n));
   }
@@ -288,7 +315,8 @@ void Results::write_attention(const std::string& sample, const std::string& modu
   for (int64_t l = static_cast<int64_t>(layers.size()); l < weights.size(0); ++l) layers.push_back(l);
   hid_t root = impl_->root.get();
   h5::write_tensor(root, ds_path, weights, path_);  // [layers, heads, queries, keys]
-  Handle ds = check(H5Dopen2(root, ds_path.c_str(), H5P_DEFAULT), path_, fmt::format("cannot open dataset {}", ds_path));
+  Handle ds =
+      check(H5Dopen2(root, ds_path.c_str(), H5P_DEFAULT), path_, fmt::format("cannot open dataset {}", ds_path));
   h5::write_strings_attr(ds.get(), "query_tokens", attention.query_tokens, path_);
   h5::write_strings_attr(ds.get(), "key_tokens", attention.key_tokens, path_);
   h5::write_string_attr(ds.get(), "dims", "layers,heads,queries,keys", path_);

@@ -28,7 +28,8 @@ std::string fit_text(const std::string& text, double width, const TextStyle& sty
   std::string t = text;
   while (!t.empty() && measure_text(t + "\u2026", style).w > width) {
     t.pop_back();
-    while (!t.empty() && (static_cast<unsigned char>(t.back()) & 0xC0) == 0x80) t.pop_back();  // whole UTF-8 code points
+    while (!t.empty() && (static_cast<unsigned char>(t.back()) & 0xC0) == 0x80)
+      t.pop_back();  // whole UTF-8 code points
   }
   return t + "\u2026";
 }
@@ -92,7 +93,7 @@ std::vector<double> to_vector(const torch::Tensor& t) {
 Axes epoch_axes(const std::string& metric, bool log_losses) {
   Axes a;
   a.title = metric;
-  a.xlabel = "epoch";
+  a.xlabel = per_step(metric) ? "optimizer step" : "epoch";
   a.integer_x = true;
   a.logy = log_losses && is_loss(metric);
   return a;
@@ -156,12 +157,15 @@ void group_figure(const std::vector<Group>& groups, const std::vector<std::strin
   std::vector<Axes> panels;
   for (const auto& m : curve_metrics(runs, metrics)) {
     Axes a = epoch_axes(m, log_losses);
-    for (size_t i = 0; i < groups.size(); ++i) a.series.push_back(group_series(groups[i], m, palette(static_cast<int>(i))));
+    for (size_t i = 0; i < groups.size(); ++i)
+      a.series.push_back(group_series(groups[i], m, palette(static_cast<int>(i))));
     panels.push_back(std::move(a));
   }
   std::vector<Series> legend;
   for (size_t i = 0; i < groups.size(); ++i) {
-    legend.push_back({fmt::format("{} (n={}): mean ± 1 sd", groups[i].label, groups[i].runs.size()), {}, {},
+    legend.push_back({fmt::format("{} (n={}): mean ± 1 sd", groups[i].label, groups[i].runs.size()),
+                      {},
+                      {},
                       palette(static_cast<int>(i))});
   }
   panels_figure(std::move(panels), "", legend, path, size);
@@ -176,7 +180,8 @@ void compare_figure(const std::vector<Run>& runs, const std::vector<std::string>
     for (size_t i = 0; i < runs.size(); ++i) {
       auto it = runs[i].metrics.find(m);
       if (it == runs[i].metrics.end()) continue;
-      a.series.push_back(metric_series(run_label(runs[i], differing), it->second, runs[i].epochs,
+      a.series.push_back(metric_series(run_label(runs[i], differing), it->second,
+                                       per_step(m) ? std::vector<double>{} : runs[i].epochs,
                                        palette(static_cast<int>(i))));
     }
     panels.push_back(std::move(a));
@@ -184,9 +189,11 @@ void compare_figure(const std::vector<Run>& runs, const std::vector<std::string>
   // One legend for the figure: the run's experiment and the values of the keys that differ.
   std::vector<Series> legend;
   for (size_t i = 0; i < runs.size(); ++i) {
-    const auto differs = differs_text(runs[i], differing);
-    legend.push_back({differs.empty() ? runs[i].experiment : fmt::format("{}: {}", runs[i].experiment, differs), {},
-                      {}, palette(static_cast<int>(i))});
+    const auto differs = differs_text(runs[i], differing, 3, 40);
+    legend.push_back({differs.empty() ? runs[i].experiment : fmt::format("{}: {}", runs[i].experiment, differs),
+                      {},
+                      {},
+                      palette(static_cast<int>(i))});
   }
   panels_figure(std::move(panels), "", legend, path, size);
 }
@@ -215,13 +222,14 @@ bool losses_figure(const results::ResultsReader& in, const std::string& path, Pi
         order.push_back(key);
         Axes a;
         a.title = key;
-        a.xlabel = "epoch";
+        a.xlabel = group == "step" ? "optimizer step" : "epoch";
         a.integer_x = true;
         a.logy = log_losses && is_loss(key);
         panels[key] = std::move(a);
       }
       if (!colour_of.count(label)) colour_of[label] = colour++;
-      panels[key].series.push_back(metric_series(label, in.metric(group, name), epochs, palette(colour_of[label])));
+      panels[key].series.push_back(metric_series(
+          label, in.metric(group, name), group == "step" ? std::vector<double>{} : epochs, palette(colour_of[label])));
     }
   }
   if (order.empty()) return false;
@@ -259,8 +267,8 @@ std::string corner_predictions(const results::ResultsReader& in) {
   return "";
 }
 
-void corners_figure(const results::ResultsReader& in, const std::string& base, const std::string& path,
-                    PixelSize size, int count) {
+void corners_figure(const results::ResultsReader& in, const std::string& base, const std::string& path, PixelSize size,
+                    int count) {
   auto src = in.tensor(base + "/source"), tgt = in.tensor(base + "/target"), pred = in.tensor(base + "/prediction");
   torch::Tensor dirs = in.has(base + "/directions") ? in.tensor(base + "/directions") : torch::Tensor();  // [N]
   torch::Tensor lens = in.has(base + "/target_lengths") ? in.tensor(base + "/target_lengths") : torch::Tensor();
@@ -288,10 +296,13 @@ void corners_figure(const results::ResultsReader& in, const std::string& base, c
     c.text(t, ox + cell / 2, oy + title_h - 4, title, HAlign::Center, VAlign::Bottom);
     c.frame(bx, by, box, box, kLightGrey, 0.8);
     const double sq[5][2] = {{-1, -1}, {-1, 1}, {1, 1}, {1, -1}, {-1, -1}};
-    for (int k = 0; k < 4; ++k) c.line(px(sq[k][0]), py(sq[k][1]), px(sq[k + 1][0]), py(sq[k + 1][1]), kGrey, 0.8, true);
+    for (int k = 0; k < 4; ++k)
+      c.line(px(sq[k][0]), py(sq[k][1]), px(sq[k + 1][0]), py(sq[k + 1][1]), kGrey, 0.8, true);
     auto s = src[i], g = tgt[i], p = pred[i];  // [2, 2] each
     const int64_t valid = lens.defined() ? static_cast<int64_t>(lens[i].item<float>()) : g.size(0);
-    auto pt = [](const torch::Tensor& seq, int64_t k) { return std::pair{seq[k][0].item<double>(), seq[k][1].item<double>()}; };
+    auto pt = [](const torch::Tensor& seq, int64_t k) {
+      return std::pair{seq[k][0].item<double>(), seq[k][1].item<double>()};
+    };
     auto last = pt(s, s.size(0) - 1);
     // Input: the source points, dashed; target and prediction start from the last source point.
     for (int64_t k = 0; k + 1 < s.size(0); ++k) {
@@ -312,7 +323,8 @@ void corners_figure(const results::ResultsReader& in, const std::string& base, c
     }
     for (int64_t k = 0; k < s.size(0); ++k) c.circle(px(pt(s, k).first), py(pt(s, k).second), 4, input);
     for (int64_t k = 0; k < valid; ++k) c.circle(px(pt(g, k).first), py(pt(g, k).second), 4, target);
-    for (int64_t k = 0; k < p.size(0) && k < valid; ++k) c.cross(px(pt(p, k).first), py(pt(p, k).second), 4.5, predicted, 2);
+    for (int64_t k = 0; k < p.size(0) && k < valid; ++k)
+      c.cross(px(pt(p, k).first), py(pt(p, k).second), 4.5, predicted, 2);
   }
   // One legend for the figure, centred under the panels.
   std::vector<Series> legend = {{"Input", {}, {}, input, true, true, 2.0, Marker::Dot, 4},
@@ -349,7 +361,8 @@ void kernel_regression_figure(const results::ResultsReader& in, const std::strin
   pred.dashed = true;
   a.series.push_back(pred);
   if (in.has("data/x_train") && in.has("data/y_train")) {
-    Series pts{"", to_vector(in.tensor("data/x_train")), to_vector(in.tensor("data/y_train")), palette(1).with_alpha(0.5)};
+    Series pts{"", to_vector(in.tensor("data/x_train")), to_vector(in.tensor("data/y_train")),
+               palette(1).with_alpha(0.5)};
     pts.line = false;
     pts.marker = Marker::Dot;
     a.series.push_back(pts);
