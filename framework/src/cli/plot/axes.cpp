@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <tuple>
 
 namespace attnlab::cli::plot {
 namespace {
@@ -39,6 +40,40 @@ std::string log_label(double exponent) {
 }
 
 }  // namespace
+
+std::pair<std::vector<double>, std::vector<std::string>> log_ticks(double y0, double y1) {
+  std::vector<double> ticks;
+  std::vector<std::string> labels;
+  for (double e = std::ceil(y0 - 1e-9); e <= y1 + 1e-9; e += 1) ticks.push_back(e);
+  if (ticks.size() < 3) {  // less than two decades: add 2x and 5x ticks
+    std::vector<double> more;
+    for (double e = std::floor(y0); e <= y1; e += 1) {
+      for (double m : {1.0, 2.0, 5.0}) {
+        const double t = e + std::log10(m);
+        if (t >= y0 && t <= y1) more.push_back(t);
+      }
+    }
+    ticks = more;
+  }
+  for (double t : ticks) labels.push_back(log_label(t));
+  if (ticks.size() < 2) {
+    // Within one decade (a loss from 0.31 to 0.45) no 1-2-5 value falls inside: even steps of the
+    // values themselves, placed on the log axis, so that every panel has readable ticks.
+    const double lo = std::pow(10.0, y0), hi = std::pow(10.0, y1);
+    const auto values = nice_ticks(lo, hi, 4);
+    const double step = values.size() > 1 ? values[1] - values[0] : lo;
+    ticks.clear();
+    labels.clear();
+    for (double v : values) {
+      if (!(v > 0)) continue;
+      const double t = std::log10(v);
+      if (t < y0 - 1e-12 || t > y1 + 1e-12) continue;
+      ticks.push_back(t);
+      labels.push_back(tick_label(v, step));
+    }
+  }
+  return {ticks, labels};
+}
 
 std::vector<double> nice_ticks(double lo, double hi, int target) {
   if (!(hi > lo)) return {lo};
@@ -139,28 +174,18 @@ void draw_axes(const Canvas& c, const Axes& a, double bx, double by, double bw, 
     }
   }
   auto [x0, x1] = a.xlim ? *a.xlim : padded(xr);
-  auto [y0, y1] = a.ylim ? (a.logy ? std::pair{std::log10(a.ylim->first), std::log10(a.ylim->second)} : *a.ylim)
-                         : padded(yr);
+  auto [y0, y1] =
+      a.ylim ? (a.logy ? std::pair{std::log10(a.ylim->first), std::log10(a.ylim->second)} : *a.ylim) : padded(yr);
   auto xticks = nice_ticks(x0, x1, 6);
   if (a.integer_x) {
-    xticks.erase(std::remove_if(xticks.begin(), xticks.end(), [](double t) { return std::abs(t - std::round(t)) > 1e-9; }),
-                 xticks.end());
+    xticks.erase(
+        std::remove_if(xticks.begin(), xticks.end(), [](double t) { return std::abs(t - std::round(t)) > 1e-9; }),
+        xticks.end());
   }
   std::vector<double> yticks;
   std::vector<std::string> ylabels;
   if (a.logy) {
-    for (double e = std::ceil(y0 - 1e-9); e <= y1 + 1e-9; e += 1) yticks.push_back(e);
-    if (yticks.size() < 3) {  // less than two decades: add 2x and 5x ticks
-      std::vector<double> more;
-      for (double e = std::floor(y0); e <= y1; e += 1) {
-        for (double m : {1.0, 2.0, 5.0}) {
-          const double t = e + std::log10(m);
-          if (t >= y0 && t <= y1) more.push_back(t);
-        }
-      }
-      yticks = more;
-    }
-    for (double t : yticks) ylabels.push_back(log_label(t));
+    std::tie(yticks, ylabels) = log_ticks(y0, y1);
   } else {
     yticks = nice_ticks(y0, y1, 5);
     const double step = yticks.size() > 1 ? yticks[1] - yticks[0] : 1;

@@ -40,6 +40,10 @@ void draw_axes(const Canvas& canvas, const Axes& axes, double x, double y, doubl
 std::vector<double> nice_ticks(double lo, double hi, int target = 5);
 /// A tick label with as many decimals as the step needs ("0.25", "1e-04" for tiny logs).
 std::string tick_label(double value, double step);
+/// Ticks of a log axis from 10^y0 to 10^y1, as exponents, with their labels: decades; within two
+/// decades 1-2-5 steps; within one decade (where those may all fall outside) even steps of the
+/// values. At least two ticks whenever y1 > y0.
+std::pair<std::vector<double>, std::vector<std::string>> log_ticks(double y0, double y1);
 
 /// Draws a legend box with the given entries at the top-right corner (right, top) of a region.
 void draw_legend(const Canvas& canvas, const std::vector<Series>& entries, double right, double top);
