@@ -71,6 +71,32 @@ def check_metrics(f):
         for name, d in group.items():
             expect(isinstance(d, h5py.Dataset) and d.ndim == 1 and d.dtype == np.float64 and d.maxshape == (None,),
                    f"/metrics/{group_name}/{name}: expected 1-D float64 extendible, found {d}")
+            expect(d.attrs.get("long_name") == f"{group_name} {name}",
+                   f"/metrics/{group_name}/{name}: attribute 'long_name' is {d.attrs.get('long_name')!r}")
+        check_nxdata(group, f"/metrics/{group_name}")
+    if "metrics" in f:
+        check_nxentry(f, "metrics")
+
+
+def check_nxentry(f, name):
+    """NeXus: an NXentry whose `default` names one of its NXdata groups (what h5web opens)."""
+    entry = f[name]
+    expect(entry.attrs.get("NX_class") == "NXentry", f"/{name}: NX_class is {entry.attrs.get('NX_class')!r}")
+    default, root_default = entry.attrs.get("default"), f.attrs.get("default")
+    expect(isinstance(default, str) and default in entry, f"/{name}: default {default!r} is not a member")
+    expect(isinstance(root_default, str) and root_default in f, f"/: default {root_default!r} is not a member")
+    if name == "metrics" and "train" in entry:
+        expect(default == "train", f"/metrics: default should be the training curves, found {default!r}")
+
+
+def check_nxdata(group, where):
+    """NeXus: an NXdata group whose `signal` names one of its datasets."""
+    expect(group.attrs.get("NX_class") == "NXdata", f"{where}: NX_class is {group.attrs.get('NX_class')!r}")
+    signal = group.attrs.get("signal")
+    expect(isinstance(signal, str) and signal in group and isinstance(group[signal], h5py.Dataset),
+           f"{where}: signal {signal!r} is not a dataset")
+    if "loss" in group:
+        expect(signal == "loss", f"{where}: a group with a loss should show it, signal is {signal!r}")
 
 
 def check_samples(f):
@@ -114,10 +140,20 @@ def check_attention(f):
             heads = d.attrs.get("heads")
             expect(isinstance(heads, np.integer) and heads == d.shape[1],
                    f"{where}: attribute 'heads' should be {d.shape[1]}, found {heads!r}")
+            expect(d.attrs.get("interpretation") == "image", f"{where}: interpretation is {d.attrs.get('interpretation')!r}")
+            expect(str(d.attrs.get("long_name", "")).startswith(module), f"{where}: long_name {d.attrs.get('long_name')!r}")
             for side in ("query_side", "key_side"):
                 if side in d.attrs:
                     expect(d.attrs[side] in SIDES, f"{where}: attribute {side!r} should be one of {sorted(SIDES)}, "
                                                    f"found {d.attrs[side]!r}")
+
+
+def check_attention_entry(f):
+    if "attention" not in f:
+        return
+    for sample_name, sample in f["attention"].items():
+        check_nxdata(sample, f"/attention/{sample_name}")
+    check_nxentry(f, "attention")
 
 
 def main():
@@ -130,6 +166,7 @@ def main():
         check_metrics(f)
         check_samples(f)
         check_attention(f)
+        check_attention_entry(f)
     if errors:
         print(f"{sys.argv[1]}: {len(errors)} layout problem(s):")
         for e in errors:

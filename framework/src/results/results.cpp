@@ -84,6 +84,33 @@ Handle open_or_create_object(hid_t root, const std::string& path, const std::str
   return check(H5Oopen(root, path.c_str(), H5P_DEFAULT), file, fmt::format("cannot open {}", path));
 }
 
+/// A string attribute of `obj` unless it already has one by that name.
+void set_if_absent(hid_t obj, const char* name, const std::string& value, const std::string& file) {
+  if (H5Aexists(obj, name) <= 0) h5::write_string_attr(obj, name, value, file);
+}
+
+/// NeXus-style description of the group at `path` (docs/RESULTS.md, "Generic viewers"): what a
+/// viewer such as h5web or HDFView needs to draw its `signal` without attnlab. The first series
+/// written becomes the group's signal (a "loss" always does); the parent is an NXentry whose
+/// default is its first group, and the root's default is the first entry.
+void describe_nexus(hid_t root, const std::string& parent, const std::string& group, const std::string& signal,
+                    const std::string& file) {
+  Handle r = check(H5Gopen2(root, "/", H5P_DEFAULT), file, "cannot open the root group");
+  set_if_absent(r.get(), "default", parent.substr(1), file);
+  Handle p = check(H5Gopen2(root, parent.c_str(), H5P_DEFAULT), file, fmt::format("cannot open group {}", parent));
+  set_if_absent(p.get(), "NX_class", "NXentry", file);
+  Handle g = check(H5Gopen2(root, (parent + "/" + group).c_str(), H5P_DEFAULT), file,
+                   fmt::format("cannot open group {}/{}", parent, group));
+  if (group == "train") {  // the training curves, whichever series came first (step/lr does)
+    h5::write_string_attr(p.get(), "default", group, file);
+  } else {
+    set_if_absent(p.get(), "default", group, file);
+  }
+  set_if_absent(g.get(), "NX_class", "NXdata", file);
+  if (signal == "loss") h5::write_string_attr(g.get(), "signal", signal, file);
+  set_if_absent(g.get(), "signal", signal, file);
+}
+
 }  // namespace
 
 Results::Results(const std::string& path, Open) : impl_(std::make_unique<Impl>()), path_(path) {
@@ -223,6 +250,11 @@ void Results::append_metric(const std::string& group, const std::string& name, d
     Handle lcpl = h5::link_props(path_);
     ds = check(H5Dcreate2(root, ds_path.c_str(), H5T_IEEE_F64LE, space.get(), lcpl.get(), dcpl.get(), H5P_DEFAULT),
                path_, fmt::format("cannot create dataset {}", ds_path));
+    h5::write_string_attr(ds.get(), "long_name", fmt::format("{} {}", group, name), path_);
+    describe_nexus(root, "/metrics", group, name, path_);
+    Handle g = check(H5Gopen2(root, ("/metrics/" + group).c_str(), H5P_DEFAULT), path_,
+                     fmt::format("cannot open group /metrics/{}", group));
+    set_if_absent(g.get(), "axes", ".", path_);  // rows: epochs (or steps), no axis dataset of their own
   }
   Handle space = check(H5Dget_space(ds.get()), path_, fmt::format("cannot read the shape of {}", ds_path));
   ATTNLAB_CHECK(H5Sget_simple_extent_ndims(space.get()) == 1, ResultsError,
@@ -324,8 +356,12 @@ void Results::write_attention(const std::string& sample, const std::string& modu
   h5::write_int_attr(ds.get(), "heads", weights.size(1), path_);
   if (!attention.query_side.empty()) h5::write_string_attr(ds.get(), "query_side", attention.query_side, path_);
   if (!attention.key_side.empty()) h5::write_string_attr(ds.get(), "key_side", attention.key_side, path_);
+  h5::write_string_attr(ds.get(), "interpretation", "image", path_);  // a viewer draws [query, key] slices
+  h5::write_string_attr(ds.get(), "long_name", fmt::format("{} attention weights (layer, head, query, key)", module),
+                        path_);
   Handle g = check(H5Gopen2(root, group.c_str(), H5P_DEFAULT), path_, fmt::format("cannot open group {}", group));
   h5::write_string_attr(g.get(), "text", sample, path_);
+  describe_nexus(root, "/attention", h5::link_name(sample), h5::link_name(module), path_);
 }
 
 void Results::write_tensor(const std::string& path, const torch::Tensor& values) {
