@@ -29,7 +29,8 @@ std::string full(double v) { return std::isfinite(v) ? fmt::format("{:.17g}", v)
 
 std::string cell(const stats::Describe& d, size_t group_size) {
   if (d.n == 0) return "-";
-  std::string s = d.n < 2 ? num(d.mean) : fmt::format("{} ± {} [{}, {}]", num(d.mean), num(d.sd), num(d.min), num(d.max));
+  std::string s =
+      d.n < 2 ? num(d.mean) : fmt::format("{} ± {} [{}, {}]", num(d.mean), num(d.sd), num(d.min), num(d.max));
   if (d.n != group_size) s += fmt::format(" (n={})", d.n);
   return s;
 }
@@ -72,26 +73,28 @@ std::vector<Group> group_runs(const std::vector<Run>& runs, const std::vector<st
   return out;
 }
 
-std::vector<Quantity> quantities(const std::vector<Run>& runs, const std::vector<std::string>& metrics, bool attention) {
+std::vector<Quantity> quantities(const std::vector<Run>& runs, const std::vector<std::string>& metrics,
+                                 bool attention) {
   std::vector<Quantity> qs;
   for (const auto& m : metrics) {
     qs.push_back({"metric", m, "final", [m](const Run& r) -> std::optional<double> {
                     auto s = summarize(r, m);
                     return s.valid ? std::optional(s.final_value) : std::nullopt;
                   }});
-    qs.push_back({"metric", m, higher_is_better(m) ? "best (max)" : "best (min)",
-                  [m](const Run& r) -> std::optional<double> {
-                    auto s = summarize(r, m);
-                    return s.valid ? std::optional(s.best) : std::nullopt;
-                  }});
+    qs.push_back(
+        {"metric", m, higher_is_better(m) ? "best (max)" : "best (min)", [m](const Run& r) -> std::optional<double> {
+           auto s = summarize(r, m);
+           return s.valid ? std::optional(s.best) : std::nullopt;
+         }});
   }
   for (const auto& name : eval_names(runs)) {
     for (const bool d2l : {false, true}) {
-      qs.push_back({"eval", name, d2l ? "d2l_mean_bleu" : "sacrebleu", [name, d2l](const Run& r) -> std::optional<double> {
-                      auto it = r.evals.find(name);
-                      if (it == r.evals.end()) return std::nullopt;
-                      return d2l ? it->second.d2l_mean_bleu : it->second.bleu;
-                    }});
+      qs.push_back(
+          {"eval", name, d2l ? "d2l_mean_bleu" : "sacrebleu", [name, d2l](const Run& r) -> std::optional<double> {
+             auto it = r.evals.find(name);
+             if (it == r.evals.end()) return std::nullopt;
+             return d2l ? it->second.d2l_mean_bleu : it->second.bleu;
+           }});
     }
   }
   if (any_samples(runs)) {
@@ -148,9 +151,11 @@ Table grouped_table(const std::vector<Group>& groups, const std::vector<Quantity
   return t;
 }
 
-Table grouped_csv(const std::vector<Group>& groups, const std::vector<Quantity>& qs, const std::vector<std::string>& keys) {
+Table grouped_csv(const std::vector<Group>& groups, const std::vector<Quantity>& qs,
+                  const std::vector<std::string>& keys) {
   Table t{keys, {}, {}};
-  for (const char* h : {"section", "quantity", "value", "n", "mean", "sd", "min", "max", "t", "df", "p_welch", "hedges_g"}) {
+  for (const char* h :
+       {"section", "quantity", "value", "n", "mean", "sd", "min", "max", "t", "df", "p_welch", "hedges_g"}) {
     t.header.push_back(h);
   }
   for (const auto& q : qs) {
@@ -165,7 +170,8 @@ Table grouped_csv(const std::vector<Group>& groups, const std::vector<Quantity>&
     for (size_t i = 0; i < groups.size(); ++i) {
       const auto d = stats::describe(samples[i]);
       std::vector<std::string> row = groups[i].values;
-      for (auto v : {q.section, q.name, q.value, std::to_string(d.n), full(d.mean), full(d.sd), full(d.min), full(d.max)}) {
+      for (auto v :
+           {q.section, q.name, q.value, std::to_string(d.n), full(d.mean), full(d.sd), full(d.min), full(d.max)}) {
         row.push_back(v);
       }
       for (double v : {w.t, w.df, w.p, g_eff}) row.push_back(groups.size() == 2 ? full(v) : "");
@@ -178,8 +184,12 @@ Table grouped_csv(const std::vector<Group>& groups, const std::vector<Quantity>&
 Table groups_table(const std::vector<Group>& groups) {
   Table t{{"group", "n", "files"}, {}, {false, true, false}};
   for (const auto& g : groups) {
-    std::string files;
-    for (const Run* r : g.runs) files += (files.empty() ? "" : " ") + std::filesystem::path(r->path).filename().string();
+    std::string files;  // the first few: a seed sweep's group holds dozens (compare without --group-by lists all)
+    constexpr size_t kShown = 3;
+    for (size_t i = 0; i < g.runs.size() && i < kShown; ++i) {
+      files += (files.empty() ? "" : " ") + std::filesystem::path(g.runs[i]->path).filename().string();
+    }
+    if (g.runs.size() > kShown) files += fmt::format(" +{} more", g.runs.size() - kShown);
     t.rows.push_back({g.label, std::to_string(g.runs.size()), files});
   }
   return t;
