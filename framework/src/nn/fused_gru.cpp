@@ -86,10 +86,13 @@ std::tuple<torch::Tensor, torch::Tensor> FusedGruImpl::forward(const torch::Tens
   // As at::gru: layer k > 0 reads layer k - 1's time-major output, with dropout in training
   // (at::dropout on the same [T, B, H] tensor, so the same masks from the same generator state).
   torch::Tensor layer_input = input;
+  // One node for all layers' initial states (select per layer would give each layer's gradient
+  // its own [L, B, H] of zeros in the backward).
+  const auto h0 = hx.unbind(0);       // each [B, H]
   std::vector<torch::Tensor> finals;  // each [B, H]
   finals.reserve(o.num_layers());
   for (int64_t k = 0; k < o.num_layers(); ++k) {
-    auto [y, h_t] = fused_gru_layer(layer_input, hx.select(0, k), w_ih_[k], w_hh_[k], b_ih_[k], b_hh_[k],
+    auto [y, h_t] = fused_gru_layer(layer_input, h0[k], w_ih_[k], w_hh_[k], b_ih_[k], b_hh_[k],
                                     k == 0 && o.batch_first());  // [T, B, H], [B, H]
     finals.push_back(std::move(h_t));
     layer_input = o.dropout() > 0 && is_training() && k + 1 < o.num_layers() ? at::dropout(y, o.dropout(), true) : y;
