@@ -11,12 +11,13 @@ void check_gru_options(const char* who, const GruOptions& o) {
               o.embed_size(), ", ", o.num_hiddens(), " and ", o.num_layers());
 }
 
-torch::nn::GRU make_gru(int64_t input_size, const GruOptions& o) {
-  // torch only applies GRU dropout between layers (and warns when there is one layer).
-  return torch::nn::GRU(torch::nn::GRUOptions(input_size, o.num_hiddens())
-                            .num_layers(o.num_layers())
-                            .dropout(o.num_layers() > 1 ? o.dropout() : 0.0)
-                            .batch_first(true));
+FusedGru make_gru(int64_t input_size, const GruOptions& o) {
+  // GRU dropout only applies between layers (torch warns when there is one layer).
+  return FusedGru(FusedGruOptions(input_size, o.num_hiddens())
+                      .num_layers(o.num_layers())
+                      .dropout(o.num_layers() > 1 ? o.dropout() : 0.0)
+                      .batch_first(true)
+                      .fused(o.fused()));
 }
 
 /// The decoders start from the encoder's final state: it must be [L, B, H] for this decoder.

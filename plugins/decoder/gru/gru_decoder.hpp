@@ -7,7 +7,6 @@
 
 #include <torch/nn/modules/embedding.h>
 #include <torch/nn/modules/linear.h>
-#include <torch/nn/modules/rnn.h>
 
 #include <memory>
 
@@ -25,7 +24,7 @@ class GruDecoderImpl : public nn::Decoder {
 
   nn::GruOptions options;
   torch::nn::Embedding embedding{nullptr};
-  torch::nn::GRU rnn{nullptr};       // input E + H
+  nn::FusedGru rnn{nullptr};         // input E + H
   torch::nn::Linear dense{nullptr};  // H -> V
 };
 TORCH_MODULE(GruDecoder);

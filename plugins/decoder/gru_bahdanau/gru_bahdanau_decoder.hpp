@@ -8,7 +8,6 @@
 
 #include <torch/nn/modules/embedding.h>
 #include <torch/nn/modules/linear.h>
-#include <torch/nn/modules/rnn.h>
 
 #include <memory>
 
@@ -31,7 +30,7 @@ class GruBahdanauDecoderImpl : public nn::Decoder {
   nn::GruOptions options;
   nn::Attention attention_pool{nullptr};  // registered as "attention"
   torch::nn::Embedding embedding{nullptr};
-  torch::nn::GRU rnn{nullptr};       // input H + E (context first, as d2l)
+  nn::FusedGru rnn{nullptr};         // input H + E (context first, as d2l)
   torch::nn::Linear dense{nullptr};  // H -> V
 };
 TORCH_MODULE(GruBahdanauDecoder);

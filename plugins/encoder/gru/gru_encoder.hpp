@@ -6,7 +6,6 @@
 #include <attnlab/nn/rnn.hpp>
 
 #include <torch/nn/modules/embedding.h>
-#include <torch/nn/modules/rnn.h>
 
 namespace attnlab::encoders::gru {
 
@@ -21,7 +20,7 @@ class GruEncoderImpl : public nn::Encoder {
 
   nn::GruOptions options;
   torch::nn::Embedding embedding{nullptr};
-  torch::nn::GRU rnn{nullptr};
+  nn::FusedGru rnn{nullptr};
 };
 TORCH_MODULE(GruEncoder);
 

@@ -10,6 +10,7 @@
 // validation (d2l 0.17's load_data_nmt has none).
 #include <attnlab/config/binding.hpp>
 #include <attnlab/error.hpp>
+#include <attnlab/nn/fused_gru.hpp>
 #include <attnlab/train/optim.hpp>
 #include <attnlab/train/trainer.hpp>
 
@@ -27,8 +28,9 @@ void xavier_init(torch::nn::Module& model) {
   for (const auto& m : model.modules(/*include_self=*/true)) {
     if (auto* linear = dynamic_cast<torch::nn::LinearImpl*>(m.get())) {
       torch::nn::init::xavier_uniform_(linear->weight);
-    } else if (auto* gru = dynamic_cast<torch::nn::GRUImpl*>(m.get())) {
-      for (auto& p : gru->named_parameters(/*recurse=*/false)) {
+    } else if (dynamic_cast<torch::nn::GRUImpl*>(m.get()) != nullptr ||
+               dynamic_cast<nn::FusedGruImpl*>(m.get()) != nullptr) {  // the GRU plugins' (nn/rnn.hpp)
+      for (auto& p : m->named_parameters(/*recurse=*/false)) {
         if (p.key().find("weight") != std::string::npos) torch::nn::init::xavier_uniform_(p.value());
       }
     }

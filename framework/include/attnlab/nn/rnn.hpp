@@ -4,8 +4,7 @@
 // gru_bahdanau}). Their sizes (GruOptions), the decoders' state, and the checks and GRU stack all
 // three build on, batch-first.
 #include <attnlab/nn/encoder_decoder.hpp>
-
-#include <torch/nn/modules/rnn.h>
+#include <attnlab/nn/fused_gru.hpp>
 
 #include <cstdint>
 
@@ -19,6 +18,7 @@ struct GruOptions {
   TORCH_ARG(int64_t, num_hiddens);   // H, the GRU's hidden size
   TORCH_ARG(int64_t, num_layers);    // L, stacked GRU layers
   TORCH_ARG(double, dropout) = 0.0;  // between GRU layers (and on Bahdanau's attention weights)
+  TORCH_ARG(bool, fused) = true;     // the fused CPU GRU (nn/fused_gru.hpp); false: at::gru always
 };
 
 /// Decoding state of the GRU decoders.
@@ -32,8 +32,9 @@ struct GruDecoderState : DecoderState {
 void check_gru_options(const char* who, const GruOptions& options);
 
 /// The L-layer, batch-first GRU of hidden size H over inputs of `input_size` features, dropout
-/// between layers (none with one layer).
-torch::nn::GRU make_gru(int64_t input_size, const GruOptions& options);
+/// between layers (none with one layer): torch::nn::GRU's parameters and results, fused on CPU
+/// unless options.fused() is false.
+FusedGru make_gru(int64_t input_size, const GruOptions& options);
 
 /// The decoders start from the encoder's final state: it must be [L, B, H] for this decoder.
 void check_encoder_hidden(const char* who, const EncoderOutput& enc, const GruOptions& options);

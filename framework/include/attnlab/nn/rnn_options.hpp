@@ -13,6 +13,7 @@ struct GruConfig {
   int64_t num_hiddens = 32;
   int64_t num_layers = 2;
   double dropout = 0.1;
+  bool fused = true;
 };
 
 /// Their binding (config/binding.hpp). with_attention adds `attention: {scorer: ..., cross_scorer:
