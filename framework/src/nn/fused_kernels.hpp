@@ -1,0 +1,78 @@
+#pragma once
+// The row loops of the fused residual kernels (nn/fused_add_norm.cpp), written once over
+// at::vec::Vectorized in fused_kernels_impl.hpp and compiled twice: for the baseline ISA
+// (fused_kernels_baseline.cpp) and for AVX2 + FMA (fused_kernels_avx2.cpp, where Vectorized is
+// ATen's AVX2 one; the generic one is an array in memory, several times slower). Only the plain
+// structs and the entry points below cross between them.
+#include <cstdint>
+
+namespace attnlab::nn::fused::kernels {
+
+/// What dropout does in one call. The mask: element e is kept iff word e % 4 of the Philox 4x32-10
+/// block of counter e / 4 under the key `seed` (at::Philox4_32(seed, 0, e / 4)) is >= threshold,
+/// whichever thread computes it.
+struct Dropout {
+  bool active = false;     // a mask is drawn (training, 0 < p < 1); otherwise nothing is dropped
+  uint64_t seed = 0;       // the Philox key
+  uint32_t threshold = 0;  // floor(p * 2^32): P(keep) = 1 - p
+  double keep_prob = 1.0;  // 1 - p; kept elements are scaled by 1 / keep_prob
+};
+
+/// layer_norm(x + dropout(y)) of rows [r0, r1). x, y, out, keep [rows, H]; w, b [H]; mean, rstd
+/// [rows] (saved for backward).
+template <class T>
+struct NormForward {
+  const T* x;
+  const T* y;
+  const T* w;
+  const T* b;
+  T* out;
+  T* mean;
+  T* rstd;
+  bool* keep;  // written when d.active
+  int64_t H;
+  T eps;
+  Dropout d;
+};
+
+/// Its gradients for the rows of chunks [c0, c1), chunk c being rows [c * chunk, (c + 1) * chunk):
+/// dx = dz (z = x + dropout(y)); dy = dz * keep / keep_prob (when dy is given: a mask was drawn
+/// and y needs a gradient); dw, db of each chunk into partial [chunks, 2, H] (when given), summed
+/// over the chunk's rows in order.
+template <class T>
+struct NormBackward {
+  const T* dout;
+  const T* x;
+  const T* y;
+  const bool* keep;  // when d.active
+  const T* w;
+  const T* mean;
+  const T* rstd;
+  T* dx;
+  T* dy;       // or null
+  T* partial;  // or null
+  int64_t rows;
+  int64_t H;
+  int64_t chunk;
+  Dropout d;
+};
+
+// Per ISA: norm_forward / norm_backward as above; add_dropout_forward: out = x + dropout(y) and
+// keep for elements [e0, e1) (d.active); add_dropout_backward: dy = dout * keep / keep_prob.
+#define ATTNLAB_FUSED_KERNEL_DECLARATIONS(T)                                                                      \
+  void norm_forward(const NormForward<T>& a, int64_t r0, int64_t r1);                                             \
+  void norm_backward(const NormBackward<T>& a, int64_t c0, int64_t c1);                                           \
+  void add_dropout_forward(const T* x, const T* y, const Dropout& d, bool* keep, T* out, int64_t e0, int64_t e1); \
+  void add_dropout_backward(const T* dout, const bool* keep, double keep_prob, T* dy, int64_t e0, int64_t e1);
+
+namespace baseline {
+ATTNLAB_FUSED_KERNEL_DECLARATIONS(float)
+ATTNLAB_FUSED_KERNEL_DECLARATIONS(double)
+}  // namespace baseline
+namespace avx2 {  // defined when built with ATTNLAB_FUSED_AVX2 (x86-64)
+ATTNLAB_FUSED_KERNEL_DECLARATIONS(float)
+ATTNLAB_FUSED_KERNEL_DECLARATIONS(double)
+}  // namespace avx2
+#undef ATTNLAB_FUSED_KERNEL_DECLARATIONS
+
+}  // namespace attnlab::nn::fused::kernels

@@ -1,0 +1,3 @@
+// The fused residual kernels for the baseline ISA (nn/fused_kernels.hpp).
+#define ATTNLAB_FUSED_ISA baseline
+#include "nn/fused_kernels_impl.hpp"
