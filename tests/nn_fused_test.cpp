@@ -2,6 +2,7 @@
 // gradients on odd shapes, with dropout through the same mask, finite differences in double, the
 // mask's rate and its independence of the thread count, eval, p == 1 and the fallbacks.
 #include <attnlab/nn/fused.hpp>
+#include <attnlab/nn/layers.hpp>
 
 #include "testing/testing.hpp"
 
@@ -355,6 +356,63 @@ TEST_F(NnFused, WhatTheKernelsDoNotTakeIsTheComposition) {
   EXPECT_FALSE(keep.defined());
   torch::manual_seed(1);
   EXPECT_TRUE(torch::equal(out, torch::layer_norm(torch::dropout(in.y, 0.5, true) + in.x, {8})));
+}
+
+// ------------------------------------------------------------------- AddNorm
+
+TEST_F(NnFused, AddNormFusedAndReferenceAgree) {
+  for (auto placement : {NormPlacement::Last, NormPlacement::First}) {
+    SCOPED_TRACE(placement == NormPlacement::Last ? "norm last" : "norm first");
+    AddNorm fused(6, 0.0, placement), reference(6, 0.0, placement, 1e-5, /*fused=*/false);
+    EXPECT_TRUE(fused->fused);
+    EXPECT_FALSE(reference->fused);
+    // The same parameters under the same names: checkpoints load either way.
+    EXPECT_EQ(fused->named_parameters().keys(), (std::vector<std::string>{"ln.weight", "ln.bias"}));
+    EXPECT_EQ(reference->named_parameters().keys(), fused->named_parameters().keys());
+    {
+      torch::NoGradGuard no_grad;
+      fused->ln->weight.copy_(torch::randn({6}));
+      fused->ln->bias.copy_(torch::randn({6}));
+      reference->ln->weight.copy_(fused->ln->weight);
+      reference->ln->bias.copy_(fused->ln->bias);
+    }
+    const auto x = torch::randn({3, 7, 6}).requires_grad_(), y = torch::randn({3, 7, 6}).requires_grad_();
+    const auto probe = torch::randn({3, 7, 6});
+    auto grads_of = [&](AddNorm& m) {
+      const auto out = m->post(x, y);
+      auto g = torch::autograd::grad({out}, {x, y, m->ln->weight, m->ln->bias}, {probe}, false, false, true);
+      g.insert(g.begin(), out.detach());
+      return g;
+    };
+    const auto f = grads_of(fused), r = grads_of(reference);
+    for (size_t i = 0; i < f.size(); ++i) {
+      ASSERT_EQ(f[i].defined(), r[i].defined()) << i;
+      if (f[i].defined()) {
+        EXPECT_TRUE(AllClose(f[i], r[i], 1e-5, 1e-5)) << i;
+      }
+    }
+  }
+}
+
+TEST_F(NnFused, AddNormInEvalIsExactlyTheComposition) {
+  for (auto placement : {NormPlacement::Last, NormPlacement::First}) {
+    AddNorm fused(33, 0.5, placement), reference(33, 0.5, placement, 1e-5, false);
+    fused->eval();
+    reference->eval();
+    const auto x = torch::randn({5, 13, 33}), y = torch::randn({5, 13, 33});
+    EXPECT_TRUE(torch::equal(fused->post(x, y), reference->post(x, y)));
+  }
+}
+
+TEST_F(NnFused, AddNormReferenceKeepsTorchsDropout) {
+  AddNorm last(8, 0.5, NormPlacement::Last, 1e-5, false), first(8, 0.5, NormPlacement::First, 1e-5, false);
+  const auto x = torch::randn({4, 3, 8}), y = torch::randn({4, 3, 8});
+  torch::manual_seed(2);
+  const auto out_last = last->post(x, y), out_first = first->post(x, y);
+  torch::manual_seed(2);
+  const auto dropped_last = torch::dropout(y, 0.5, true), dropped_first = torch::dropout(y, 0.5, true);
+  EXPECT_TRUE(torch::equal(out_last, torch::layer_norm(dropped_last + x, {8}, last->ln->weight, last->ln->bias)));
+  EXPECT_TRUE(torch::equal(out_first, x + dropped_first));
 }
 
 // ------------------------------------------------------------------- microbenchmark

@@ -1,6 +1,8 @@
 // Positional encoding, position-wise FFN and add & norm (d2l 1.0.3, chapter 11.6 / 11.7).
 #include <attnlab/nn/layers.hpp>
 
+#include <attnlab/nn/fused.hpp>
+
 namespace attnlab::nn {
 
 PositionalEncodingImpl::PositionalEncodingImpl(int64_t num_hiddens, double dropout, int64_t max_len, bool add)
@@ -50,8 +52,8 @@ torch::Tensor PositionWiseFFNImpl::forward(const torch::Tensor& x) {
   return dense2->forward(h);                                    // [B, T, out]
 }
 
-AddNormImpl::AddNormImpl(int64_t num_hiddens, double dropout, NormPlacement placement_, double eps)
-    : placement(placement_) {
+AddNormImpl::AddNormImpl(int64_t num_hiddens, double dropout, NormPlacement placement_, double eps, bool fused_)
+    : placement(placement_), fused(fused_) {
   ln = register_module("ln", torch::nn::LayerNorm(torch::nn::LayerNormOptions({num_hiddens}).eps(eps)));
   dropout_ = register_module("dropout", torch::nn::Dropout(dropout));
 }
@@ -61,6 +63,13 @@ torch::Tensor AddNormImpl::pre(const torch::Tensor& x) {
 }
 
 torch::Tensor AddNormImpl::post(const torch::Tensor& x, const torch::Tensor& y) {
+  if (fused) {
+    // In eval, and on what the kernels do not take, these are the composition below.
+    const double p = dropout_->options.p();
+    if (placement == NormPlacement::First) return fused::add_dropout(x, y, p, is_training());  // [B, T, H]
+    return fused::add_dropout_layer_norm(x, y, ln->weight, ln->bias, p, is_training(),
+                                         ln->options.eps());  // [B, T, H]
+  }
   if (placement == NormPlacement::First) return x + dropout_->forward(y);  // [B, T, H]
   return ln->forward(dropout_->forward(y) + x);                            // [B, T, H]
 }

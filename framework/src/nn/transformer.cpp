@@ -28,7 +28,8 @@ TransformerBlockOptions TransformerOptions::block() const {
       .ffn_dropout(ffn_dropout())
       .layer_norm_eps(layer_norm_eps())
       .ffn_conv1d(ffn_conv1d())
-      .per_head_projections(per_head_projections());
+      .per_head_projections(per_head_projections())
+      .fused(fused());
 }
 
 void initialize_transformer(torch::nn::Module& module, TransformerInit init) {

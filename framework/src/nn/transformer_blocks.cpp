@@ -26,7 +26,7 @@ MultiHeadAttention make_mha(const TransformerBlockOptions& o, const ScorerFactor
 }
 
 AddNorm make_addnorm(const TransformerBlockOptions& o) {
-  return AddNorm(o.num_hiddens(), o.dropout(), o.norm(), o.layer_norm_eps());
+  return AddNorm(o.num_hiddens(), o.dropout(), o.norm(), o.layer_norm_eps(), o.fused());
 }
 
 PositionWiseFFN make_ffn(const TransformerBlockOptions& o) {

@@ -25,6 +25,9 @@ config::Binding<TransformerConfig> transformer_binding(AttentionRoles roles, con
               "scorer alone (ALiBi) or not at all")
       .option("ffn_dropout", &C::ffn_dropout, "dropout after the FFN's ReLU (Step-by-Step's layers; d2l has none)",
               {.min = 0.0, .max = 1.0})
+      .option("fused", &C::fused,
+              "fused CPU kernels (residual + dropout + layer norm in one pass, their own dropout stream); false: the "
+              "reference composition of torch ops")
       .unbound(attention_option(roles, kTransformerScorer));
 }
 
@@ -64,7 +67,8 @@ TransformerOptions transformer_options(const config::Options& o, const Transform
       .norm(c.norm)
       .max_len(c.max_len)
       .positional_encoding(c.positional_encoding)
-      .ffn_dropout(c.ffn_dropout);
+      .ffn_dropout(c.ffn_dropout)
+      .fused(c.fused);
 }
 
 TransformerOptions& apply_variant_options(const TransformerVariantConfig& v, TransformerOptions& options) {

@@ -47,13 +47,17 @@ enum class NormPlacement { First, Last };
 
 class AddNormImpl : public torch::nn::Module {
  public:
-  AddNormImpl(int64_t num_hiddens, double dropout, NormPlacement placement, double eps = 1e-5);
+  /// `fused`: post() in training is one CPU kernel (nn/fused.hpp) with its own dropout stream;
+  /// false: the reference composition of torch ops (torch's dropout). The same parameters either way.
+  AddNormImpl(int64_t num_hiddens, double dropout, NormPlacement placement, double eps = 1e-5, bool fused = true);
   /// What the sublayer should see: ln(x) for norm-first, x for norm-last. [B, T, H]
   torch::Tensor pre(const torch::Tensor& x);
   /// Combine input x and sublayer output y. [B, T, H]
   torch::Tensor post(const torch::Tensor& x, const torch::Tensor& y);
   torch::nn::LayerNorm ln{nullptr};
   NormPlacement placement;
+  bool fused;
+
  private:
   torch::nn::Dropout dropout_{nullptr};
 };

@@ -27,6 +27,7 @@ struct TransformerConfig {
   int64_t max_len = 1000;
   bool positional_encoding = true;  // sinusoidal | none
   double ffn_dropout = 0.0;
+  bool fused = true;  // add & norm as fused CPU kernels; false: the composition of torch ops
 };
 
 /// Their binding (config/binding.hpp), with the `attention` option for `roles` (an encoder has
