@@ -280,6 +280,7 @@ TEST_F(RunnerTest, PluginsListsEveryKindAndShowsOptions) {
   ASSERT_EQ(one.exit_code, 0) << one.err;
   EXPECT_NE(one.out.find("num_hiddens"), std::string::npos) << one.out;
   EXPECT_NE(one.out.find("first|last"), std::string::npos) << one.out;
+  EXPECT_NE(one.out.find("\n  fused "), std::string::npos) << one.out;  // shared by the transformer plugins
   // One line per option: a string default ends its cell, not the line (it used to carry YAML's
   // line break, and the description went to the next line).
   std::istringstream lines(one.out);

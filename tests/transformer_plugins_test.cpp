@@ -102,6 +102,25 @@ TEST_F(TransformerPlugins, DefaultsAreD2ls) {
   EXPECT_EQ(dec->options.vocab_size(), 21);
 }
 
+TEST_F(TransformerPlugins, FusedOptionReachesEveryAddNorm) {
+  for (const bool fused : {true, false}) {
+    const std::string options = fused ? "" : ", fused: false";  // default: true
+    auto encoder = registry.create<nn::Encoder>(yaml("model: {plugin: transformer" + options + "}"), ctx);
+    auto decoder = registry.create<nn::Decoder>(yaml("model: {plugin: transformer" + options + "}"), ctx);
+    int seen = 0;
+    for (const torch::nn::Module* model :
+         {static_cast<torch::nn::Module*>(encoder.get()), static_cast<torch::nn::Module*>(decoder.get())}) {
+      for (const auto& module : model->modules()) {
+        if (const auto* addnorm = dynamic_cast<const nn::AddNormImpl*>(module.get())) {
+          EXPECT_EQ(addnorm->fused, fused);
+          ++seen;
+        }
+      }
+    }
+    EXPECT_EQ(seen, 2 * 2 + 2 * 3);  // 2 encoder blocks of 2, 2 decoder blocks of 3
+  }
+}
+
 TEST_F(TransformerPlugins, HeadsMustDivideWidth) {
   auto msg = message_of<ConfigError>(
       [&] { registry.create<nn::Encoder>(yaml("model: {plugin: transformer, num_hiddens: 255}"), ctx); });
