@@ -8,14 +8,11 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Dispatch.h>
-#include <ATen/Parallel.h>
-#include <ATen/Version.h>
 #include <torch/autograd.h>
 
 #include <algorithm>
 #include <cmath>
 #include <mutex>
-#include <vector>
 
 namespace attnlab::nn::fused {
 namespace {
@@ -26,29 +23,6 @@ using kernels::NormForward;
 using torch::Tensor;
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
-
-// Elements per at::parallel_for task. Handing a task to another thread costs microseconds, as much
-// as normalising tens of thousands of elements, so the residual streams of small models
-// ([64, 10, 32]: 20480 elements) stay on the calling thread and only large ones are split.
-constexpr int64_t kGrain = 32768;
-
-/// Rows per task (forward) and per chunk of the weight/bias gradient sums (backward). A function
-/// of the width alone, so those sums, and their order, do not depend on the thread count.
-int64_t rows_per_task(int64_t width) { return std::max<int64_t>(1, kGrain / width); }
-
-/// Whether to run the AVX2 kernels: built, and ATen runs its own at AVX2 or AVX-512
-/// (at::get_cpu_capability(), which ATEN_CPU_CAPABILITY=default turns to the baseline).
-bool use_avx2() {
-#if defined(ATTNLAB_FUSED_AVX2)
-  static const bool yes = [] {
-    const auto capability = at::get_cpu_capability();
-    return capability == "AVX2" || capability == "AVX512";
-  }();
-  return yes;
-#else
-  return false;
-#endif
-}
 
 /// One draw from torch's default CPU generator (the state checkpoints save and restore) when a mask
 /// is needed, none otherwise: each call advances the generator by the same amount, whatever the
@@ -63,55 +37,6 @@ Dropout draw_dropout(double p) {
   std::lock_guard<std::mutex> lock(gen.mutex());
   d.seed = gen.get<at::CPUGeneratorImpl>()->random64();
   return d;
-}
-
-template <class T>
-void norm_forward(const NormForward<T>& a, int64_t rows) {
-  const bool avx = use_avx2();
-  at::parallel_for(0, rows, rows_per_task(a.H), [&](int64_t r0, int64_t r1) {
-    avx ? kernels::avx2::norm_forward(a, r0, r1) : kernels::baseline::norm_forward(a, r0, r1);
-  });
-}
-
-/// The backward over fixed chunks of rows, then dw, db = the chunks' partial sums in order.
-template <class T>
-void norm_backward(NormBackward<T> a, T* dw, T* db) {
-  const bool avx = use_avx2();
-  a.chunk = rows_per_task(a.H);
-  const int64_t chunks = (a.rows + a.chunk - 1) / a.chunk;
-  std::vector<T> partial(dw != nullptr ? chunks * 2 * a.H : 0);  // [chunks, 2, H]: dw's, db's
-  a.partial = dw != nullptr ? partial.data() : nullptr;
-  at::parallel_for(0, chunks, 1, [&](int64_t c0, int64_t c1) {
-    avx ? kernels::avx2::norm_backward(a, c0, c1) : kernels::baseline::norm_backward(a, c0, c1);
-  });
-  if (dw == nullptr) return;
-  std::fill(dw, dw + a.H, T(0));
-  std::fill(db, db + a.H, T(0));
-  for (int64_t c = 0; c < chunks; ++c) {
-    const T* pw = partial.data() + c * 2 * a.H;
-    for (int64_t j = 0; j < a.H; ++j) {
-      dw[j] += pw[j];
-      db[j] += pw[a.H + j];
-    }
-  }
-}
-
-template <class T>
-void add_dropout_forward(const T* x, const T* y, int64_t n, const Dropout& d, bool* keep, T* out) {
-  const bool avx = use_avx2();
-  at::parallel_for(0, n, kGrain, [&](int64_t e0, int64_t e1) {
-    avx ? kernels::avx2::add_dropout_forward(x, y, d, keep, out, e0, e1)
-        : kernels::baseline::add_dropout_forward(x, y, d, keep, out, e0, e1);
-  });
-}
-
-template <class T>
-void add_dropout_backward(const T* dout, const bool* keep, double keep_prob, int64_t n, T* dy) {
-  const bool avx = use_avx2();
-  at::parallel_for(0, n, kGrain, [&](int64_t e0, int64_t e1) {
-    avx ? kernels::avx2::add_dropout_backward(dout, keep, keep_prob, dy, e0, e1)
-        : kernels::baseline::add_dropout_backward(dout, keep, keep_prob, dy, e0, e1);
-  });
 }
 
 /// layer_norm(x + dropout(y)) as one autograd node. x, y [..., H]; weight, bias [H]. Saves x and
@@ -138,7 +63,7 @@ struct AddDropoutLayerNorm : torch::autograd::Function<AddDropoutLayerNorm> {
                               H,
                               static_cast<scalar_t>(eps),
                               d};
-      norm_forward(a, rows);
+      kernels::norm_forward_all(a, rows);
     });
     ctx->save_for_backward({xc, yc, wc, mean, rstd, keep});
     ctx->saved_data["keep_prob"] = d.keep_prob;
@@ -175,7 +100,8 @@ struct AddDropoutLayerNorm : torch::autograd::Function<AddDropoutLayerNorm> {
                                H,
                                0,
                                d};
-      norm_backward(a, affine ? dw.data_ptr<scalar_t>() : nullptr, affine ? db.data_ptr<scalar_t>() : nullptr);
+      kernels::norm_backward_all(a, affine ? dw.data_ptr<scalar_t>() : nullptr,
+                                 affine ? db.data_ptr<scalar_t>() : nullptr);
     });
     if (!keep.defined() && need_y) dy = dx;  // no dropout: z = x + y
     return {dx, dy, dw, db, Tensor(), Tensor(), Tensor()};
@@ -189,8 +115,8 @@ struct AddDropout : torch::autograd::Function<AddDropout> {
     auto out = at::empty(x.sizes(), xc.options());                    // [..., H]
     auto keep = at::empty(x.sizes(), xc.options().dtype(at::kBool));  // [..., H]
     AT_DISPATCH_FLOATING_TYPES(xc.scalar_type(), "attnlab::add_dropout", [&] {
-      add_dropout_forward<scalar_t>(xc.const_data_ptr<scalar_t>(), yc.const_data_ptr<scalar_t>(), xc.numel(), d,
-                                    keep.data_ptr<bool>(), out.data_ptr<scalar_t>());
+      kernels::add_dropout_forward_all(xc.const_data_ptr<scalar_t>(), yc.const_data_ptr<scalar_t>(), xc.numel(), d,
+                                       keep.data_ptr<bool>(), out.data_ptr<scalar_t>());
     });
     ctx->save_for_backward({keep});
     ctx->saved_data["keep_prob"] = d.keep_prob;
@@ -205,8 +131,9 @@ struct AddDropout : torch::autograd::Function<AddDropout> {
     if (ctx->needs_input_grad(1)) {
       dy = at::empty(dout.sizes(), dout.options());
       AT_DISPATCH_FLOATING_TYPES(dout.scalar_type(), "attnlab::add_dropout_backward", [&] {
-        add_dropout_backward<scalar_t>(dout.const_data_ptr<scalar_t>(), keep.const_data_ptr<bool>(),
-                                       ctx->saved_data["keep_prob"].toDouble(), dout.numel(), dy.data_ptr<scalar_t>());
+        kernels::add_dropout_backward_all(dout.const_data_ptr<scalar_t>(), keep.const_data_ptr<bool>(),
+                                          ctx->saved_data["keep_prob"].toDouble(), dout.numel(),
+                                          dy.data_ptr<scalar_t>());
       });
     }
     return {grads[0], dy, Tensor(), Tensor()};

@@ -75,4 +75,16 @@ ATTNLAB_FUSED_KERNEL_DECLARATIONS(double)
 }  // namespace avx2
 #undef ATTNLAB_FUSED_KERNEL_DECLARATIONS
 
+// The same over all rows or elements, split over ATen's intra-op threads (fused_kernels_parallel.cpp),
+// each task in the AVX2 copy where ATen runs AVX2 or better itself. norm_backward_all sets a.chunk
+// and a.partial, then sums the chunks into dw, db [H] in order (null: no weight/bias gradients).
+#define ATTNLAB_FUSED_PARALLEL_DECLARATIONS(T)                                                           \
+  void norm_forward_all(const NormForward<T>& a, int64_t rows);                                          \
+  void norm_backward_all(NormBackward<T> a, T* dw, T* db);                                               \
+  void add_dropout_forward_all(const T* x, const T* y, int64_t n, const Dropout& d, bool* keep, T* out); \
+  void add_dropout_backward_all(const T* dout, const bool* keep, double keep_prob, int64_t n, T* dy);
+ATTNLAB_FUSED_PARALLEL_DECLARATIONS(float)
+ATTNLAB_FUSED_PARALLEL_DECLARATIONS(double)
+#undef ATTNLAB_FUSED_PARALLEL_DECLARATIONS
+
 }  // namespace attnlab::nn::fused::kernels
