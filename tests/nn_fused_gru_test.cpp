@@ -233,17 +233,7 @@ TEST(FusedGru, FiniteDifferenceGradientCheckInDouble) {
 // ---------------------------------------------------------------------------------------------
 // Threads, dropout, autograd graph.
 
-/// at::set_num_threads(n) for one scope.
-class ScopedThreads {
- public:
-  explicit ScopedThreads(int n) : old_(at::get_num_threads()) { at::set_num_threads(n); }
-  ~ScopedThreads() { at::set_num_threads(old_); }
-  ScopedThreads(const ScopedThreads&) = delete;
-  ScopedThreads& operator=(const ScopedThreads&) = delete;
-
- private:
-  int old_;
-};
+using attnlab::testutil::ScopedThreads;
 
 TEST(FusedGru, SameResultsOnOneAndTwoThreads) {
   // The d2l models' shape (the kernels stay on one thread) and a wide one (B·H = 32768: they fork).

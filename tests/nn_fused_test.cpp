@@ -32,17 +32,7 @@ using Sizes = std::vector<int64_t>;
 const std::vector<Sizes> kShapes = {{3, 7, 6}, {1, 1, 5},  {5, 13, 33}, {2, 0, 8},
                                     {4, 3, 1}, {2, 9, 16}, {3, 300},    {2, 5, 256}};
 
-/// Sets the intra-op thread count for one scope.
-class ScopedThreads {
- public:
-  explicit ScopedThreads(int n) : old_(at::get_num_threads()) { at::set_num_threads(n); }
-  ~ScopedThreads() { at::set_num_threads(old_); }
-  ScopedThreads(const ScopedThreads&) = delete;
-  ScopedThreads& operator=(const ScopedThreads&) = delete;
-
- private:
-  int old_;
-};
+using attnlab::testutil::ScopedThreads;
 
 /// x, y [shape]; w, b [H]; all requiring gradients.
 struct Inputs {

@@ -18,8 +18,8 @@ class SeededTest : public ::testing::Test {
 
 /// Success when shapes match and all |a - b| <= atol + rtol * |b|; otherwise names the first
 /// mismatching index, both values and the tolerance.
-::testing::AssertionResult AllClose(const torch::Tensor& actual, const torch::Tensor& expected,
-                                    double rtol = 1e-5, double atol = 1e-6);
+::testing::AssertionResult AllClose(const torch::Tensor& actual, const torch::Tensor& expected, double rtol = 1e-5,
+                                    double atol = 1e-6);
 
 /// Environment variable or fallback.
 std::string env_or(const char* name, const std::string& fallback);
@@ -34,6 +34,18 @@ inline size_t count_lines(const std::string& text) {
   for (char c : text) n += c == '\n';
   return n + (!text.empty() && text.back() != '\n');
 }
+
+/// Sets the intra-op thread count (at::set_num_threads) for one scope and restores it afterwards.
+class ScopedThreads {
+ public:
+  explicit ScopedThreads(int n) : old_(at::get_num_threads()) { at::set_num_threads(n); }
+  ~ScopedThreads() { at::set_num_threads(old_); }
+  ScopedThreads(const ScopedThreads&) = delete;
+  ScopedThreads& operator=(const ScopedThreads&) = delete;
+
+ private:
+  int old_;
+};
 
 /// Sets (or unsets) an environment variable for one scope and restores it afterwards.
 class ScopedEnv {
