@@ -4,6 +4,7 @@
 // so a second run on the same path is refused before it can truncate a live run's file.
 #include <optional>
 #include <string>
+#include <utility>
 
 namespace attnlab::results {
 
@@ -27,6 +28,39 @@ class WriterLock {
  private:
   std::string lock_path_;
   int fd_ = -1;
+};
+
+/// How a results file is shared between its writer and readers in other processes (docs/RESULTS.md,
+/// "Reading a live run"): flock on the results file itself, the lock HDF5 and h5py take when they
+/// open a file. The writer opens the file without HDF5's lock and takes this one exclusively only
+/// while it writes (one call, or one flush), so between writes the file on disk is complete and
+/// any HDF5 reader (h5py, `swmr=True` or not) may open it; a reader holds it shared while open.
+/// One lock per file in this process, whatever number of readers and writers of it this process
+/// has: a reader beside this process's own writer neither waits for it nor blocks it.
+class FileShare {
+ public:
+  enum class Role { reader, writer };
+  /// Joins this process's lock of `path` (opened, creating an empty file when `create`). Takes
+  /// nothing yet. ResultsError when the file cannot be opened.
+  FileShare(const std::string& path, Role role, bool create = false);
+  ~FileShare();  // ends what this one holds
+  FileShare(const FileShare&) = delete;
+  FileShare& operator=(const FileShare&) = delete;
+
+  /// Reader: shared; writer: exclusive. Waits up to `wait_seconds` for other processes to let go,
+  /// then goes on without it and returns false (the caller decides what that means); true when
+  /// held. A reader while this process writes the file holds it already.
+  bool begin(double wait_seconds);
+  /// Lets go of what begin() took (a writer goes back to shared while this process reads it).
+  void end();
+
+  /// The seconds to wait for a lock: ATTNLAB_RESULTS_LOCK_WAIT (0 to 3600), else 10.
+  static double wait_seconds();
+
+ private:
+  std::pair<unsigned long, unsigned long> key_{};  // device, inode
+  Role role_;
+  bool active_ = false;
 };
 
 }  // namespace attnlab::results

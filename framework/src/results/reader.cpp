@@ -1,9 +1,9 @@
 #include "attnlab/results/reader.hpp"
 
-#include <attnlab/error.hpp>
-#include <attnlab/files.hpp>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <attnlab/error.hpp>
+#include <attnlab/files.hpp>
 
 #include <unistd.h>
 
@@ -23,12 +23,13 @@ Status parse_status(const std::string& name) {
   for (Status s : {Status::Running, Status::Completed, Status::Interrupted, Status::Failed, Status::Diverged}) {
     if (name == status_name(s)) return s;
   }
-  throw ResultsError(fmt::format(
-      "unknown run status '{}': expected running, completed, interrupted, failed or diverged", name));
+  throw ResultsError(
+      fmt::format("unknown run status '{}': expected running, completed, interrupted, failed or diverged", name));
 }
 
 struct ResultsReader::Impl {
-  Handle file;  // declared first: closed last
+  std::unique_ptr<FileShare> share;  // declared first: let go of after the file is closed
+  Handle file;
   Handle root;
 };
 
@@ -69,11 +70,16 @@ hid_t open_read_only(const std::string& path, bool lock) {
 
 }  // namespace
 
-ResultsReader::ResultsReader(const std::string& path, ReadCheck read_check) : impl_(std::make_unique<Impl>()), path_(path) {
+ResultsReader::ResultsReader(const std::string& path, ReadCheck read_check)
+    : impl_(std::make_unique<Impl>()), path_(path) {
   h5::silence_errors();
   if (const auto why = files::problem(path, files::Want::File); !why.empty()) not_results(path, why);
   ATTNLAB_CHECK(::access(path.c_str(), R_OK) == 0, ResultsError, "cannot read results file {}: {}", path,
                 std::strerror(errno));
+  // Shared, as HDF5 takes it: a live run's writer writes between our reads, not during them. Past
+  // the wait (a long write) the read goes on as before, best effort.
+  impl_->share = std::make_unique<FileShare>(path, FileShare::Role::reader);
+  impl_->share->begin(FileShare::wait_seconds());
   if (H5Fis_hdf5(path.c_str()) <= 0) {
     H5Eclear2(H5E_DEFAULT);
     not_results(path, "not an HDF5 file");
@@ -182,8 +188,8 @@ std::vector<std::string> ResultsReader::metric_groups() const {
 
 std::vector<std::string> ResultsReader::metric_names(const std::string& group) const {
   const std::string g = "/metrics/" + group;
-  ATTNLAB_CHECK(h5::exists(impl_->root.get(), g), ResultsError,
-                "results file {} has no metric group '{}' (groups: {})", path_, group, fmt::join(metric_groups(), ", "));
+  ATTNLAB_CHECK(h5::exists(impl_->root.get(), g), ResultsError, "results file {} has no metric group '{}' (groups: {})",
+                path_, group, fmt::join(metric_groups(), ", "));
   return h5::list_group(impl_->root.get(), g, path_);
 }
 
@@ -242,7 +248,8 @@ Attention ResultsReader::attention(const std::string& sample, const std::string&
                 "results file {}: {} should be [layers, heads, queries, keys], found {}-D", path_, ds_path,
                 out.weights.dim());
   Handle ds = check(H5Dopen2(root, ds_path.c_str(), H5P_DEFAULT), path_, fmt::format("cannot open {}", ds_path));
-  if (H5Aexists(ds.get(), "query_tokens") > 0) out.query_tokens = h5::read_strings_attr(ds.get(), "query_tokens", path_);
+  if (H5Aexists(ds.get(), "query_tokens") > 0)
+    out.query_tokens = h5::read_strings_attr(ds.get(), "query_tokens", path_);
   if (H5Aexists(ds.get(), "key_tokens") > 0) out.key_tokens = h5::read_strings_attr(ds.get(), "key_tokens", path_);
   if (H5Aexists(ds.get(), "layers") > 0) {
     out.layers = h5::read_ints_attr(ds.get(), "layers", path_);
@@ -275,8 +282,8 @@ std::string ResultsReader::attr_string_at(const std::string& path, const std::st
   const auto at = absolute(path);
   Handle obj = check(H5Oopen(impl_->root.get(), at.c_str(), H5P_DEFAULT), path_, fmt::format("cannot open {}", at));
   auto values = h5::read_strings_attr(obj.get(), name, path_);
-  ATTNLAB_CHECK(values.size() == 1, ResultsError, "results file {}: attribute '{}' of {} holds {} strings, expected one",
-                path_, name, at, values.size());
+  ATTNLAB_CHECK(values.size() == 1, ResultsError,
+                "results file {}: attribute '{}' of {} holds {} strings, expected one", path_, name, at, values.size());
   return values.front();
 }
 

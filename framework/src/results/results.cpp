@@ -1,19 +1,25 @@
 #include "attnlab/results/results.hpp"
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 #include <attnlab/error.hpp>
 #include <attnlab/files.hpp>
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstring>
 #include <ctime>
+#include <exception>
 #include <filesystem>
+#include <utility>
+#include <vector>
 
 #include "results/hdf5.hpp"
+#include "results/layout.hpp"
 #include "results/lock.hpp"
 
 namespace attnlab::results {
@@ -48,17 +54,66 @@ std::string utc_now() {
 
 struct Results::Impl {
   std::unique_ptr<WriterLock> lock;  // declared first: released after the file is closed
+  std::unique_ptr<FileShare> share;  // readers in other processes (docs/RESULTS.md, "Reading a live run")
   Handle file;
   Handle root;  // the root group, where the run's attributes live
   // wall_seconds: this process's time with the file, plus what earlier sessions (a resumed run)
   // recorded.
   std::chrono::steady_clock::time_point opened = std::chrono::steady_clock::now();
   double wall_before = 0;
+  // Metric rows appended since the last flush ("group/name", rows), in the order first appended:
+  // flush() writes them together, so a reader sees every series of an epoch or none.
+  std::vector<std::pair<std::string, std::vector<double>>> pending;
+  int depth = 0;                            // Writing scopes open
+  double wait = FileShare::wait_seconds();  // for readers to close the file
+  bool beside = false;                      // the last write did not get the lock
+  bool warned = false;
+
+  /// Writes the pending metric rows.
+  void write_pending(const std::string& file);
+
+  class Writing;
+};
+
+/// One write of the file: from the first HDF5 call to the flush that ends the outermost Writing,
+/// this process holds the file's lock exclusively, so a reader elsewhere opens the file either
+/// before the write or after it, never half-way. A reader that keeps the file open longer than
+/// `wait` gets one warning and the write goes on beside it; later writes try once and go on.
+class Results::Impl::Writing {
+ public:
+  Writing(Impl& impl, const std::string& path) : impl_(impl), path_(path) {
+    if (impl_.depth++ > 0) return;
+    if (impl_.share->begin(impl_.beside ? 0.0 : impl_.wait)) {
+      impl_.beside = false;
+      return;
+    }
+    impl_.beside = true;
+    if (!std::exchange(impl_.warned, true)) {
+      spdlog::warn(
+          "results file {} is held open by a reader in another process for more than {} s; writing beside it "
+          "(that reader sees the run as it was when it opened the file; docs/RESULTS.md, \"Reading a live run\")",
+          path_, impl_.wait);
+    }
+  }
+  ~Writing() noexcept(false) {
+    if (--impl_.depth > 0) return;
+    const bool flushed = !impl_.file.valid() || H5Fflush(impl_.file.get(), H5F_SCOPE_GLOBAL) >= 0;
+    const std::string why = flushed ? std::string() : h5::error_stack();
+    impl_.share->end();
+    if (!flushed && std::uncaught_exceptions() == unwinding_) {
+      throw ResultsError(fmt::format("results file {}: cannot flush: {}", path_, why));
+    }
+  }
+  Writing(const Writing&) = delete;
+  Writing& operator=(const Writing&) = delete;
+
+ private:
+  Impl& impl_;
+  const std::string& path_;
+  const int unwinding_ = std::uncaught_exceptions();
 };
 
 namespace {
-
-constexpr hsize_t kMetricChunk = 256;  // rows per chunk of an extendible metric series
 
 // A link name given by the caller (metric group or name) must be one plain component.
 void check_component(const std::string& kind, const std::string& name, const std::string& file) {
@@ -84,31 +139,18 @@ Handle open_or_create_object(hid_t root, const std::string& path, const std::str
   return check(H5Oopen(root, path.c_str(), H5P_DEFAULT), file, fmt::format("cannot open {}", path));
 }
 
-/// A string attribute of `obj` unless it already has one by that name.
-void set_if_absent(hid_t obj, const char* name, const std::string& value, const std::string& file) {
-  if (H5Aexists(obj, name) <= 0) h5::write_string_attr(obj, name, value, file);
-}
-
-/// NeXus-style description of the group at `path` (docs/RESULTS.md, "Generic viewers"): what a
-/// viewer such as h5web or HDFView needs to draw its `signal` without attnlab. The first series
-/// written becomes the group's signal (a "loss" always does); the parent is an NXentry whose
-/// default is its first group, and the root's default is the first entry.
-void describe_nexus(hid_t root, const std::string& parent, const std::string& group, const std::string& signal,
-                    const std::string& file) {
-  Handle r = check(H5Gopen2(root, "/", H5P_DEFAULT), file, "cannot open the root group");
-  set_if_absent(r.get(), "default", parent.substr(1), file);
-  Handle p = check(H5Gopen2(root, parent.c_str(), H5P_DEFAULT), file, fmt::format("cannot open group {}", parent));
-  set_if_absent(p.get(), "NX_class", "NXentry", file);
-  Handle g = check(H5Gopen2(root, (parent + "/" + group).c_str(), H5P_DEFAULT), file,
-                   fmt::format("cannot open group {}/{}", parent, group));
-  if (group == "train") {  // the training curves, whichever series came first (step/lr does)
-    h5::write_string_attr(p.get(), "default", group, file);
-  } else {
-    set_if_absent(p.get(), "default", group, file);
-  }
-  set_if_absent(g.get(), "NX_class", "NXdata", file);
-  if (signal == "loss") h5::write_string_attr(g.get(), "signal", signal, file);
-  set_if_absent(g.get(), "signal", signal, file);
+/// How the writer opens the file. 1.8 format: dense attribute storage (no 64 KiB limit) but no
+/// superblock "open for write" flag, so a killed writer leaves a file that h5py opens without
+/// h5clear. Without HDF5's own lock, which would be held from open to close: FileShare takes the
+/// same lock for each write only, so readers open the file between writes.
+Handle writer_access(const std::string& path) {
+  Handle fapl = check(H5Pcreate(H5P_FILE_ACCESS), path, "cannot create file access properties");
+  check(H5Pset_libver_bounds(fapl.get(), H5F_LIBVER_V18, H5F_LIBVER_V18), path, "cannot select the file format");
+  check(H5Pset_fclose_degree(fapl.get(), H5F_CLOSE_STRONG), path, "cannot set the close degree");
+#if H5_VERSION_GE(1, 10, 7)
+  check(H5Pset_file_locking(fapl.get(), false, true), path, "cannot configure file locking");
+#endif
+  return fapl;
 }
 
 }  // namespace
@@ -126,12 +168,9 @@ Results::Results(const std::string& path, Open) : impl_(std::make_unique<Impl>()
     H5Eclear2(H5E_DEFAULT);
     throw not_ours("not an HDF5 file");
   }
-  Handle fapl = check(H5Pcreate(H5P_FILE_ACCESS), path, "cannot create file access properties");
-  check(H5Pset_libver_bounds(fapl.get(), H5F_LIBVER_V18, H5F_LIBVER_V18), path, "cannot select the file format");
-  check(H5Pset_fclose_degree(fapl.get(), H5F_CLOSE_STRONG), path, "cannot set the close degree");
-#if H5_VERSION_GE(1, 10, 7)
-  check(H5Pset_file_locking(fapl.get(), true, true), path, "cannot configure file locking");
-#endif
+  impl_->share = std::make_unique<FileShare>(path, FileShare::Role::writer);
+  Impl::Writing writing(*impl_, path_);
+  Handle fapl = writer_access(path);
   hid_t id = H5Fopen(path.c_str(), H5F_ACC_RDWR, fapl.get());
   if (id < 0) throw not_ours("HDF5 cannot open it for writing: " + h5::error_stack());
   impl_->file = Handle(id);
@@ -170,51 +209,64 @@ Results::Results(const std::string& path, const std::string& experiment)
   }
   // The lock first: a second run on the path of a live one is refused before anything is truncated.
   impl_->lock = std::make_unique<WriterLock>(path);
-  Handle fapl = check(H5Pcreate(H5P_FILE_ACCESS), path, "cannot create file access properties");
-  // 1.8 format: dense attribute storage (no 64 KiB limit) but no superblock "open for write"
-  // flag, so a killed writer leaves a file that h5py opens without h5clear.
-  check(H5Pset_libver_bounds(fapl.get(), H5F_LIBVER_V18, H5F_LIBVER_V18), path, "cannot select the file format");
-  check(H5Pset_fclose_degree(fapl.get(), H5F_CLOSE_STRONG), path, "cannot set the close degree");
-#if H5_VERSION_GE(1, 10, 7)
-  check(H5Pset_file_locking(fapl.get(), true, true), path, "cannot configure file locking");
-#endif
+  // A file already there is replaced by a new one, not truncated: a reader that has the old run
+  // open goes on reading it whole. (A symlink's target is truncated, as HDF5 does.)
+  std::error_code ec;
+  if (std::filesystem::is_regular_file(std::filesystem::symlink_status(path, ec))) {
+    ATTNLAB_CHECK(::access(path.c_str(), W_OK) == 0, ResultsError, "cannot write results file {}: {}", path,
+                  std::strerror(errno));
+    ATTNLAB_CHECK(::unlink(path.c_str()) == 0, ResultsError, "cannot replace results file {}: {}", path,
+                  std::strerror(errno));
+  }
+  impl_->share = std::make_unique<FileShare>(path, FileShare::Role::writer, /*create=*/true);
+  Impl::Writing writing(*impl_, path_);
+  Handle fapl = writer_access(path);
   impl_->file = check(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get()), path, "cannot create the file");
   impl_->root = check(H5Gopen2(impl_->file.get(), "/", H5P_DEFAULT), path, "cannot open the root group");
   set_attr("experiment", experiment);
   set_attr("status", std::string(status_name(Status::Running)));
   set_attr("started", utc_now());
-  flush();
 }
 
 Results::~Results() {
   try {
-    if (impl_) {
-      if (impl_->file.valid()) H5Fflush(impl_->file.get(), H5F_SCOPE_GLOBAL);
-      impl_->root.reset();
-      impl_->file.reset();
-      H5Eclear2(H5E_DEFAULT);
+    if (impl_ && impl_->file.valid()) {
+      Impl::Writing writing(*impl_, path_);
+      impl_->write_pending(path_);
     }
-  } catch (...) {  // a destructor never throws
+  } catch (const std::exception& e) {  // a destructor never throws; a lost epoch is said
+    spdlog::error("{}", e.what());
+  } catch (...) {
+  }
+  if (impl_) {
+    impl_->root.reset();
+    impl_->file.reset();
+    H5Eclear2(H5E_DEFAULT);
   }
 }
 
 void Results::set_attr(const std::string& name, const std::string& value) {
+  Impl::Writing writing(*impl_, path_);
   h5::write_string_attr(impl_->root.get(), name, value, path_);
 }
 
 void Results::set_attr(const std::string& name, int64_t value) {
+  Impl::Writing writing(*impl_, path_);
   h5::write_int_attr(impl_->root.get(), name, value, path_);
 }
 
 void Results::set_attr(const std::string& name, double value) {
+  Impl::Writing writing(*impl_, path_);
   h5::write_double_attr(impl_->root.get(), name, value, path_);
 }
 
 void Results::set_attr(const std::string& name, const std::vector<std::string>& value) {
+  Impl::Writing writing(*impl_, path_);
   h5::write_strings_attr(impl_->root.get(), name, value, path_);
 }
 
 void Results::set_status(Status status) {
+  Impl::Writing writing(*impl_, path_);
   set_attr("status", std::string(status_name(status)));
   if (status == Status::Running) {
     // Back to running (a resumed run): a stale "finished" would contradict the status.
@@ -227,50 +279,26 @@ void Results::set_status(Status status) {
     const std::chrono::duration<double> held = std::chrono::steady_clock::now() - impl_->opened;
     set_attr("wall_seconds", impl_->wall_before + held.count());
   }
-  flush();
+  impl_->write_pending(path_);  // every metric before the status that ends them
 }
 
 void Results::write_config(const std::string& yaml) {
+  Impl::Writing writing(*impl_, path_);
   h5::write_string_dataset(impl_->root.get(), "/config", {yaml}, /*scalar=*/true, path_);
 }
 
 void Results::append_metric(const std::string& group, const std::string& name, double value) {
   check_component("metric group", group, path_);
   check_component("metric name", name, path_);
-  const std::string ds_path = fmt::format("/metrics/{}/{}", group, name);
-  hid_t root = impl_->root.get();
-  Handle ds;
-  if (h5::exists(root, ds_path)) {
-    ds = check(H5Dopen2(root, ds_path.c_str(), H5P_DEFAULT), path_, fmt::format("cannot open dataset {}", ds_path));
-  } else {
-    hsize_t zero = 0, unlimited = H5S_UNLIMITED;
-    Handle space = check(H5Screate_simple(1, &zero, &unlimited), path_, "cannot create an extendible dataspace");
-    Handle dcpl = check(H5Pcreate(H5P_DATASET_CREATE), path_, "cannot create dataset properties");
-    check(H5Pset_chunk(dcpl.get(), 1, &kMetricChunk), path_, fmt::format("cannot set the chunking of {}", ds_path));
-    Handle lcpl = h5::link_props(path_);
-    ds = check(H5Dcreate2(root, ds_path.c_str(), H5T_IEEE_F64LE, space.get(), lcpl.get(), dcpl.get(), H5P_DEFAULT),
-               path_, fmt::format("cannot create dataset {}", ds_path));
-    h5::write_string_attr(ds.get(), "long_name", fmt::format("{} {}", group, name), path_);
-    describe_nexus(root, "/metrics", group, name, path_);
-    Handle g = check(H5Gopen2(root, ("/metrics/" + group).c_str(), H5P_DEFAULT), path_,
-                     fmt::format("cannot open group /metrics/{}", group));
-    set_if_absent(g.get(), "axes", ".", path_);  // rows: epochs (or steps), no axis dataset of their own
-  }
-  Handle space = check(H5Dget_space(ds.get()), path_, fmt::format("cannot read the shape of {}", ds_path));
-  ATTNLAB_CHECK(H5Sget_simple_extent_ndims(space.get()) == 1, ResultsError,
-                "results file {}: {} should be a 1-D metric series, found rank {}", path_, ds_path,
-                H5Sget_simple_extent_ndims(space.get()));
-  hsize_t rows = 0;
-  check(H5Sget_simple_extent_dims(space.get(), &rows, nullptr), path_,
-        fmt::format("cannot read the shape of {}", ds_path));
-  hsize_t grown = rows + 1, one = 1;
-  check(H5Dset_extent(ds.get(), &grown), path_, fmt::format("cannot extend {} to {} rows", ds_path, grown));
-  Handle file_space = check(H5Dget_space(ds.get()), path_, fmt::format("cannot read the shape of {}", ds_path));
-  check(H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, &rows, nullptr, &one, nullptr), path_,
-        fmt::format("cannot select row {} of {}", rows, ds_path));
-  Handle mem_space = check(H5Screate_simple(1, &one, nullptr), path_, "cannot create a 1-element dataspace");
-  check(H5Dwrite(ds.get(), H5T_NATIVE_DOUBLE, mem_space.get(), file_space.get(), H5P_DEFAULT, &value), path_,
-        fmt::format("cannot append row {} to {}", rows, ds_path));
+  const std::string key = group + "/" + name;
+  auto it = std::find_if(impl_->pending.begin(), impl_->pending.end(), [&](const auto& p) { return p.first == key; });
+  if (it == impl_->pending.end()) it = impl_->pending.insert(it, {key, {}});
+  it->second.push_back(value);
+}
+
+void Results::Impl::write_pending(const std::string& file) {
+  for (const auto& [key, values] : pending) append_rows(root.get(), key, values, file);
+  pending.clear();
 }
 
 std::map<std::string, int64_t> Results::metric_rows() const {
@@ -288,10 +316,13 @@ std::map<std::string, int64_t> Results::metric_rows() const {
       rows[group + "/" + name] = static_cast<int64_t>(n);
     }
   }
+  for (const auto& [key, values] : impl_->pending) rows[key] += static_cast<int64_t>(values.size());
   return rows;
 }
 
 void Results::truncate_metrics(const std::map<std::string, int64_t>& rows) {
+  Impl::Writing writing(*impl_, path_);
+  impl_->write_pending(path_);
   hid_t root = impl_->root.get();
   for (const auto& [key, have] : metric_rows()) {
     const std::string ds_path = "/metrics/" + key;
@@ -311,6 +342,7 @@ void Results::truncate_metrics(const std::map<std::string, int64_t>& rows) {
 }
 
 void Results::write_samples(const std::vector<Sample>& samples) {
+  Impl::Writing writing(*impl_, path_);
   std::vector<std::string> source, reference, hypothesis;
   std::vector<double> bleu;
   for (const auto& s : samples) {
@@ -345,6 +377,7 @@ void Results::write_attention(const std::string& sample, const std::string& modu
                 weights.size(0), attention.layers.size());
   std::vector<int64_t> layers = attention.layers;
   for (int64_t l = static_cast<int64_t>(layers.size()); l < weights.size(0); ++l) layers.push_back(l);
+  Impl::Writing writing(*impl_, path_);
   hid_t root = impl_->root.get();
   h5::write_tensor(root, ds_path, weights, path_);  // [layers, heads, queries, keys]
   Handle ds =
@@ -365,6 +398,7 @@ void Results::write_attention(const std::string& sample, const std::string& modu
 }
 
 void Results::write_tensor(const std::string& path, const torch::Tensor& values) {
+  Impl::Writing writing(*impl_, path_);
   std::string clean = path;
   while (!clean.empty() && clean.front() == '/') clean.erase(0, 1);
   ATTNLAB_CHECK(!clean.empty() && clean.back() != '/' && clean.find("//") == std::string::npos, ResultsError,
@@ -373,24 +407,31 @@ void Results::write_tensor(const std::string& path, const torch::Tensor& values)
 }
 
 void Results::write_strings(const std::string& path, const std::vector<std::string>& values) {
+  Impl::Writing writing(*impl_, path_);
   h5::write_string_dataset(impl_->root.get(), clean_path(path, path_), values, /*scalar=*/false, path_);
 }
 
 void Results::set_attr_at(const std::string& path, const std::string& name, const std::string& value) {
+  Impl::Writing writing(*impl_, path_);
   Handle obj = open_or_create_object(impl_->root.get(), clean_path(path, path_), path_);
   h5::write_string_attr(obj.get(), name, value, path_);
 }
 
 void Results::set_attr_at(const std::string& path, const std::string& name, double value) {
+  Impl::Writing writing(*impl_, path_);
   Handle obj = open_or_create_object(impl_->root.get(), clean_path(path, path_), path_);
   h5::write_double_attr(obj.get(), name, value, path_);
 }
 
 void Results::set_attr_at(const std::string& path, const std::string& name, int64_t value) {
+  Impl::Writing writing(*impl_, path_);
   Handle obj = open_or_create_object(impl_->root.get(), clean_path(path, path_), path_);
   h5::write_int_attr(obj.get(), name, value, path_);
 }
 
-void Results::flush() { check(H5Fflush(impl_->file.get(), H5F_SCOPE_GLOBAL), path_, "cannot flush"); }
+void Results::flush() {
+  Impl::Writing writing(*impl_, path_);  // which flushes as it ends
+  impl_->write_pending(path_);
+}
 
 }  // namespace attnlab::results
