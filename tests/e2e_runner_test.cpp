@@ -250,6 +250,28 @@ TEST_F(RunnerTest, SigintLeavesAnInterruptedReadableFile) {
   EXPECT_LT(loss.size(), 500u);
 }
 
+TEST_F(RunnerTest, LabelSmoothingTrainsTheSmoothedLossAndValidatesThePlainOne) {
+  auto plain_path = tmp_ + "/plain.h5", smooth_path = tmp_ + "/smooth.h5";
+  auto plain = run(tiny(plain_path, {"trainer.max_epochs=1"}));
+  ASSERT_EQ(plain.exit_code, 0) << plain.out << plain.err;
+  auto smooth = run(tiny(smooth_path, {"trainer.max_epochs=1", "trainer.label_smoothing=0.1"}));
+  ASSERT_EQ(smooth.exit_code, 0) << smooth.out << smooth.err;
+  results::ResultsReader a(plain_path), b(smooth_path);
+  EXPECT_FALSE(a.has("metrics/val/smoothed_loss"));
+  ASSERT_EQ(b.metric("val", "smoothed_loss").size(), 1u);
+  ASSERT_EQ(b.metric("val", "loss").size(), 1u);
+  // The same seed draws the same first batch and weights: the first step's smoothed objective
+  // differs from the plain one, so the runs part after it.
+  EXPECT_NE(a.metric("train", "loss")[0], b.metric("train", "loss")[0]);
+  EXPECT_NE(b.metric("val", "smoothed_loss")[0], b.metric("val", "loss")[0]);
+  EXPECT_NE(b.config().find("label_smoothing: 0.1"), std::string::npos) << b.config();
+
+  auto bad = run(tiny(tmp_ + "/never.h5", {"trainer.label_smoothing=1"}));
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(bad.err.find("trainer.label_smoothing"), std::string::npos) << bad.err;
+  EXPECT_FALSE(fs::exists(tmp_ + "/never.h5"));
+}
+
 TEST_F(RunnerTest, UnknownOverrideKeyIsOneClearError) {
   auto path = tmp_ + "/never.h5";
   auto r = run(tiny(path, {"model.encoder.num_hiden=3"}));

@@ -6,6 +6,7 @@
 // restored.
 #include <attnlab/config/binding.hpp>
 #include <attnlab/train/checkpoint.hpp>
+#include <attnlab/train/loss.hpp>
 #include <attnlab/train/optim.hpp>
 #include <attnlab/train/schedule.hpp>
 #include <attnlab/train/trainer.hpp>
@@ -20,24 +21,11 @@
 namespace {
 using namespace attnlab;
 
-/// Mean cross-entropy over non-pad labels; `probabilities`: the decoder returned softmax outputs.
-torch::Tensor token_loss(const torch::Tensor& out, const torch::Tensor& labels, int64_t pad, bool probabilities,
-                         torch::nn::functional::CrossEntropyFuncOptions::reduction_t reduction) {
-  auto flat = out.reshape({-1, out.size(-1)});  // [B * T, V]
-  auto y = labels.reshape(-1);                  // [B * T]
-  if (probabilities) {
-    return torch::nn::functional::nll_loss(
-        torch::log(flat.clamp_min(1e-12)), y,
-        torch::nn::functional::NLLLossFuncOptions().ignore_index(pad).reduction(reduction));
-  }
-  return torch::nn::functional::cross_entropy(
-      flat, y, torch::nn::functional::CrossEntropyFuncOptions().ignore_index(pad).reduction(reduction));
-}
-
 struct Config {
   int64_t max_epochs = 30;
   double lr = 0.001;
   double gradient_clip = 1.0;
+  double label_smoothing = 0;
   bool validate = true;
   config::Node schedule;
   bool checkpoints = true;
@@ -48,6 +36,7 @@ class Seq2SeqTrainer final : public train::Trainer {
   Seq2SeqTrainer(const Config& c, train::LrSchedule schedule)
       : max_epochs_(c.max_epochs),
         clip_(c.gradient_clip),
+        smoothing_(c.label_smoothing),
         validate_(c.validate),
         checkpoints_(c.checkpoints),
         schedule_(schedule) {}
@@ -67,7 +56,8 @@ class Seq2SeqTrainer final : public train::Trainer {
     check(ctx);
     auto& model = ctx.model;
     const auto pad = ctx.dataset->info().pad_id;
-    const bool probabilities = model->decoder().outputs_probabilities();
+    const train::TokenLoss objective{
+        .pad = pad, .probabilities = model->decoder().outputs_probabilities(), .label_smoothing = smoothing_};
     train::FusedAdam opt(model->parameters(), torch::optim::AdamOptions(schedule_.at(1)));
     auto params = model->parameters();
     const bool checkpointing = checkpoints_ && !ctx.checkpoint_dir.empty();
@@ -96,14 +86,14 @@ class Seq2SeqTrainer final : public train::Trainer {
         torch::Tensor loss;                                            // what backward sees
         int64_t n = 0;                                                 // tokens it counts
         if (dist == nullptr) {
-          loss = token_loss(out, b.tgt_out, pad, probabilities, torch::kMean);  // mean over non-pad tokens
-          n = cpu_batch.tgt_valid_lens.sum().item<int64_t>();                   // CPU tensor: no device sync
+          loss = train::token_loss(out, b.tgt_out, objective);  // mean over non-pad tokens
+          n = cpu_batch.tgt_valid_lens.sum().item<int64_t>();   // CPU tensor: no device sync
           loss_sum += loss.detach().to(torch::kDouble) * static_cast<double>(n);
         } else {
           // This rank's share of the global batch's mean: its token sum times world / global
           // tokens, so that the reducer's average over ranks is the one-process gradient.
           const double scale = dist->loss_scale(global);
-          auto sum = token_loss(out, b.tgt_out, pad, probabilities, torch::kSum);
+          auto sum = train::token_loss(out, b.tgt_out, summed(objective));
           loss = sum * scale;
           if (scale > 0) {
             n = cpu_batch.tgt_valid_lens.sum().item<int64_t>();
@@ -135,7 +125,7 @@ class Seq2SeqTrainer final : public train::Trainer {
       r.train["tokens_per_s"] = token_total / std::max(train_seconds, 1e-9);
       r.train["seconds"] = train_seconds;
       const bool has_val = validate_ && ctx.dataset->has_split(data::Split::Val);
-      if (has_val) r.val["loss"] = validation_loss(ctx, pad, probabilities);
+      if (has_val) validation_loss(ctx, objective, r.val);
       r.seconds = seconds_since(start);
       ctx.on_epoch(r);
       if (!std::isfinite(train_loss)) return train::FitResult::Diverged;
@@ -162,11 +152,22 @@ class Seq2SeqTrainer final : public train::Trainer {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
   }
 
-  double validation_loss(train::TrainContext& ctx, int64_t pad, bool probabilities) {
+  static train::TokenLoss summed(train::TokenLoss how) {
+    how.reduce = train::TokenLoss::Reduce::sum;
+    return how;
+  }
+
+  /// val/loss: the cross-entropy without label smoothing, comparable across runs and what best.pt
+  /// is chosen by; with smoothing also val/smoothed_loss, the training objective on this split.
+  void validation_loss(train::TrainContext& ctx, const train::TokenLoss& objective,
+                       std::map<std::string, double>& out) {
     auto& model = ctx.model;
     model->eval();
     torch::NoGradGuard no_grad;
-    auto loss_sum = torch::zeros({}, torch::dtype(torch::kDouble).device(ctx.device));
+    const bool smoothing = objective.label_smoothing > 0;
+    train::TokenLoss plain = summed(objective);
+    plain.label_smoothing = 0;
+    auto sums = torch::zeros({2}, torch::dtype(torch::kDouble).device(ctx.device));  // plain, smoothed
     int64_t tokens = 0;
     train::Distributed* dist = ctx.distributed;
     for (const auto& global : ctx.dataset->batches(data::Split::Val, false, 0)) {
@@ -174,21 +175,26 @@ class Seq2SeqTrainer final : public train::Trainer {
       const data::Batch cpu_batch = dist != nullptr ? dist->shard(global) : global;
       auto b = cpu_batch.to(ctx.device, true);
       auto out = model->forward(b.src, b.src_valid_lens, b.tgt_in);  // [B, T, V]
-      loss_sum += token_loss(out, b.tgt_out, pad, probabilities, torch::kSum).to(torch::kDouble);
+      sums[0] += train::token_loss(out, b.tgt_out, plain).to(torch::kDouble);
+      if (smoothing) sums[1] += train::token_loss(out, b.tgt_out, summed(objective)).to(torch::kDouble);
       tokens += cpu_batch.tgt_valid_lens.sum().item<int64_t>();
     }
     model->train();
-    double total = loss_sum.item<double>(), count = static_cast<double>(tokens);
+    const auto host = sums.cpu();
+    double plain_total = host[0].item<double>(), smoothed_total = host[1].item<double>();
+    double count = static_cast<double>(tokens);
     if (dist != nullptr) {
-      const auto all = dist->sum({total, count});
-      total = all[0];
-      count = all[1];
+      const auto all = dist->sum({plain_total, smoothed_total, count});
+      plain_total = all[0];
+      smoothed_total = all[1];
+      count = all[2];
     }
-    return count > 0 ? total / count : std::nan("");
+    out["loss"] = count > 0 ? plain_total / count : std::nan("");
+    if (smoothing) out["smoothed_loss"] = count > 0 ? smoothed_total / count : std::nan("");
   }
 
   int64_t max_epochs_;
-  double clip_;
+  double clip_, smoothing_;
   bool validate_, checkpoints_;
   train::LrSchedule schedule_;
 };
@@ -200,6 +206,11 @@ const config::Binding<Config>& binding() {
           .option("lr", &Config::lr, "Adam learning rate (the schedule's base rate)", {.min = 0.0})
           .option("gradient_clip", &Config::gradient_clip, "clip gradients to this global L2 norm (0 = off)",
                   {.min = 0.0})
+          .option("label_smoothing", &Config::label_smoothing,
+                  "ε of label smoothing in the training loss (0 = off; 0.1 in Vaswani et al.): train/loss is the "
+                  "smoothed objective, val/loss stays plain cross-entropy (best.pt is chosen by it) and "
+                  "val/smoothed_loss is the objective on the validation split",
+                  {.min = 0.0, .max = 0.99})
           .option("validate", &Config::validate, "compute the validation loss after every epoch")
           .node("schedule", &Config::schedule, config::Type::Map, "{type: constant}",
                 "learning-rate schedule: {type: constant|linear_warmup|inverse_sqrt, warmup_steps: N, d_model: D, "
