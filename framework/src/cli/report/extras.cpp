@@ -156,14 +156,17 @@ std::string subsample_attention(std::vector<RunExtras>& runs, const AttentionLim
   }
   std::vector<std::string> notes;
   if (kept.size() < order.size()) {
-    std::vector<std::string> names;
+    constexpr size_t kNamed = 3;  // a long run records dozens of samples: name a few of those left out
+    std::vector<std::string> dropped;
     for (const auto& t : order) {
-      if (kept.count(t)) names.push_back(fmt::format("'{}'", t.size() > 40 ? t.substr(0, 40) + "..." : t));
+      if (!kept.count(t)) dropped.push_back(fmt::format("'{}'", t.size() > 40 ? t.substr(0, 40) + "..." : t));
     }
+    const auto more = dropped.size() > kNamed ? fmt::format(" and {} more", dropped.size() - kNamed) : std::string();
+    dropped.resize(std::min(dropped.size(), kNamed));
     notes.push_back(fmt::format(
-        "Attention subsampled: kept {} of {} recorded samples ({}), in recording order, so that the page holds at "
-        "most {} weights ({} kept of {})",
-        kept.size(), order.size(), fmt::join(names, ", "), limits.max_cells, total, all));
+        "Attention subsampled: kept the first {} of {} recorded samples (in recording order; left out: {}{}), so "
+        "that the page holds at most {} weights ({} kept of {})",
+        kept.size(), order.size(), fmt::join(dropped, ", "), more, limits.max_cells, total, all));
   }
   if (cut > 0) {
     notes.push_back(fmt::format("{} map(s) longer than {} tokens on an axis show their first {} tokens only", cut,

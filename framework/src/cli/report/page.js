@@ -245,9 +245,11 @@
     };
   }
   // One head, large: query tokens down the left, key tokens along the top.
-  function headSpec(m, l, h) {
+  // `width`: the panel's width in pixels (room for the key tokens; the query tokens take ~170).
+  function headSpec(m, l, h, width) {
     var q = tokenLabels(m.query_tokens, m.queries), k = tokenLabels(m.key_tokens, m.keys);
-    var c = Math.max(10, Math.min(30, Math.floor(Math.min(500 / m.keys, 440 / m.queries))));
+    var c = Math.max(12, Math.min(30, Math.floor(Math.min((width - 180) / m.keys, 600 / m.queries))));
+    var font = Math.min(12, c - 2);
     var cells = [];
     for (var i = 0; i < m.queries; ++i) {
       for (var j = 0; j < m.keys; ++j) cells.push({ q: i, k: j, w: weightAt(m, l, h, i, j), qt: q[i], kt: k[j] });
@@ -282,12 +284,12 @@
             update: { text: { signal: numbers ? "datum.q === hq || datum.k === hk ? format(datum.w, '.2f') : ''" : "''" } } } },
         { type: "text", name: "qtok", from: { data: "qtoks" },
           encode: { enter: { x: { value: -5 }, y: { scale: "y", field: "i", band: 0.5 }, text: { field: "t" }, limit: { value: 150 },
-            align: { value: "right" }, baseline: { value: "middle" }, fontSize: { value: 12 }, cursor: { value: "pointer" } },
+            align: { value: "right" }, baseline: { value: "middle" }, fontSize: { value: font }, cursor: { value: "pointer" } },
             update: { fill: { signal: "datum.i === hq ? '#d62728' : '#222'" },
               fontWeight: { signal: "datum.i === hq ? 'bold' : 'normal'" } } } },
         { type: "text", name: "ktok", from: { data: "ktoks" },
           encode: { enter: { x: { scale: "x", field: "i", band: 0.5 }, y: { value: -5 }, text: { field: "t" }, limit: { value: 150 },
-            angle: { value: -55 }, align: { value: "left" }, baseline: { value: "middle" }, fontSize: { value: 12 },
+            angle: { value: -55 }, align: { value: "left" }, baseline: { value: "middle" }, fontSize: { value: font },
             cursor: { value: "pointer" } },
             update: { fill: { signal: "datum.i === hk ? '#d62728' : '#222'" },
               fontWeight: { signal: "datum.i === hk ? 'bold' : 'normal'" } } } }]
@@ -365,7 +367,7 @@
           state.head = v.h;
           draw();
         });
-        var head = render(hv, headSpec(m, l, h));
+        var head = render(hv, headSpec(m, l, h, panel.clientWidth));
         heads.push(head);
         var update = function () {
           var hq = head.signal("hq"), hk = head.signal("hk");
