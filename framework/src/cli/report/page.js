@@ -248,7 +248,7 @@
   // `width`: the panel's width in pixels (room for the key tokens; the query tokens take ~170).
   function headSpec(m, l, h, width) {
     var q = tokenLabels(m.query_tokens, m.queries), k = tokenLabels(m.key_tokens, m.keys);
-    var c = Math.max(12, Math.min(30, Math.floor(Math.min((width - 180) / m.keys, 600 / m.queries))));
+    var c = Math.max(12, Math.min(44, Math.floor(Math.min((width - 180) / m.keys, 600 / m.queries))));
     var font = Math.min(12, c - 2);
     var cells = [];
     for (var i = 0; i < m.queries; ++i) {
