@@ -97,12 +97,7 @@ class Compare : public ::testing::Test {
     tmp_ = testutil::temp_dir("attnlab-compare");
     first_ = tmp_ + "/first.h5";
     last_ = tmp_ + "/last.h5";
-    setup_ = testutil::run_process(runner_, {"experiments/tests/tiny_corners.yaml", "--results", first_, "-q"}, source_,
-                                   tmp_);
-    if (setup_.exit_code == 0) {
-      setup_ = testutil::run_process(
-          runner_, {"experiments/tests/tiny_corners.yaml", "model.norm=last", "--results", last_, "-q"}, source_, tmp_);
-    }
+    setup_ = testutil::train_norm_pair(runner_, source_, tmp_, first_, last_);
   }
   void SetUp() override {
     ATTNLAB_REQUIRE(!runner_.empty(), "ATTNLAB_RUNNER is not set (run through ctest)");

@@ -57,6 +57,24 @@ inline ProcessResult run_process(const std::string& program, const std::vector<s
   return r;
 }
 
+/// Trains experiments/tests/tiny_corners.yaml (3 epochs, a second or two) into `results` with
+/// `overrides`, from the source dir, as the compare and report tests do in their suite setup.
+inline ProcessResult train_tiny_corners(const std::string& runner, const std::string& source,
+                                        const std::string& scratch, const std::string& results,
+                                        const std::vector<std::string>& overrides = {}) {
+  std::vector<std::string> args{"experiments/tests/tiny_corners.yaml"};
+  args.insert(args.end(), overrides.begin(), overrides.end());
+  for (const char* a : {"--results", results.c_str(), "-q"}) args.emplace_back(a);
+  return run_process(runner, args, source, scratch);
+}
+
+/// The norm-first / norm-last pair of tiny corner runs: the first failure, else the second run.
+inline ProcessResult train_norm_pair(const std::string& runner, const std::string& source, const std::string& scratch,
+                                     const std::string& first, const std::string& last) {
+  auto r = train_tiny_corners(runner, source, scratch, first);
+  return r.exit_code == 0 ? train_tiny_corners(runner, source, scratch, last, {"model.norm=last"}) : r;
+}
+
 /// Base fixture for tests of the real runner binary. Fails unless run through ctest (which sets
 /// ATTNLAB_RUNNER, ATTNLAB_SOURCE_DIR and ATTNLAB_TEST_DATA_DIR); each test gets a fresh scratch
 /// folder named by scratch_prefix(). Tests that train on fra-eng start with REQUIRE_FRA_ENG().
@@ -73,8 +91,7 @@ class RunnerFixture : public ::testing::Test {
 
   /// fra-eng can be had: a mirror is set or the zip is already in the test data folder.
   bool have_fra_eng() const {
-    return !env_or("ATTNLAB_DATA_MIRROR", "").empty() ||
-           std::filesystem::exists(data_dir_ + "/fra-eng/fra-eng.zip");
+    return !env_or("ATTNLAB_DATA_MIRROR", "").empty() || std::filesystem::exists(data_dir_ + "/fra-eng/fra-eng.zip");
   }
 
   /// Runs runner with args from the source dir, stdout/stderr captured; `on_start` as run_process.

@@ -40,6 +40,10 @@ int cmd_compare(int argc, char** argv);
 /// attention heatmaps, loss curves, corner / kernel regression pictures as PNG or SVG.
 int cmd_plot(int argc, char** argv);
 
+/// `runner report A.h5 [B.h5 ... | DIR] -o PAGE.html [--group-by KEYS]`: one self-contained HTML
+/// page: curves, compare's tables, an attention explorer, translations and predictions.
+int cmd_report(int argc, char** argv);
+
 /// `runner eval RUN.h5 [--split test] [--beam N] [key=value ...]`: translate a split with the run's
 /// best checkpoint, score it with sacreBLEU-exact BLEU, record /eval/<split> in the results file.
 int cmd_eval(int argc, char** argv);

@@ -4,10 +4,10 @@
 #include <attnlab/error.hpp>
 #include <attnlab/train/experiment.hpp>
 
-#include <CLI/CLI.hpp>
 #include <c10/util/Exception.h>
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
+#include <CLI/CLI.hpp>
 
 #include <cstring>
 #include <iostream>
@@ -21,6 +21,8 @@ const Command kCommands[] = {
     {"plugins", "list plugins, or show one plugin's options", attnlab::cli::cmd_plugins},
     {"compare", "compare runs from their results files (table, markdown, csv, --plot)", attnlab::cli::cmd_compare},
     {"sweep", "run an experiment over a grid of overrides (axes), or resume a sweep folder", attnlab::cli::cmd_sweep},
+    {"report", "write one self-contained HTML page of runs: curves, tables, attention explorer",
+     attnlab::cli::cmd_report},
     {"plot", "draw a run's attention heatmaps, loss curves and predictions", attnlab::cli::cmd_plot},
     {"eval", "translate a split with a run's best checkpoint and score it (sacreBLEU)", attnlab::cli::cmd_eval},
     {"summary", "print an experiment's model: layers, parameter counts, output shape", attnlab::cli::cmd_summary},
@@ -52,8 +54,9 @@ int run_experiment(int argc, char** argv) {
   app.add_flag("-q,--quiet", ro.quiet, "print only errors");
   std::string footer = "Subcommands (runner <name> --help):\n";
   for (const auto& c : kCommands) footer += fmt::format("  {:<10} {}\n", c.name, c.help);
-  footer += "Examples:\n  runner experiments/transformer_fra_eng.yaml trainer.max_epochs=5 model.encoder.norm=first\n"
-            "  runner plugins transformer";
+  footer +=
+      "Examples:\n  runner experiments/transformer_fra_eng.yaml trainer.max_epochs=5 model.encoder.norm=first\n"
+      "  runner plugins transformer";
   app.footer(footer);
   if (auto code = attnlab::cli::parse_command_line(app, argc, argv, "runner")) return *code;
   ro.experiment_path = positional[0];

@@ -203,6 +203,16 @@ std::vector<std::string> shared_metrics(const std::vector<Run>& runs) {
   return out;
 }
 
+std::vector<std::string> all_metrics(const std::vector<Run>& runs) {
+  std::set<std::string> names;
+  for (const auto& r : runs) {
+    for (const auto& [m, series] : r.metrics) {
+      if (!bookkeeping(m)) names.insert(m);
+    }
+  }
+  return {names.begin(), names.end()};
+}
+
 std::vector<std::string> select_metrics(const std::vector<std::string>& available,
                                         const std::vector<std::string>& wanted) {
   if (wanted.empty()) return available;
@@ -226,24 +236,26 @@ bool higher_is_better(const std::string& metric) {
   return false;
 }
 
-MetricSummary summarize(const Run& run, const std::string& metric) {
-  MetricSummary s;
-  auto it = run.metrics.find(metric);
-  if (it == run.metrics.end()) return s;
-  const auto& v = it->second;
-  const bool higher = higher_is_better(metric);
+int64_t row_epoch(const Run& run, size_t rows, size_t row) {
   // epoch/index[i]; an entry that is no epoch number (NaN, from a damaged file) counts as row i + 1
   // (casting NaN to int64 printed "@-9223372036854775808").
   auto epoch_at = [&](size_t i) {
     const double e = run.epochs[i];
     return std::isfinite(e) && std::abs(e) < 1e15 ? static_cast<int64_t>(e) : static_cast<int64_t>(i + 1);
   };
-  auto epoch_of = [&](size_t row) {
-    if (v.size() == run.epochs.size()) return epoch_at(row);
-    // One value recorded after training (a test loss): it belongs to the last epoch.
-    if (v.size() == 1 && !run.epochs.empty()) return epoch_at(run.epochs.size() - 1);
-    return static_cast<int64_t>(row + 1);
-  };
+  if (rows == run.epochs.size()) return epoch_at(row);
+  // One value recorded after training (a test loss): it belongs to the last epoch.
+  if (rows == 1 && !run.epochs.empty()) return epoch_at(run.epochs.size() - 1);
+  return static_cast<int64_t>(row + 1);
+}
+
+MetricSummary summarize(const Run& run, const std::string& metric) {
+  MetricSummary s;
+  auto it = run.metrics.find(metric);
+  if (it == run.metrics.end()) return s;
+  const auto& v = it->second;
+  const bool higher = higher_is_better(metric);
+  auto epoch_of = [&](size_t row) { return row_epoch(run, v.size(), row); };
   for (size_t i = 0; i < v.size(); ++i) {
     if (!std::isfinite(v[i])) continue;
     if (!s.valid || (higher ? v[i] > s.best : v[i] < s.best)) {

@@ -67,6 +67,8 @@ std::string run_label(const Run& run, const std::vector<std::string>& keys);
 
 /// Metrics every run has, sorted; bookkeeping series (epoch/*, */seconds) left out.
 std::vector<std::string> shared_metrics(const std::vector<Run>& runs);
+/// Metrics any run has, sorted; bookkeeping series left out as in shared_metrics.
+std::vector<std::string> all_metrics(const std::vector<Run>& runs);
 /// Selects metrics by "group/name" or by bare "name" (every group that has it). Error naming the
 /// available metrics when one matches nothing.
 std::vector<std::string> select_metrics(const std::vector<std::string>& available,
@@ -81,6 +83,9 @@ struct MetricSummary {
   bool valid = false;                       // false when the series is empty or all NaN
 };
 MetricSummary summarize(const Run& run, const std::string& metric);
+/// The epoch of row `row` of a series with `rows` values: epoch/index when the series has a value
+/// per epoch, the last epoch for a single value (a test loss), else row + 1 (optimizer steps).
+int64_t row_epoch(const Run& run, size_t rows, size_t row);
 
 /// Every module/layer/head that any run recorded (runs may differ in depth or heads).
 AttentionStats union_of_heads(const std::vector<Run>& runs);
