@@ -56,8 +56,8 @@ int cmd_report(int argc, char** argv) {
                                 : fmt::format("{} runs: {}", in.runs.size(), in.runs.front().experiment);
   const auto page = report::page_html("attnlab report: " + title, report::page_data(in));
   report::write_atomically(out, page);
-  std::cerr << fmt::format("wrote {} ({:.1f} MB, {} runs)\n", out, static_cast<double>(page.size()) / 1e6,
-                           in.runs.size());
+  std::cerr << fmt::format("wrote {} ({:.1f} MB, {} run{})\n", out, static_cast<double>(page.size()) / 1e6,
+                           in.runs.size(), in.runs.size() == 1 ? "" : "s");
   if (!in.attention_note.empty()) std::cerr << "report: " << in.attention_note << "\n";
   return 0;
 }

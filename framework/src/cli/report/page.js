@@ -73,6 +73,28 @@
 
   // ---- curves ----------------------------------------------------------------------------------
   function isLoss(name) { return name.indexOf("loss") >= 0; }
+  // Tick values of a y axis over [lo, hi]: 1-2-5 steps per decade on a log axis, thinned to at
+  // most 8; a log range too narrow for three of those (val/loss between 2.5 and 3.4) gets about
+  // five linear 1-2-5 ticks instead, so no panel shows a single label.
+  function yTicks(lo, hi, log) {
+    if (!isFinite(lo) || !isFinite(hi)) return [];
+    if (!(hi > lo)) return [lo];
+    var ticks = [];
+    if (log) {
+      [[1, 2, 3, 4, 5, 6, 7, 8, 9], [1, 2, 5], [1]].some(function (ms) {
+        ticks = [];
+        for (var d = Math.floor(Math.log10(lo)); d <= Math.ceil(Math.log10(hi)); d++)
+          ms.forEach(function (m) { var v = m * Math.pow(10, d); if (v >= lo * (1 - 1e-9) && v <= hi * (1 + 1e-9)) ticks.push(v); });
+        return ticks.length <= 8;
+      });
+      if (ticks.length >= 3) return ticks;
+    }
+    var raw = (hi - lo) / 5, mag = Math.pow(10, Math.floor(Math.log10(raw)));
+    var step = [1, 2, 2.5, 5, 10].map(function (m) { return m * mag; }).filter(function (v) { return v >= raw; })[0];
+    ticks = [];
+    for (var v = Math.ceil(lo / step) * step; v <= hi + step * 1e-9; v += step) ticks.push(+v.toPrecision(12));
+    return ticks;
+  }
   function curveSpec(metric, logMode, hidden) {
     var log = logMode === "log" || (logMode === "losses" && isLoss(metric.name));
     var values = [];
@@ -85,6 +107,8 @@
         values.push({ run: r.id, label: r.label, x: x, y: y });
       });
     });
+    var lo = Infinity, hi = -Infinity;
+    values.forEach(function (v) { lo = Math.min(lo, v.y); hi = Math.max(hi, v.y); });
     return {
       $schema: "https://vega.github.io/schema/vega/v5.json",
       width: 340, height: 190, padding: 6, autosize: "pad",
@@ -98,7 +122,9 @@
         { name: "color", type: "ordinal", domain: runIds(), range: palette }],
       axes: [
         { orient: "bottom", scale: "x", title: metric.per_step ? "optimizer step" : "epoch", tickCount: 6, format: "~d" },
-        { orient: "left", scale: "y", tickCount: 5, format: "~g", grid: true, gridOpacity: 0.35 }],
+        { orient: "left", scale: "y", values: yTicks(lo, hi, log), grid: true, gridOpacity: 0.35,
+          encode: { labels: { update: { text: { signal:
+            "abs(datum.value) >= 1e6 || (datum.value !== 0 && abs(datum.value) < 1e-4) ? format(datum.value, '.2~e') : format(datum.value, ',.4~r')" } } } } }],
       marks: [
         { type: "group", name: "series", from: { facet: { name: "one", data: "pts", groupby: ["run"] } },
           marks: [{ type: "line", name: "curve", from: { data: "one" },
