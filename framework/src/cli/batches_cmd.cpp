@@ -28,7 +28,7 @@ int cmd_batches(int argc, char** argv) {
   app.add_option("-o,--out", out, "HDF5 file to write")->required();
   app.add_option("--epochs", epochs, "epochs of batches (epoch e is shuffled with seed + e)")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(int64_t{1}, int64_t{1000000}));
   add_plugin_path_option(app, plugin_dirs);
   app.footer(
       "Layout: /epoch_<e>/<i>/{src, src_valid_lens, tgt_in, tgt_out, tgt_valid_lens} (int64; absent parts\n"

@@ -48,6 +48,10 @@ int cmd_report(int argc, char** argv);
 /// best checkpoint, score it with sacreBLEU-exact BLEU, record /eval/<split> in the results file.
 int cmd_eval(int argc, char** argv);
 
+/// `runner average RUN.h5 --last K [--name NAME]`: the mean of the last K kept epoch checkpoints
+/// (trainer option keep_checkpoints) as RUN.h5.ckpt/NAME.pt, for `runner eval --checkpoint NAME`.
+int cmd_average(int argc, char** argv);
+
 /// `runner summary EXPERIMENT.yaml [key=value ...]`: the model's layers and parameter counts
 /// (Keras-summary style) and its output shape for one batch, without training.
 int cmd_summary(int argc, char** argv);

@@ -15,9 +15,11 @@
 #include <attnlab/train/translate.hpp>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <cctype>
 #include <filesystem>
 #include <iostream>
@@ -66,6 +68,18 @@ std::string name_for_file(const std::string& path) {
   return stem.empty() ? std::string("file") : stem;
 }
 
+/// "it has best, epoch-9, epoch-10, last" or "it has no checkpoint folder" for errors.
+std::string available_checkpoints(const std::string& dir) {
+  std::error_code ec;
+  if (!std::filesystem::is_directory(dir, ec)) return "the run has no checkpoint folder";
+  std::vector<std::string> names;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+    if (e.path().extension() == ".pt") names.push_back(e.path().stem().string());
+  }
+  std::sort(names.begin(), names.end());
+  return names.empty() ? "its checkpoint folder is empty" : fmt::format("it has {}", fmt::join(names, ", "));
+}
+
 }  // namespace
 
 int cmd_eval(int argc, char** argv) {
@@ -87,14 +101,16 @@ int cmd_eval(int argc, char** argv) {
   reference_opt->needs(source_opt);
   app.add_option("--batch-size", batch_size, "sentences per batch with --source")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(int64_t{1}, int64_t{1000000}));
   app.add_option("--beam", to.beam_size, "beam size (1 = greedy decoding)")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(int64_t{1}, int64_t{1000000}));
   app.add_option("--length-penalty", to.length_penalty, "GNMT length penalty alpha for beam search")
       ->capture_default_str();
   app.add_option("--max-steps", to.max_steps, "tokens per output (0 = the dataset's num_steps)")->capture_default_str();
-  app.add_option("--checkpoint", which, "best or last")->capture_default_str()->check(CLI::IsMember({"best", "last"}));
+  app.add_option("--checkpoint", which,
+                 "best, last, epoch-N (trainer.keep_checkpoints) or a runner average's name (average)")
+      ->capture_default_str();
   app.add_option("--name", name, "group under /eval (default <split>, or <split>_beam<N> for beam search)");
   add_plugin_path_option(app, plugin_dirs);
   app.add_flag("-q,--quiet", quiet, "print only the score line");
@@ -123,11 +139,14 @@ int cmd_eval(int argc, char** argv) {
   config::Node root = config::parse_yaml(stored, run + ":/config");
   for (const auto& o : overrides) config::apply_override(root, o);
   config::Options top(root, train::experiment_schema(), "the stored experiment", {});
+  ATTNLAB_CHECK(!which.empty() && which.find_first_of("/\\") == std::string::npos && which.front() != '.', ConfigError,
+                "--checkpoint '{}': name a checkpoint of the run (best, last, epoch-N, average), not a path", which);
   const auto ckpt = train::checkpoint_dir(run) + "/" + which + ".pt";
   const auto why = files::problem(ckpt, files::Want::File);
   ATTNLAB_CHECK(why != "no such file", DataError,
-                "no checkpoint {} for run {} (trainers that checkpoint write last.pt and best.pt every epoch)", ckpt,
-                run);
+                "no checkpoint {} for run {} ({}; trainers that checkpoint write last.pt and best.pt every epoch, "
+                "epoch-N.pt with keep_checkpoints, runner average writes average.pt)",
+                ckpt, run, available_checkpoints(train::checkpoint_dir(run)));
   ATTNLAB_CHECK(why.empty(), DataError, "checkpoint {} of run {}: {}", ckpt, run, why);
   train::Setup setup = train::build_setup(top, plugin_dirs);
   ATTNLAB_CHECK(setup.model, ConfigError, "run {} has no encoder + decoder model to translate with", run);

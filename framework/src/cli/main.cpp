@@ -25,6 +25,8 @@ const Command kCommands[] = {
      attnlab::cli::cmd_report},
     {"plot", "draw a run's attention heatmaps, loss curves and predictions", attnlab::cli::cmd_plot},
     {"eval", "translate a split with a run's best checkpoint and score it (sacreBLEU)", attnlab::cli::cmd_eval},
+    {"average", "average the weights of a run's last K epochs (trainer.keep_checkpoints) into one checkpoint",
+     attnlab::cli::cmd_average},
     {"summary", "print an experiment's model: layers, parameter counts, output shape", attnlab::cli::cmd_summary},
     {"batches", "write the training batches a run draws to HDF5 (for other programs)", attnlab::cli::cmd_batches},
 };

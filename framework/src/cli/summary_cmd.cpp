@@ -54,7 +54,7 @@ int cmd_summary(int argc, char** argv) {
   std::vector<std::string> positional, plugin_dirs;
   int depth = 3;
   app.add_option("experiment", positional, "experiment YAML file, then key.path=value overrides")->required();
-  app.add_option("--depth", depth, "module tree depth to print")->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--depth", depth, "module tree depth to print")->capture_default_str()->check(CLI::Range(int64_t{1}, int64_t{1000000}));
   add_plugin_path_option(app, plugin_dirs);
   app.footer("Example:\n  runner summary experiments/transformer_tf_lab.yaml");
   if (auto code = parse_command_line(app, argc, argv, "runner summary")) return *code;

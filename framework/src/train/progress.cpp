@@ -23,6 +23,7 @@ void Progress::epoch(const EpochReport& r) {
   };
   if (auto v = get(r.train, "loss")) line += fmt::format("  train loss {:.4f}", *v);
   if (auto v = get(r.val, "loss")) line += fmt::format("  val loss {:.4f}", *v);
+  if (auto v = get(r.val, "bleu")) line += fmt::format("  val BLEU {:.2f}", *v);
   if (auto v = get(r.train, "tokens_per_s")) line += fmt::format("  {:.0f} tok/s", *v);
   const double per_epoch = elapsed_ / static_cast<double>(r.epoch);
   const double eta = per_epoch * static_cast<double>(max_epochs_ - r.epoch);

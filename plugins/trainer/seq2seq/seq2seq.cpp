@@ -3,17 +3,24 @@
 // a learning-rate schedule (recorded per step as /metrics/step/lr), and checkpoints after every
 // epoch (last.pt, best.pt by validation loss) that a resumed run continues from exactly: the
 // data order depends only on (seed, epoch), and model, Adam, schedule position and RNG states are
-// restored.
+// restored. With keep_checkpoints: K it also keeps the weights of the last K epochs
+// (epoch-<N>.pt), which `runner average RUN.h5 --last K` averages. With val_bleu it translates the
+// validation split greedily after every epoch (val/bleu, sacreBLEU); best_by: bleu picks best.pt by
+// it (the state's best_metric is then -BLEU, so lower stays better), and patience: P stops a run
+// whose best_by metric has not improved for P epochs.
 #include <attnlab/config/binding.hpp>
 #include <attnlab/train/checkpoint.hpp>
 #include <attnlab/train/loss.hpp>
 #include <attnlab/train/optim.hpp>
 #include <attnlab/train/schedule.hpp>
 #include <attnlab/train/trainer.hpp>
+#include <attnlab/train/translate.hpp>
 
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 #include <torch/torch.h>
 
+#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -29,6 +36,10 @@ struct Config {
   bool validate = true;
   config::Node schedule;
   bool checkpoints = true;
+  int64_t keep_checkpoints = 0;
+  bool val_bleu = false;
+  bool best_by_bleu = false;
+  int64_t patience = 0;
 };
 
 class Seq2SeqTrainer final : public train::Trainer {
@@ -39,6 +50,10 @@ class Seq2SeqTrainer final : public train::Trainer {
         smoothing_(c.label_smoothing),
         validate_(c.validate),
         checkpoints_(c.checkpoints),
+        keep_(c.keep_checkpoints),
+        by_bleu_(c.best_by_bleu),
+        val_bleu_(c.val_bleu || by_bleu_),
+        patience_(c.patience),
         schedule_(schedule) {}
 
   int64_t max_epochs() const override { return max_epochs_; }
@@ -50,6 +65,11 @@ class Seq2SeqTrainer final : public train::Trainer {
                   "it trains an encoder + decoder: the experiment needs model: {{encoder: ..., decoder: ...}}");
     ATTNLAB_CHECK(ctx.dataset != nullptr && ctx.dataset->info().tgt_vocab_size > 0, ConfigError,
                   "it trains on token sequences, but the dataset has no target vocabulary");
+    ATTNLAB_CHECK(!val_bleu_ || ctx.dataset->has_split(data::Split::Val), ConfigError,
+                  "{} translates the validation split, but the dataset has none",
+                  by_bleu_ ? "best_by: bleu" : "val_bleu: true");
+    ATTNLAB_CHECK(!val_bleu_ || validate_, ConfigError, "{} is a validation metric, but validate: false",
+                  by_bleu_ ? "best_by: bleu" : "val_bleu: true");
   }
 
   train::FitResult fit(train::TrainContext& ctx) override {
@@ -126,12 +146,13 @@ class Seq2SeqTrainer final : public train::Trainer {
       r.train["seconds"] = train_seconds;
       const bool has_val = validate_ && ctx.dataset->has_split(data::Split::Val);
       if (has_val) validation_loss(ctx, objective, r.val);
+      if (has_val && val_bleu_) r.val["bleu"] = validation_bleu(ctx);
       r.seconds = seconds_since(start);
       ctx.on_epoch(r);
       if (!std::isfinite(train_loss)) return train::FitResult::Diverged;
       // The checkpoint follows the flushed metrics, so it never claims rows the file lacks.
       st.epoch = epoch;
-      const double metric = has_val ? r.val["loss"] : train_loss;
+      const double metric = !has_val ? train_loss : by_bleu_ ? -r.val["bleu"] : r.val["loss"];
       const bool best = std::isfinite(metric) && metric < st.best_metric;
       if (best) {
         st.best_metric = metric;
@@ -139,10 +160,24 @@ class Seq2SeqTrainer final : public train::Trainer {
       }
       if (checkpointing && ctx.writes_files()) {
         if (ctx.results != nullptr) st.metric_rows = ctx.results->metric_rows();
+        // epoch-N.pt before last.pt: a run killed between the two redoes epoch N on resume.
+        if (keep_ > 0) keep_epoch(ctx.checkpoint_dir, epoch, *model, st);
         train::save_checkpoint(last_path, *model, &opt, st);
         if (best) train::copy_checkpoint(last_path, best_path);
       }
       if (ctx.stopped()) return train::FitResult::Interrupted;
+      if (patience_ > 0 && epoch < max_epochs_ && epoch - st.best_epoch >= patience_) {
+        if (ctx.writes_files()) {
+          spdlog::info("stopping early after epoch {}: {} has not improved for {} epochs (best {:.4g} at epoch {})",
+                       epoch,
+                       by_bleu_  ? "val/bleu"
+                       : has_val ? "val/loss"
+                                 : "train/loss",
+                       patience_, by_bleu_ ? -st.best_metric : st.best_metric, st.best_epoch);
+        }
+        if (ctx.results != nullptr) ctx.results->set_attr("stopped_early_after_epoch", epoch);
+        break;
+      }
     }
     return train::FitResult::Completed;
   }
@@ -150,6 +185,37 @@ class Seq2SeqTrainer final : public train::Trainer {
  private:
   static double seconds_since(std::chrono::steady_clock::time_point t) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+  }
+
+  /// epoch-<epoch>.pt: the model's weights and the training state, no Adam moments (a third of
+  /// last.pt's size); epoch files older than the last keep_ epochs are removed, whatever K an
+  /// earlier session of a resumed run kept.
+  void keep_epoch(const std::string& dir, int64_t epoch, const torch::nn::Module& model,
+                  const train::TrainingState& st) const {
+    namespace fs = std::filesystem;
+    train::save_checkpoint((fs::path(dir) / fmt::format("epoch-{}.pt", epoch)).string(), model, nullptr, st);
+    std::error_code ec;
+    for (const auto& entry : fs::directory_iterator(dir, ec)) {
+      const auto name = entry.path().filename().string();
+      if (!name.starts_with("epoch-") || !name.ends_with(".pt")) continue;
+      const char* first = name.data() + 6;
+      const char* last = name.data() + name.size() - 3;
+      int64_t n = 0;
+      const auto [end, err] = std::from_chars(first, last, n);
+      if (err == std::errc() && end == last && first != last && n <= epoch - keep_) {
+        fs::remove(entry.path(), ec);
+        if (ec) spdlog::warn("could not remove the old checkpoint {}: {}", entry.path().string(), ec.message());
+      }
+    }
+  }
+
+  /// val/bleu: sacreBLEU of greedy translations of the validation split, in eval mode. Every rank
+  /// of a data-parallel run translates the whole split with the same weights, so all agree.
+  static double validation_bleu(train::TrainContext& ctx) {
+    ctx.model->eval();
+    const auto t = train::translate_split(ctx.model, *ctx.dataset, data::Split::Val, {});
+    ctx.model->train();
+    return train::score_translation(t).bleu.score;
   }
 
   static train::TokenLoss summed(train::TokenLoss how) {
@@ -196,6 +262,9 @@ class Seq2SeqTrainer final : public train::Trainer {
   int64_t max_epochs_;
   double clip_, smoothing_;
   bool validate_, checkpoints_;
+  int64_t keep_;
+  bool by_bleu_, val_bleu_;
+  int64_t patience_;
   train::LrSchedule schedule_;
 };
 
@@ -216,7 +285,19 @@ const config::Binding<Config>& binding() {
                 "learning-rate schedule: {type: constant|linear_warmup|inverse_sqrt, warmup_steps: N, d_model: D, "
                 "factor: F} (attnlab/train/schedule.hpp)")
           .option("checkpoints", &Config::checkpoints,
-                  "write <results>.ckpt/last.pt every epoch and best.pt (lowest validation loss); needed for --resume");
+                  "write <results>.ckpt/last.pt every epoch and best.pt (lowest validation loss); needed for --resume")
+          .option("keep_checkpoints", &Config::keep_checkpoints,
+                  "also keep the weights of the last K epochs as <results>.ckpt/epoch-<N>.pt, for `runner average "
+                  "RUN.h5 --last K` (0 = none; needs checkpoints: true)",
+                  {.min = 0})
+          .option("val_bleu", &Config::val_bleu,
+                  "translate the validation split greedily after every epoch and record val/bleu (sacreBLEU)")
+          .choice("best_by", &Config::best_by_bleu, {{"loss", false}, {"bleu", true}},
+                  "what picks best.pt (and what patience watches): the lowest val/loss, or the highest val/bleu "
+                  "(turns val_bleu on)")
+          .option("patience", &Config::patience,
+                  "stop when the best_by metric has not improved for this many epochs (0 = train max_epochs)",
+                  {.min = 0});
   return b;
 }
 
@@ -224,6 +305,12 @@ config::Schema schema() { return binding().schema(); }
 
 std::shared_ptr<train::Trainer> make(const config::Options& o, const plugin::BuildContext&) {
   const Config c = binding().read(o);
+  if (c.keep_checkpoints > 0 && !c.checkpoints) {
+    o.fail("keep_checkpoints",
+           fmt::format("keep_checkpoints: {} keeps epoch checkpoints, but checkpoints: false writes "
+                       "none: set checkpoints: true, or keep_checkpoints: 0",
+                       c.keep_checkpoints));
+  }
   return std::make_shared<Seq2SeqTrainer>(c, train::parse_schedule(c.schedule, c.lr, o.owner()));
 }
 

@@ -1,0 +1,27 @@
+#pragma once
+// Averaging a run's kept epoch checkpoints (trainer option keep_checkpoints) into one set of
+// weights, for `runner average`: the mean of the last K epochs' parameters, as Vaswani et al.
+// (2017) average the last checkpoints of a run. Not in the public SDK: the runner's own tool.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace attnlab::train {
+
+struct KeptCheckpoint {
+  int64_t epoch = 0;
+  std::string path;
+};
+
+/// The epoch-<N>.pt files in `dir`, oldest first; other files are left out. Empty when `dir`
+/// holds none (or does not exist).
+std::vector<KeptCheckpoint> kept_checkpoints(const std::string& dir);
+
+/// Writes `out` (via "<out>.tmp" and a rename) as a checkpoint whose model part is the element-wise
+/// mean of `inputs`' model parts: floating tensors averaged in double and stored in their own
+/// dtype, integer and bool tensors (step counters, masks) taken from the last input. Its training
+/// state is the last input's. `load_model_weights` and `runner eval --checkpoint` read it like
+/// best.pt. DataError naming both files when two inputs differ in a tensor's name, shape or dtype.
+void average_checkpoints(const std::vector<std::string>& inputs, const std::string& out);
+
+}  // namespace attnlab::train
