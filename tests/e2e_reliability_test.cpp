@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 #include <attnlab/data/fetch.hpp>
+#include <attnlab/results/reader.hpp>
 #include <attnlab/results/results.hpp>
 
 #include "testing/corpus.hpp"
@@ -173,6 +174,38 @@ TEST_F(Reliability, MoreThreadsThanCoresAreCappedWithAWarning) {
                                                   "machine's {} cores; using {}",
                                                   cores, cores)))
       << r.out << r.err;
+}
+
+TEST_F(Reliability, ThreadsAutoPicksByModelSizeAndRecordsTheChoice) {
+  const unsigned cores = std::max(1U, std::thread::hardware_concurrency());
+  const auto small = tmp_ + "/small.h5", large = tmp_ + "/large.h5", fixed = tmp_ + "/fixed.h5";
+  auto r = run({"experiments/tests/tiny_corners.yaml", "threads=auto", "trainer.max_epochs=1", "--results", small});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(contains(r.out + r.err, "threads auto: ")) << r.out << r.err;
+  // 1+1 blocks of width 256 on the data-free copy task: about 1.6M parameters.
+  r = run({"experiments/tests/tiny_synthetic.yaml", "threads=auto", "trainer.max_epochs=1",
+           "model.encoder.num_hiddens=256", "model.encoder.ffn_num_hiddens=512", "model.decoder.num_hiddens=256",
+           "model.decoder.ffn_num_hiddens=512", "dataset.num_train=64", "evaluate={}", "--results", large});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = run({"experiments/tests/tiny_corners.yaml", "threads=1", "trainer.max_epochs=1", "--results", fixed});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  results::ResultsReader s(small), l(large), f(fixed);
+  EXPECT_EQ(s.attr_int("threads"), 1);
+  EXPECT_TRUE(contains(s.attr_string("threads_choice"), "parameters, below 250000: 1 thread"))
+      << s.attr_string("threads_choice");
+  ASSERT_GE(l.attr_int("num_parameters"), 250000);
+  EXPECT_EQ(l.attr_int("threads"), static_cast<int64_t>(cores));
+  EXPECT_TRUE(contains(l.attr_string("threads_choice"), "at least 250000")) << l.attr_string("threads_choice");
+  EXPECT_EQ(f.attr_int("threads"), 1);
+  EXPECT_FALSE(f.has_attr("threads_choice"));
+  for (const std::string bad : {"threads=many", "threads=-2", "threads=1.5"}) {
+    r = run({"experiments/tests/tiny_corners.yaml", bad, "--results", tmp_ + "/never.h5"});
+    EXPECT_EQ(r.exit_code, 1) << bad;
+    EXPECT_TRUE(
+        contains(r.err, "(at 'threads'): the experiment: expected a number of threads (0 = one per core) or auto"))
+        << r.err;
+  }
+  EXPECT_FALSE(fs::exists(tmp_ + "/never.h5"));
 }
 
 TEST_F(Reliability, ParseErrorsAreOneLineAndExitOne) {

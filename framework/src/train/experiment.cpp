@@ -224,7 +224,9 @@ config::Schema experiment_schema() {
       opt_string("description", "", "one line about the experiment"),
       opt_int("seed", 0, "seed for torch, data order and dropout", 0),
       opt_enum("device", "cpu", {"cpu", "cuda", "auto"}, "where to train: cpu, cuda, or auto (cuda when available)"),
-      opt_int("threads", 0, "intra-op CPU threads (0 = torch's default, one per core; capped at the cores)", 0),
+      opt_string("threads", "0",
+                 "intra-op CPU threads: N (capped at the cores), 0 = torch's default (one per core), or auto (one "
+                 "thread below 250,000 parameters, else one per core; recorded as the threads attribute)"),
       opt_string("data_dir", "datasets", "where datasets are fetched to and read from"),
       opt_node("dataset", Type::Map, std::nullopt, "dataset plugin and its options ({plugin: name, ...})"),
       opt_node("model", Type::Map, "{}",
@@ -307,6 +309,7 @@ int run_experiment(const RunOptions& ro) {
                                   setup.dataset_name, e.what()));
   }
   const int64_t num_parameters = trainer->num_parameters(tc);
+  const std::string threads_choice = settle_threads(top, num_parameters);
 
   // torchrun (WORLD_SIZE and the rest in the environment): join the process group before anything
   // is written (docs/DISTRIBUTED.md). Every rank has built the same dataset, model and trainer.
@@ -380,6 +383,8 @@ int run_experiment(const RunOptions& ro) {
   res.set_attr("experiment_file", ro.experiment_path);
   res.set_attr("plugins", registry.used());
   res.set_attr("num_parameters", num_parameters);
+  res.set_attr("threads", static_cast<int64_t>(torch::get_num_threads()));
+  if (!threads_choice.empty()) res.set_attr("threads_choice", threads_choice);
   record_distributed(res, dist.get(), /*trained=*/false);
   const auto config_yaml = config::to_yaml(resolved_config(top, registry));
   if (resume_path && config_yaml != stored_config && !ro.quiet) {
@@ -392,6 +397,7 @@ int run_experiment(const RunOptions& ro) {
   Progress progress(trainer->max_epochs(), ro.quiet);
   if (!ro.quiet) {
     spdlog::info("{}: {} parameters on {}, results -> {}", name, num_parameters, ctx.device.str(), path);
+    if (!threads_choice.empty()) spdlog::info("threads {}", threads_choice);
   }
   tc.results = &res;
   const auto op_counter = OpCounter::from_environment();  // bench/run's op counts

@@ -14,6 +14,8 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <charconv>
+#include <cstdlib>
 #include <optional>
 #include <thread>
 
@@ -24,21 +26,38 @@ torch::Device pick_device(const config::Options& opts) {
   const auto want = opts.get_string("device");
   if (want == "cpu") return torch::kCPU;
   if (want == "cuda") {
-    if (!torch::cuda::is_available()) opts.fail("device", "device 'cuda' was asked for but no CUDA device is available");
+    if (!torch::cuda::is_available())
+      opts.fail("device", "device 'cuda' was asked for but no CUDA device is available");
     return torch::kCUDA;
   }
   return torch::cuda::is_available() ? torch::Device(torch::kCUDA) : torch::Device(torch::kCPU);
 }
 
+int64_t cores() { return std::max(1U, std::thread::hardware_concurrency()); }
+
+/// `threads` as a number, or nullopt for auto; a ConfigError at its place for anything else.
+std::optional<int64_t> asked_threads(const config::Options& top) {
+  const std::string text = top.get_string("threads");
+  if (text == "auto") return std::nullopt;
+  int64_t n = -1;
+  const auto [end, err] = std::from_chars(text.data(), text.data() + text.size(), n);
+  if (err != std::errc() || end != text.data() + text.size() || n < 0) {
+    top.fail("threads", fmt::format("expected a number of threads (0 = one per core) or auto, found '{}'", text));
+  }
+  return n;
+}
+
 /// `threads`, capped at the machine's cores with a warning: torch starts every thread asked for,
-/// and `threads: 100000` spent minutes doing so before training began.
+/// and `threads: 100000` spent minutes doing so before training began. auto waits for the model
+/// (settle_threads).
 void apply_threads(const config::Options& top) {
-  const int64_t asked = top.get_int("threads");
-  if (asked <= 0) return;
-  const int64_t cores = std::max(1U, std::thread::hardware_concurrency());
+  const auto asked_or_auto = asked_threads(top);
+  if (!asked_or_auto || *asked_or_auto <= 0) return;
+  const int64_t asked = *asked_or_auto;
+  const int64_t cores = train::cores();
   if (asked > cores) {
-    spdlog::warn("{}: threads: {} is more than this machine's {} cores; using {}",
-                 top.resolved().at("threads").where(), asked, cores, cores);
+    spdlog::warn("{}: threads: {} is more than this machine's {} cores; using {}", top.resolved().at("threads").where(),
+                 asked, cores, cores);
   }
   torch::set_num_threads(static_cast<int>(std::min(asked, cores)));
 }
@@ -161,6 +180,18 @@ Setup build_setup(const config::Options& top, const std::vector<std::string>& pl
     check_fits_together(s.model, s.ctx, *s.registry, model_node);
   }
   return s;
+}
+
+std::string settle_threads(const config::Options& top, int64_t num_parameters) {
+  if (asked_threads(top)) return "";
+  // Under torchrun the processes on this machine share its cores.
+  int64_t local_ranks = 1;
+  if (const char* v = std::getenv("LOCAL_WORLD_SIZE")) local_ranks = std::max<int64_t>(1, std::atoll(v));
+  const int64_t n = num_parameters < kAutoThreadsParameters ? 1 : std::max<int64_t>(1, cores() / local_ranks);
+  torch::set_num_threads(static_cast<int>(n));
+  return fmt::format("auto: {} parameters, {} {}: {} thread{}", num_parameters,
+                     num_parameters < kAutoThreadsParameters ? "below" : "at least", kAutoThreadsParameters, n,
+                     n == 1 ? "" : "s");
 }
 
 Setup setup_experiment(const std::vector<std::string>& args, const std::vector<std::string>& plugin_dirs,

@@ -7,6 +7,7 @@
 #include <attnlab/nn/model.hpp>
 #include <attnlab/plugin/registry.hpp>
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -17,8 +18,8 @@ struct Setup {
   std::unique_ptr<plugin::Registry> registry;  // first: destroyed last, after the plugin objects
   plugin::BuildContext ctx;                    // registry, device, seed, data dir, data sizes
   std::shared_ptr<data::Dataset> dataset;
-  nn::EncoderDecoder model{nullptr};           // `model: {encoder:, decoder:}`
-  std::shared_ptr<nn::Model> custom;           // `model: {plugin: ...}`
+  nn::EncoderDecoder model{nullptr};  // `model: {encoder:, decoder:}`
+  std::shared_ptr<nn::Model> custom;  // `model: {plugin: ...}`
   std::string dataset_name;
 };
 
@@ -38,6 +39,18 @@ void validate_experiment(const config::Node& root, const plugin::Registry& regis
 
 /// The experiment's `results:` section ({path: ...}), validated.
 config::Options results_options(const config::Options& top);
+
+/// `threads: auto` picks one intra-op thread for models below this many parameters and one per
+/// core otherwise. Measured on 2 cores with libgomp's default waits (bench/README.md, "threads:
+/// auto"): corners (1.7k parameters) is faster on one thread, the d2l 0.17 Transformer and
+/// Bahdanau models (49k-61k) take the same time on one or two (so one frees a core for a sweep's
+/// other runs), the seed-000 Transformer (1.9M) is 1.8x faster on two.
+inline constexpr int64_t kAutoThreadsParameters = 250000;
+
+/// Applies `threads: auto` now that the model's size is known (the runner, after the trainer
+/// reports num_parameters); "" when threads is a number (build_setup applied it), else the choice
+/// in words for the results file ("auto: 60905 parameters, below 250000: 1 thread").
+std::string settle_threads(const config::Options& top, int64_t num_parameters);
 
 /// For tools that take an experiment like the runner (`summary`, `batches`): loads the file with
 /// its key=value overrides (`args` = file, overrides...), validates it against the experiment
