@@ -272,6 +272,23 @@ TEST_F(RunnerTest, LabelSmoothingTrainsTheSmoothedLossAndValidatesThePlainOne) {
   EXPECT_FALSE(fs::exists(tmp_ + "/never.h5"));
 }
 
+TEST_F(RunnerTest, AdamBetasReachTheOptimizer) {
+  auto a_path = tmp_ + "/default.h5", b_path = tmp_ + "/beta2.h5";
+  auto a = run(tiny(a_path, {"trainer.max_epochs=1"}));
+  ASSERT_EQ(a.exit_code, 0) << a.err;
+  auto b = run(tiny(b_path, {"trainer.max_epochs=1", "trainer.adam_beta2=0.98"}));
+  ASSERT_EQ(b.exit_code, 0) << b.err;
+  results::ResultsReader ra(a_path), rb(b_path);
+  // The same seed, data and first step (Adam's first update is sign(g) * lr whatever beta2 is);
+  // the later steps differ.
+  EXPECT_NE(ra.metric("train", "loss")[0], rb.metric("train", "loss")[0]);
+  EXPECT_NE(rb.config().find("adam_beta2: 0.98"), std::string::npos) << rb.config();
+  auto bad = run(tiny(tmp_ + "/never.h5", {"trainer.adam_beta2=1"}));
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(bad.err.find("trainer.adam_beta2"), std::string::npos) << bad.err;
+  EXPECT_FALSE(fs::exists(tmp_ + "/never.h5"));
+}
+
 TEST_F(RunnerTest, UnknownOverrideKeyIsOneClearError) {
   auto path = tmp_ + "/never.h5";
   auto r = run(tiny(path, {"model.encoder.num_hiden=3"}));

@@ -31,6 +31,8 @@ using namespace attnlab;
 struct Config {
   int64_t max_epochs = 30;
   double lr = 0.001;
+  double adam_beta1 = 0.9;
+  double adam_beta2 = 0.999;
   double gradient_clip = 1.0;
   double label_smoothing = 0;
   bool validate = true;
@@ -48,6 +50,7 @@ class Seq2SeqTrainer final : public train::Trainer {
       : max_epochs_(c.max_epochs),
         clip_(c.gradient_clip),
         smoothing_(c.label_smoothing),
+        betas_(c.adam_beta1, c.adam_beta2),
         validate_(c.validate),
         checkpoints_(c.checkpoints),
         keep_(c.keep_checkpoints),
@@ -78,7 +81,7 @@ class Seq2SeqTrainer final : public train::Trainer {
     const auto pad = ctx.dataset->info().pad_id;
     const train::TokenLoss objective{
         .pad = pad, .probabilities = model->decoder().outputs_probabilities(), .label_smoothing = smoothing_};
-    train::FusedAdam opt(model->parameters(), torch::optim::AdamOptions(schedule_.at(1)));
+    train::FusedAdam opt(model->parameters(), torch::optim::AdamOptions(schedule_.at(1)).betas(betas_));
     auto params = model->parameters();
     const bool checkpointing = checkpoints_ && !ctx.checkpoint_dir.empty();
     const auto last_path = (std::filesystem::path(ctx.checkpoint_dir) / "last.pt").string();
@@ -261,6 +264,7 @@ class Seq2SeqTrainer final : public train::Trainer {
 
   int64_t max_epochs_;
   double clip_, smoothing_;
+  std::tuple<double, double> betas_;
   bool validate_, checkpoints_;
   int64_t keep_;
   bool by_bleu_, val_bleu_;
@@ -273,6 +277,10 @@ const config::Binding<Config>& binding() {
       config::Binding<Config>()
           .option("max_epochs", &Config::max_epochs, "epochs to train", {.min = 1})
           .option("lr", &Config::lr, "Adam learning rate (the schedule's base rate)", {.min = 0.0})
+          .option("adam_beta1", &Config::adam_beta1, "Adam's beta1 (PyTorch's default)", {.min = 0.0, .max = 0.999999})
+          .option("adam_beta2", &Config::adam_beta2,
+                  "Adam's beta2 (PyTorch's default 0.999; Vaswani et al. and Xiong et al. use 0.98)",
+                  {.min = 0.0, .max = 0.999999})
           .option("gradient_clip", &Config::gradient_clip, "clip gradients to this global L2 norm (0 = off)",
                   {.min = 0.0})
           .option("label_smoothing", &Config::label_smoothing,

@@ -201,8 +201,13 @@
       });
       head.appendChild(th);
     });
+    // A continuation row (compare's "best" under "final", first cell blank) repeats its group's
+    // name, greyed, so a sorted table still says which metric each row is.
+    var group = "";
     t.rows.forEach(function (row) {
       body.appendChild(el("tr", {}, row.map(function (cell, c) {
+        if (c === 0 && cell === "" && group !== "") return el("td", { className: "repeat", text: group });
+        if (c === 0) group = cell;
         return el("td", { className: t.numeric[c] ? "num" : "", text: cell });
       })));
     });
