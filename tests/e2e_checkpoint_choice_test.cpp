@@ -22,9 +22,7 @@ class AverageTest : public testutil::RunnerFixture {
   std::string scratch_prefix() const override { return "attnlab-average"; }
 
   std::vector<std::string> tiny(const std::string& results, std::vector<std::string> extra = {}) {
-    std::vector<std::string> a{"experiments/tests/tiny_synthetic.yaml", "--results", results};
-    a.insert(a.end(), extra.begin(), extra.end());
-    return a;
+    return testutil::tiny_synthetic(results, std::move(extra));
   }
 };
 

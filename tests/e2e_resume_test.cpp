@@ -32,9 +32,7 @@ class ResumeTest : public testutil::RunnerFixture {
   }
 
   std::vector<std::string> tiny(const std::string& results, std::vector<std::string> extra = {}) {
-    std::vector<std::string> a{"experiments/tests/tiny_synthetic.yaml", "--results", results};
-    a.insert(a.end(), extra.begin(), extra.end());
-    return a;
+    return testutil::tiny_synthetic(results, std::move(extra));
   }
 
   static void expect_same_run(const std::string& a, const std::string& b) {

@@ -28,9 +28,8 @@ class RunLifecycle : public testutil::RunnerFixture {
   std::string scratch_prefix() const override { return "attnlab-lifecycle"; }
 
   std::vector<std::string> tiny(const std::string& results, std::vector<std::string> extra = {}) {
-    std::vector<std::string> a{"experiments/tests/tiny_synthetic.yaml", "--results", results, "-q"};
-    a.insert(a.end(), extra.begin(), extra.end());
-    return a;
+    extra.insert(extra.begin(), "-q");
+    return testutil::tiny_synthetic(results, std::move(extra));
   }
 
   /// Waits (up to 5 minutes) until `path` exists; false on timeout.

@@ -103,6 +103,14 @@ class RunnerFixture : public ::testing::Test {
   std::string runner_, source_, data_dir_, tmp_;
 };
 
+/// The arguments of a run of the data-free end-to-end config: `experiments/tests/tiny_synthetic.yaml
+/// --results RESULTS EXTRA...`.
+inline std::vector<std::string> tiny_synthetic(const std::string& results, std::vector<std::string> extra = {}) {
+  std::vector<std::string> a{"experiments/tests/tiny_synthetic.yaml", "--results", results};
+  a.insert(a.end(), extra.begin(), extra.end());
+  return a;
+}
+
 #define REQUIRE_FRA_ENG() \
   ATTNLAB_REQUIRE(have_fra_eng(), "fra-eng: ATTNLAB_DATA_MIRROR is not set and no fra-eng data is present")
 

@@ -23,6 +23,33 @@ namespace {
 torch::Tensor scalar_long(int64_t v) { return torch::tensor(v, torch::kLong); }
 torch::Tensor scalar_double(double v) { return torch::tensor(v, torch::kDouble); }
 
+/// A nested archive tree built from dotted names ("encoder.blks.0.ln.weight"): the layout of
+/// Module::save that `flatten` reads back.
+struct Tree {
+  std::map<std::string, torch::Tensor> tensors;
+  std::map<std::string, Tree> children;
+
+  void add(const std::string& name, const torch::Tensor& t) {
+    const auto dot = name.find('.');
+    if (dot == std::string::npos) {
+      tensors[name] = t;
+    } else {
+      children[name.substr(0, dot)].add(name.substr(dot + 1), t);
+    }
+  }
+
+  void write_to(torch::serialize::OutputArchive& archive) const {
+    for (const auto& [name, t] : tensors) archive.write(name, t);
+    for (const auto& [name, child] : children) {
+      torch::serialize::OutputArchive part;
+      child.write_to(part);
+      archive.write(name, part);
+    }
+  }
+};
+
+void save_archive(torch::serialize::OutputArchive& archive, const std::string& path);
+
 /// "group/name=rows" lines.
 std::string encode_rows(const std::map<std::string, int64_t>& rows) {
   std::string out;
@@ -41,6 +68,15 @@ std::map<std::string, int64_t> decode_rows(const std::string& text, const std::s
     rows[line.substr(0, eq)] = std::stoll(line.substr(eq + 1));
   }
   return rows;
+}
+
+/// The training state's entries: epoch, step, best metric and epoch, metric rows (read_state).
+void write_state(torch::serialize::OutputArchive& archive, const TrainingState& state) {
+  archive.write("epoch", scalar_long(state.epoch));
+  archive.write("step", scalar_long(state.step));
+  archive.write("best_metric", scalar_double(state.best_metric));
+  archive.write("best_epoch", scalar_long(state.best_epoch));
+  archive.write("metric_rows", c10::IValue(encode_rows(state.metric_rows)));
 }
 
 torch::Device device_of(const torch::nn::Module& model) {
@@ -158,11 +194,7 @@ void save_checkpoint(const std::string& path, const torch::nn::Module& model, co
     optimizer->save(opt_part);
     archive.write("optimizer", opt_part);
   }
-  archive.write("epoch", scalar_long(state.epoch));
-  archive.write("step", scalar_long(state.step));
-  archive.write("best_metric", scalar_double(state.best_metric));
-  archive.write("best_epoch", scalar_long(state.best_epoch));
-  archive.write("metric_rows", c10::IValue(encode_rows(state.metric_rows)));
+  write_state(archive, state);
   archive.write("rng_cpu", generator_state(at::detail::getDefaultCPUGenerator()), /*is_buffer=*/true);
   const int64_t gpus = torch::cuda::is_available() ? static_cast<int64_t>(torch::cuda::device_count()) : 0;
   archive.write("rng_cuda_count", scalar_long(gpus));
@@ -170,6 +202,24 @@ void save_checkpoint(const std::string& path, const torch::nn::Module& model, co
     const auto& gen = at::globalContext().defaultGenerator(at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(i)));
     archive.write(fmt::format("rng_cuda_{}", i), generator_state(gen), /*is_buffer=*/true);
   }
+  save_archive(archive, path);
+}
+
+void save_model_tensors(const std::string& path, const std::map<std::string, torch::Tensor>& tensors,
+                        const TrainingState& state) {
+  Tree tree;
+  for (const auto& [name, t] : tensors) tree.add(name, t);
+  torch::serialize::OutputArchive archive, model_part;
+  tree.write_to(model_part);
+  archive.write("model", model_part);
+  write_state(archive, state);
+  save_archive(archive, path);
+}
+
+namespace {
+
+/// Writes `archive` to "<path>.tmp" (parent folders made) and renames it to `path`.
+void save_archive(torch::serialize::OutputArchive& archive, const std::string& path) {
   std::error_code ec;
   const auto parent = fs::path(path).parent_path();
   if (!parent.empty()) fs::create_directories(parent, ec);
@@ -183,6 +233,8 @@ void save_checkpoint(const std::string& path, const torch::nn::Module& model, co
   fs::rename(tmp, path, ec);
   ATTNLAB_CHECK(!ec, DataError, "cannot rename checkpoint {} to {}: {}", tmp, path, ec.message());
 }
+
+}  // namespace
 
 void copy_checkpoint(const std::string& from, const std::string& to) {
   const std::string tmp = to + ".tmp";
@@ -200,8 +252,7 @@ TrainingState load_checkpoint(const std::string& path, torch::nn::Module& model,
   try {
     if (optimizer != nullptr) {
       torch::serialize::InputArchive opt_part;
-      ATTNLAB_CHECK(archive.try_read("optimizer", opt_part), DataError, "checkpoint {} holds no optimizer state",
-                    path);
+      ATTNLAB_CHECK(archive.try_read("optimizer", opt_part), DataError, "checkpoint {} holds no optimizer state", path);
       optimizer->load(opt_part);
     }
     state = read_state(archive, path);
@@ -209,9 +260,8 @@ TrainingState load_checkpoint(const std::string& path, torch::nn::Module& model,
     const int64_t saved = read_tensor(archive, "rng_cuda_count").item<int64_t>();
     const int64_t gpus = torch::cuda::is_available() ? static_cast<int64_t>(torch::cuda::device_count()) : 0;
     for (int64_t i = 0; i < std::min(saved, gpus); ++i) {
-      set_generator_state(
-          at::globalContext().defaultGenerator(at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(i))),
-          read_tensor(archive, fmt::format("rng_cuda_{}", i), /*is_buffer=*/true));
+      set_generator_state(at::globalContext().defaultGenerator(at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(i))),
+                          read_tensor(archive, fmt::format("rng_cuda_{}", i), /*is_buffer=*/true));
     }
   } catch (const c10::Error& e) {
     throw DataError(fmt::format("checkpoint {} is incomplete or does not fit this optimizer: {}", path,

@@ -6,45 +6,13 @@
 
 #include <c10/util/Exception.h>
 #include <fmt/format.h>
-#include <torch/serialize.h>
 
 #include <algorithm>
 #include <charconv>
 #include <filesystem>
-#include <map>
 
 namespace attnlab::train {
-namespace {
 namespace fs = std::filesystem;
-
-/// A nested archive tree built from dotted names ("encoder.blks.0.ln.weight"), the layout of
-/// Module::save that `checkpoint_tensors` flattens.
-struct Tree {
-  std::map<std::string, torch::Tensor> tensors;
-  std::map<std::string, Tree> children;
-
-  void add(const std::string& name, const torch::Tensor& t) {
-    const auto dot = name.find('.');
-    if (dot == std::string::npos) {
-      tensors[name] = t;
-    } else {
-      children[name.substr(0, dot)].add(name.substr(dot + 1), t);
-    }
-  }
-
-  void write_to(torch::serialize::OutputArchive& archive) const {
-    for (const auto& [name, t] : tensors) archive.write(name, t);
-    for (const auto& [name, child] : children) {
-      torch::serialize::OutputArchive part;
-      child.write_to(part);
-      archive.write(name, part);
-    }
-  }
-};
-
-torch::Tensor scalar_long(int64_t v) { return torch::tensor(v, torch::kLong); }
-
-}  // namespace
 
 std::vector<KeptCheckpoint> kept_checkpoints(const std::string& dir) {
   std::vector<KeptCheckpoint> out;
@@ -86,33 +54,10 @@ void average_checkpoints(const std::vector<std::string>& inputs, const std::stri
     ATTNLAB_CHECK(tensors.size() == first.size(), DataError, "cannot average {} with {}: {} tensors against {}",
                   inputs.front(), path, first.size(), tensors.size());
   }
-  Tree tree;
+  std::map<std::string, torch::Tensor> mean;
   const double n = static_cast<double>(inputs.size());
-  for (const auto& [name, s] : sum) {
-    const auto dtype = first.at(name).scalar_type();
-    tree.add(name, s.is_floating_point() ? (s / n).to(dtype) : s);
-  }
-  const TrainingState st = read_training_state(inputs.back());
-  torch::serialize::OutputArchive archive, model_part;
-  tree.write_to(model_part);
-  archive.write("model", model_part);
-  archive.write("epoch", scalar_long(st.epoch));
-  archive.write("step", scalar_long(st.step));
-  archive.write("best_metric", torch::tensor(st.best_metric, torch::kDouble));
-  archive.write("best_epoch", scalar_long(st.best_epoch));
-  std::string rows;  // checkpoint.cpp's "group/name=rows" lines, so read_training_state reads it too
-  for (const auto& [k, v] : st.metric_rows) rows += fmt::format("{}={}\n", k, v);
-  archive.write("metric_rows", c10::IValue(rows));
-  archive.write("averaged_checkpoints", scalar_long(static_cast<int64_t>(inputs.size())));
-  const std::string tmp = out + ".tmp";
-  try {
-    archive.save_to(tmp);
-  } catch (const c10::Error& e) {
-    throw DataError(fmt::format("cannot write checkpoint {}: {}", tmp, e.what_without_backtrace()));
-  }
-  std::error_code ec;
-  fs::rename(tmp, out, ec);
-  ATTNLAB_CHECK(!ec, DataError, "cannot rename checkpoint {} to {}: {}", tmp, out, ec.message());
+  for (const auto& [name, s] : sum) mean[name] = s.is_floating_point() ? (s / n).to(first.at(name).scalar_type()) : s;
+  save_model_tensors(out, mean, read_training_state(inputs.back()));
 }
 
 }  // namespace attnlab::train

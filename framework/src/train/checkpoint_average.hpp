@@ -2,7 +2,10 @@
 // Averaging a run's kept epoch checkpoints (trainer option keep_checkpoints) into one set of
 // weights, for `runner average`: the mean of the last K epochs' parameters, as Vaswani et al.
 // (2017) average the last checkpoints of a run. Not in the public SDK: the runner's own tool.
+#include <attnlab/train/checkpoint.hpp>
+
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -12,6 +15,13 @@ struct KeptCheckpoint {
   int64_t epoch = 0;
   std::string path;
 };
+
+/// Writes `tensors` (flat dotted names, as checkpoint_tensors returns them) as the model part of a
+/// checkpoint with `state` and no optimizer or RNG state, via "<path>.tmp" and a rename; what
+/// load_model_weights and read_training_state read (defined in checkpoint.cpp, beside
+/// save_checkpoint).
+void save_model_tensors(const std::string& path, const std::map<std::string, torch::Tensor>& tensors,
+                        const TrainingState& state);
 
 /// The epoch-<N>.pt files in `dir`, oldest first; other files are left out. Empty when `dir`
 /// holds none (or does not exist).
