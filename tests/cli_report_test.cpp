@@ -13,6 +13,7 @@
 #include <torch/torch.h>
 
 #include <filesystem>
+#include <fstream>
 #include <regex>
 
 namespace {
@@ -220,6 +221,10 @@ TEST(ReportPage, WritesAtomicallyAndNamesBadOutputs) {
   EXPECT_NE(output_problem(dir + "/missing/page.html"), "");  // no such folder
   EXPECT_THROW(write_atomically(dir + "/missing/page.html", "x"), Error);
   EXPECT_NE(output_problem(""), "");
+  const auto h5 = dir + "/run.h5";  // an HDF5 file is never replaced by a page
+  { std::ofstream(h5, std::ios::binary) << std::string("\x89HDF\r\n\x1a\n", 8) << "rest"; }
+  EXPECT_NE(output_problem(h5).find("it is an HDF5 file"), std::string::npos) << output_problem(h5);
+  EXPECT_EQ(testutil::read_file(h5).size(), 12u);
 }
 
 }  // namespace

@@ -77,6 +77,14 @@ std::string page_html(const std::string& title, const std::string& data) {
 std::string output_problem(const std::string& path) {
   if (path.empty()) return "the path is empty";
   if (auto why = files::problem(path, files::Want::FileToWrite); !why.empty()) return why;
+  // `-o run.h5` (a slip for `-o run.html`) must not replace a results file with the page.
+  if (std::FILE* f = std::fopen(path.c_str(), "rb")) {
+    char head[8] = {};
+    const bool hdf5 =
+        std::fread(head, 1, sizeof head, f) == sizeof head && std::memcmp(head, "\x89HDF\r\n\x1a\n", 8) == 0;
+    std::fclose(f);
+    if (hdf5) return "it is an HDF5 file (a results file?), which the page would replace; give an .html path";
+  }
   const auto dir = folder_of(path);
   if (auto why = files::problem(dir, files::Want::Directory); !why.empty()) return fmt::format("{}: {}", dir, why);
   if (::access(dir.c_str(), W_OK) != 0) return fmt::format("cannot write into {}: {}", dir, std::strerror(errno));
