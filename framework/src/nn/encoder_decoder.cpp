@@ -3,8 +3,10 @@
 #include <attnlab/nn/encoder_decoder.hpp>
 
 #include <c10/util/Type.h>
+#include <fmt/ranges.h>
 
 #include <typeinfo>
+#include <unordered_map>
 
 namespace attnlab::nn {
 
@@ -22,11 +24,73 @@ void DecoderState::reorder(const torch::Tensor&) {
       c10::demangle(typeid(*this).name())));
 }
 
+void Decoder::use_token_embedding(const torch::nn::Embedding&) {
+  throw PluginError(
+      fmt::format("this decoder cannot share its embedding: {} does not implement "
+                  "Decoder::use_token_embedding() (model.share_embeddings)",
+                  c10::demangle(typeid(*this).name())));
+}
+
+namespace {
+
+/// Who made `object`, for messages: its registry description, else its C++ type.
+template <typename T>
+std::string who(const T& object) {
+  return object.made_by().empty() ? c10::demangle(typeid(object).name()) : object.made_by();
+}
+
+/// PluginError when one tensor is registered under two names: Module::parameters() lists it twice,
+/// so Adam would step it twice per step and clipping would count it twice.
+void check_unique_parameters(const torch::nn::Module& model) {
+  std::unordered_map<const c10::TensorImpl*, std::string> seen;
+  for (const auto& p : model.named_parameters()) {
+    auto [it, fresh] = seen.emplace(p.value().unsafeGetTensorImpl(), p.key());
+    ATTNLAB_CHECK(fresh, PluginError,
+                  "the model registers one parameter tensor twice, as '{}' and '{}': an optimizer would step "
+                  "it twice. A module that uses another's weights must not register them again (a decoder "
+                  "sharing the encoder's embedding unregisters its own: Decoder::use_token_embedding)",
+                  it->second, p.key());
+  }
+}
+
+}  // namespace
+
 EncoderDecoderImpl::EncoderDecoderImpl(std::shared_ptr<Encoder> encoder, std::shared_ptr<Decoder> decoder)
     : encoder_(std::move(encoder)), decoder_(std::move(decoder)) {
   TORCH_CHECK(encoder_ != nullptr && decoder_ != nullptr, "EncoderDecoder: both an encoder and a decoder are needed");
   register_module("encoder", encoder_);
   register_module("decoder", decoder_);
+  check_unique_parameters(*this);
+}
+
+void EncoderDecoderImpl::share_token_embeddings() {
+  const torch::nn::Embedding src = encoder_->token_embedding();
+  const torch::nn::Embedding tgt = decoder_->token_embedding();
+  ATTNLAB_CHECK(!src.is_empty(), ConfigError,
+                "one token embedding for source and target: the encoder, {}, has none to share "
+                "(Encoder::token_embedding() is empty)",
+                who(*encoder_));
+  ATTNLAB_CHECK(!tgt.is_empty(), ConfigError,
+                "one token embedding for source and target: the decoder, {}, has none to share "
+                "(Decoder::token_embedding() is empty)",
+                who(*decoder_));
+  if (src.get() == tgt.get()) return;  // already shared
+  const auto a = src->weight.sizes(), b = tgt->weight.sizes();
+  ATTNLAB_CHECK(a == b, ConfigError,
+                "one token embedding for source and target: the encoder's is [{}] but the decoder's is [{}], and "
+                "one table needs the same vocabulary and width on both sides ({}; {})",
+                fmt::join(a, ", "), fmt::join(b, ", "), who(*encoder_), who(*decoder_));
+  try {
+    decoder_->use_token_embedding(src);
+  } catch (...) {
+    plugin::rethrow_naming(*decoder_, "use_token_embedding()");
+  }
+  ATTNLAB_CHECK(decoder_->token_embedding().get() == src.get(), PluginError,
+                "one token embedding for source and target: the decoder, {}, still reports its own table after "
+                "use_token_embedding() "
+                "(its token_embedding() must return the shared one)",
+                who(*decoder_));
+  check_unique_parameters(*this);
 }
 
 torch::Tensor EncoderDecoderImpl::forward(const torch::Tensor& src, const torch::Tensor& src_valid_lens,

@@ -123,6 +123,11 @@ TransformerDecoderImpl::TransformerDecoderImpl(const TransformerOptions& options
   initialize_transformer(*this, options.init());
 }
 
+void TransformerDecoderImpl::use_token_embedding(const torch::nn::Embedding& shared) {
+  unregister_module("embedding");
+  embedding = shared;
+}
+
 torch::Tensor TransformerDecoderImpl::output_weight() const {
   return dense ? dense->weight : embedding->weight;  // [vocab, H]
 }

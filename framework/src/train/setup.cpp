@@ -104,7 +104,11 @@ void check_fits_together(nn::EncoderDecoder& model, const plugin::BuildContext& 
 config::Options encoder_decoder_options(const config::Node& model_node) {
   return config::Options(model_node,
                          config::Schema{config::opt_node("encoder", config::Type::Map, std::nullopt, "encoder plugin"),
-                                        config::opt_node("decoder", config::Type::Map, std::nullopt, "decoder plugin")},
+                                        config::opt_node("decoder", config::Type::Map, std::nullopt, "decoder plugin"),
+                                        config::opt_bool("share_embeddings", false,
+                                                         "one token embedding for source and target (the decoder "
+                                                         "adopts the encoder's; needs a dataset with one "
+                                                         "vocabulary, e.g. multi30k's shared_vocab: true)")},
                          "the model section (an encoder + decoder, or {plugin: <model>})", std::vector<std::string>{});
 }
 
@@ -176,6 +180,20 @@ Setup build_setup(const config::Options& top, const std::vector<std::string>& pl
     auto encoder = s.registry->create<nn::Encoder>(model_opts->node("encoder"), s.ctx);
     auto decoder = s.registry->create<nn::Decoder>(model_opts->node("decoder"), s.ctx);
     s.model = nn::EncoderDecoder(encoder, decoder);
+    if (model_opts->get_bool("share_embeddings")) {
+      if (!s.ctx.data.shared_vocab) {
+        model_opts->fail("share_embeddings",
+                         fmt::format("one embedding for source and target needs one vocabulary, but dataset '{}' "
+                                     "has two (source {} tokens, target {}): give the dataset one (multi30k: "
+                                     "shared_vocab: true)",
+                                     s.dataset_name, s.ctx.data.src_vocab_size, s.ctx.data.tgt_vocab_size));
+      }
+      try {
+        s.model->share_token_embeddings();
+      } catch (const ConfigError& e) {
+        model_opts->fail("share_embeddings", e.what());
+      }
+    }
     s.model->to(s.ctx.device);
     check_fits_together(s.model, s.ctx, *s.registry, model_node);
   }

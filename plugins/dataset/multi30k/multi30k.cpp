@@ -91,6 +91,8 @@ Multi30k::Multi30k(Multi30kOptions options, std::shared_ptr<data::Tokenizer> src
                    std::shared_ptr<data::Tokenizer> tgt_tokenizer)
     : opt_(std::move(options)), src_tok_(std::move(src_tokenizer)), tgt_tok_(std::move(tgt_tokenizer)) {
   ATTNLAB_CHECK(src_tok_ && tgt_tok_, DataError, "multi30k: a source and a target tokenizer are required");
+  ATTNLAB_CHECK(!opt_.shared_vocab || src_tok_ == tgt_tok_, DataError,
+                "multi30k: shared_vocab takes one tokenizer for both languages, got two");
   ATTNLAB_CHECK(opt_.src != opt_.tgt, DataError, "multi30k: source and target language are both '{}'", opt_.src);
   ATTNLAB_CHECK(opt_.batch_size >= 1 && opt_.min_freq >= 0 && opt_.max_len >= 0 && opt_.bucket_chunk >= 1, DataError,
                 "multi30k: invalid options (batch_size {}, min_freq {}, max_len {}, bucket_chunk {}): expected "
@@ -125,8 +127,14 @@ void Multi30k::prepare(const std::string& data_dir) {
 
   const std::string cache = fmt::format("{}/{}/tokenizers", dir, kFolder);
   const auto train = static_cast<size_t>(data::Split::Train);
-  src_trained_ = src_tok_->train(raw_src[train], cache);
-  tgt_trained_ = tgt_tok_->train(raw_tgt[train], cache);
+  if (opt_.shared_vocab) {
+    std::vector<std::string> both = raw_src[train];
+    both.insert(both.end(), raw_tgt[train].begin(), raw_tgt[train].end());
+    src_trained_ = tgt_trained_ = src_tok_->train(both, cache);
+  } else {
+    src_trained_ = src_tok_->train(raw_src[train], cache);
+    tgt_trained_ = tgt_tok_->train(raw_tgt[train], cache);
+  }
 
   std::array<std::vector<Tokens>, 3> src_tokens, tgt_tokens;
   for (data::Split split : kSplits) {
@@ -161,8 +169,14 @@ void Multi30k::prepare(const std::string& data_dir) {
     const Tokens inventory = tok.vocabulary();
     return inventory.empty() ? data::Vocab(tokens, opt_.min_freq, reserved) : data::Vocab({inventory}, 0, reserved);
   };
-  src_vocab_ = vocab(*src_tok_, src_tokens[train]);
-  tgt_vocab_ = vocab(*tgt_tok_, tgt_tokens[train]);
+  if (opt_.shared_vocab) {
+    std::vector<Tokens> both = src_tokens[train];
+    both.insert(both.end(), tgt_tokens[train].begin(), tgt_tokens[train].end());
+    src_vocab_ = tgt_vocab_ = vocab(*src_tok_, both);
+  } else {
+    src_vocab_ = vocab(*src_tok_, src_tokens[train]);
+    tgt_vocab_ = vocab(*tgt_tok_, tgt_tokens[train]);
+  }
   for (data::Split split : kSplits) {
     const auto s = static_cast<size_t>(split);
     SplitData built = build(std::move(raw_src[s]), std::move(raw_tgt[s]), std::move(src_tokens[s]),
@@ -220,6 +234,7 @@ plugin::DataInfo Multi30k::info() const {
   d.pad_id = tgt_vocab_[kPad];
   d.bos_id = tgt_vocab_[kBos];
   d.eos_id = tgt_vocab_[kEos];
+  d.shared_vocab = opt_.shared_vocab;
   return d;
 }
 

@@ -6,6 +6,9 @@
 //   first, then each of url_bases) and verified against datasets/manifest.tsv's SHA-256 sums.
 // - Each language is tokenized by its own instance of the `tokenizer` plugin, trained on that
 //   language's training split (a learned model is cached under <data dir>/multi30k/tokenizers/).
+// - shared_vocab: one tokenizer trained on both languages' training sentences (source lines, then
+//   target lines) and one vocabulary for both sides, so that source and target ids index one table
+//   (info().shared_vocab; model.share_embeddings). The two tokenizer arguments are then one object.
 // - Vocabularies from the training split only, with reserved <pad> <bos> <eos> plus <unk>: a
 //   learned tokenizer's inventory (Tokenizer::vocabulary(), e.g. SentencePiece's pieces), else
 //   the encoded training tokens with frequency >= min_freq.
@@ -55,6 +58,7 @@ struct Multi30kOptions {
   std::string data_dir;        // "" = the data dir given to prepare()
   std::vector<std::string> url_bases = {kUrlBase, kUrlBase2};  // tried in order after the mirror
   bool verify = true;          // check the pinned SHA-256 sums
+  bool shared_vocab = false;   // one tokenizer, trained on both languages, and one vocabulary
 };
 
 class Multi30k final : public data::Dataset {
@@ -85,7 +89,8 @@ class Multi30k final : public data::Dataset {
   const Multi30kOptions& options() const { return opt_; }
   const data::Tokenizer& src_tokenizer() const { return *src_tok_; }
   const data::Tokenizer& tgt_tokenizer() const { return *tgt_tok_; }
-  /// Whether each tokenizer trained during prepare() (false: cached model reused / nothing to learn).
+  /// Whether each tokenizer trained during prepare() (false: cached model reused / nothing to learn;
+  /// with shared_vocab both report the one tokenizer).
   bool src_tokenizer_trained() const { return src_trained_; }
   bool tgt_tokenizer_trained() const { return tgt_trained_; }
 

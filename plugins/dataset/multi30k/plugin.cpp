@@ -32,7 +32,7 @@ const config::Binding<Config>& binding() {
           .choice("tgt", &Config::tgt, languages, "target language")
           .node("tokenizer", &Config::tokenizer, config::Type::Any, "{plugin: d2l_words}",
                 "tokenizer plugin (a name or a map with `plugin:` and its options), one instance per language, "
-                "trained on that language's training split")
+                "trained on that language's training split (with shared_vocab one, trained on both)")
           .option("min_freq", &Config::min_freq,
                   "training-split tokens rarer than this become <unk> (not for tokenizers with their own "
                   "inventory, e.g. sentencepiece)",
@@ -49,7 +49,10 @@ const config::Binding<Config>& binding() {
           .option("url_base", &Config::url_base,
                   "one upstream folder (http://, https://, file://) replacing the default ones, GitHub's raw view "
                   "then raw.githubusercontent.com (\"\" = those); the mirror still comes first")
-          .option("verify", &Config::verify, "check the files' pinned SHA-256 sums");
+          .option("verify", &Config::verify, "check the files' pinned SHA-256 sums")
+          .option("shared_vocab", &Config::shared_vocab,
+                  "one tokenizer trained on both languages and one vocabulary for source and target (for "
+                  "model.share_embeddings)");
   return b;
 }
 
@@ -67,7 +70,7 @@ std::shared_ptr<data::Dataset> make(const config::Options& o, const plugin::Buil
   ATTNLAB_CHECK(ctx.registry != nullptr, PluginError,
                 "multi30k needs the plugin registry in its build context to create its tokenizers");
   auto src_tok = ctx.registry->create<data::Tokenizer>(c.tokenizer, ctx);
-  auto tgt_tok = ctx.registry->create<data::Tokenizer>(c.tokenizer, ctx);
+  auto tgt_tok = c.shared_vocab ? src_tok : ctx.registry->create<data::Tokenizer>(c.tokenizer, ctx);
   return std::make_shared<Multi30k>(static_cast<Multi30kOptions&&>(std::move(c)), std::move(src_tok),
                                     std::move(tgt_tok));
 }

@@ -2,7 +2,8 @@
 // tests and decoding tests without a corpus. Words are "t04".."t<V-1>" after the specials
 // <bos>=0, <eos>=1, <pad>=2, <unk>=3 (d2l's sorted vocabulary). A source has a random length in
 // [min_len, num_steps - 1] plus <eos>, padded to num_steps; its target is, per `task`, the same
-// words (copy), reversed (reverse), or unrelated random words (random), plus <eos>.
+// words (copy), reversed (reverse), or unrelated random words (random), plus <eos>. Source and
+// target share the one vocabulary (info().shared_vocab), so model.share_embeddings applies.
 #include <attnlab/config/binding.hpp>
 #include <attnlab/config/schema.hpp>
 #include <attnlab/data/dataset.hpp>
@@ -87,6 +88,7 @@ class SyntheticTokens final : public data::Dataset {
     d.pad_id = vocab_["<pad>"];
     d.bos_id = vocab_["<bos>"];
     d.eos_id = vocab_["<eos>"];
+    d.shared_vocab = true;  // one vocabulary for both sides
     return d;
   }
 

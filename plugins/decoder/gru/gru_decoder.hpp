@@ -21,6 +21,12 @@ class GruDecoderImpl : public nn::Decoder {
   std::unique_ptr<nn::DecoderState> init_state(const nn::EncoderOutput& enc, bool incremental) override;
   /// tgt [B, T] ids -> logits [B, T, V]. Incremental mode keeps the new hidden state in `state`.
   torch::Tensor forward(const torch::Tensor& tgt, nn::DecoderState& state) override;
+  torch::nn::Embedding token_embedding() const override { return embedding; }
+  /// model.share_embeddings: embeds with the encoder's table; its own is unregistered.
+  void use_token_embedding(const torch::nn::Embedding& shared) override {
+    unregister_module("embedding");
+    embedding = shared;
+  }
 
   nn::GruOptions options;
   torch::nn::Embedding embedding{nullptr};

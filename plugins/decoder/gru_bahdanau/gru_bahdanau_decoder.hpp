@@ -26,6 +26,12 @@ class GruBahdanauDecoderImpl : public nn::Decoder {
   /// tgt [B, T] ids -> logits [B, T, V], one attention step per target position; step t's query
   /// stands at position t (state.steps + t in incremental mode), the keys at 0..S-1.
   torch::Tensor forward(const torch::Tensor& tgt, nn::DecoderState& state) override;
+  torch::nn::Embedding token_embedding() const override { return embedding; }
+  /// model.share_embeddings: embeds with the encoder's table; its own is unregistered.
+  void use_token_embedding(const torch::nn::Embedding& shared) override {
+    unregister_module("embedding");
+    embedding = shared;
+  }
 
   nn::GruOptions options;
   nn::Attention attention_pool{nullptr};  // registered as "attention"

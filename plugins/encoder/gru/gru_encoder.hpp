@@ -17,6 +17,7 @@ class GruEncoderImpl : public nn::Encoder {
   /// states [B, S, H] (last layer, every step), hidden [L, B, H] (every layer, last step)
   nn::EncoderOutput forward(const torch::Tensor& src, const torch::Tensor& valid_lens) override;
   int64_t output_size() const override { return options.num_hiddens(); }
+  torch::nn::Embedding token_embedding() const override { return embedding; }
 
   nn::GruOptions options;
   torch::nn::Embedding embedding{nullptr};

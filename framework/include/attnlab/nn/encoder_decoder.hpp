@@ -6,6 +6,7 @@
 #include <attnlab/plugin/plugin.hpp>
 
 #include <torch/nn/module.h>
+#include <torch/nn/modules/embedding.h>
 #include <torch/nn/pimpl.h>
 #include <torch/types.h>
 
@@ -31,6 +32,10 @@ class Encoder : public torch::nn::Module, public plugin::Made {
   virtual EncoderOutput forward(const torch::Tensor& src, const torch::Tensor& valid_lens) = 0;
   /// Output width H.
   virtual int64_t output_size() const = 0;
+  /// The table that embeds the source token ids, for `model.share_embeddings` (one table for
+  /// source and target, the decoder adopting it); an empty holder, the default, when it has none
+  /// to share (feature inputs, or a plugin that does not offer it).
+  virtual torch::nn::Embedding token_embedding() const { return nullptr; }
 };
 
 /// Per-sequence decoding state (encoder outputs, caches). Decoders subclass it.
@@ -56,6 +61,15 @@ class Decoder : public torch::nn::Module, public plugin::Made {
   /// true when forward() returns probabilities (softmax applied, e.g. the TF-lab transformer's
   /// `output: softmax`) instead of logits; losses and beam search then take their log.
   virtual bool outputs_probabilities() const { return false; }
+  /// The table that embeds the target token ids (see Encoder::token_embedding); empty by default.
+  virtual torch::nn::Embedding token_embedding() const { return nullptr; }
+  /// `model.share_embeddings`: embed target ids with `shared`, the encoder's table, from now on
+  /// (EncoderDecoderImpl::share_token_embeddings has checked that it has token_embedding()'s
+  /// shape). The override must also drop its own table from its registered modules
+  /// (unregister_module) so that the shared weight is one parameter of the model, and use
+  /// `shared` wherever it used its own (an output projection tied to it included). The default
+  /// throws PluginError: "this decoder cannot share its embedding".
+  virtual void use_token_embedding(const torch::nn::Embedding& shared);
 };
 
 /// The model the seq2seq trainer trains: any encoder plugin + any decoder plugin. Its calls into
@@ -63,7 +77,15 @@ class Decoder : public torch::nn::Module, public plugin::Made {
 /// the plugin (plugin::rethrow_naming); call them rather than encoder()/decoder() directly.
 class EncoderDecoderImpl : public torch::nn::Module {
  public:
+  /// ConfigError when the two register one parameter tensor twice (an optimizer would step it twice).
   EncoderDecoderImpl(std::shared_ptr<Encoder> encoder, std::shared_ptr<Decoder> decoder);
+  /// `model.share_embeddings`: the decoder adopts the encoder's token embedding (Press & Wolf
+  /// 2017; fairseq's --share-all-embeddings), so one [V, H] table embeds both sides, and also
+  /// the decoder's output when it ties that to its embedding. The dataset's source and target ids
+  /// must index one vocabulary (DataInfo::shared_vocab; the caller checks). ConfigError naming
+  /// the plugin when either side has no table or the shapes differ; the decoder's own errors
+  /// name it (plugin::rethrow_naming).
+  void share_token_embeddings();
   /// Teacher-forced: src [B, S], src_valid_lens [B], tgt_in [B, T] -> logits [B, T, V]
   torch::Tensor forward(const torch::Tensor& src, const torch::Tensor& src_valid_lens, const torch::Tensor& tgt_in);
   /// encoder().forward: src [B, S], src_valid_lens [B] -> states [B, S, H]

@@ -125,6 +125,7 @@ class TransformerEncoderImpl : public Encoder {
   /// x [B, S, H] already embedded and position-encoded -> [B, S, H] (blocks + final LN)
   torch::Tensor forward_embedded(const torch::Tensor& x, const torch::Tensor& valid_lens);
   int64_t output_size() const override { return options.num_hiddens(); }
+  torch::nn::Embedding token_embedding() const override { return embedding; }
 
   TransformerOptions options;
   torch::nn::Embedding embedding{nullptr};
@@ -149,6 +150,9 @@ class TransformerDecoderImpl : public Decoder {
   bool outputs_probabilities() const override { return options.output_softmax(); }
   /// The output projection's weight [vocab, H]: dense's, or the embedding's when tied.
   torch::Tensor output_weight() const;
+  torch::nn::Embedding token_embedding() const override { return embedding; }
+  /// Embeds (and, with tie_embeddings, projects) with `shared`; its own table is unregistered.
+  void use_token_embedding(const torch::nn::Embedding& shared) override;
 
   TransformerOptions options;
   torch::nn::Embedding embedding{nullptr};

@@ -18,6 +18,7 @@ struct DataInfo {
   int64_t num_features = 0;    // > 0 for continuous inputs
   int64_t num_steps = 0;       // padded sequence length (0 = variable)
   int64_t pad_id = -1, bos_id = -1, eos_id = -1;
+  bool shared_vocab = false;  // source and target ids index one vocabulary (model.share_embeddings)
 };
 
 struct BuildContext {

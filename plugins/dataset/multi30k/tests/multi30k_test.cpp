@@ -276,6 +276,42 @@ TEST_F(Multi30kTest, NumTrainKeepsTheFirstTrainingPairs) {
   EXPECT_EQ(whole->split_size(Split::Train), words_->split_size(Split::Train));
 }
 
+TEST_F(Multi30kTest, SharedVocabularyIsOneTokenizerAndOneTableForBothLanguages) {
+  REQUIRE_DATA();
+  plugin::BuildContext ctx;
+  ctx.registry = registry_;
+  auto ds = registry_->create<data::Dataset>(
+      config::parse_yaml("plugin: multi30k\ntokenizer: d2l_words\nshared_vocab: true\n", "t.yaml"), ctx);
+  ds->prepare(*data_dir_);
+  const auto& shared = dynamic_cast<const Multi30k&>(*ds);
+  EXPECT_EQ(&shared.src_tokenizer(), &shared.tgt_tokenizer());
+  // One vocabulary, counted over both languages' training sentences (min_freq 2 over the union).
+  std::vector<Tokens> both;
+  for (const auto& s : words_->raw_sources(Split::Train)) both.push_back(words_->src_tokenizer().encode(s));
+  for (const auto& s : words_->raw_targets(Split::Train)) both.push_back(words_->tgt_tokenizer().encode(s));
+  const data::Vocab expected(both, 2, {"<pad>", "<bos>", "<eos>"});
+  EXPECT_EQ(ds->src_vocab()->tokens(), expected.tokens());
+  EXPECT_EQ(ds->tgt_vocab()->tokens(), expected.tokens());
+  EXPECT_GT(expected.size(), words_->src_vocab()->size());
+  EXPECT_GT(expected.size(), words_->tgt_vocab()->size());
+  for (const char* word : {"hund", "dog", "männer", "men"}) EXPECT_NE((*ds->src_vocab())[word], ds->src_vocab()->unk());
+  const auto info = ds->info();
+  EXPECT_TRUE(info.shared_vocab);
+  EXPECT_FALSE(words_->info().shared_vocab);
+  EXPECT_EQ(info.src_vocab_size, info.tgt_vocab_size);
+  // The same sentences as without sharing, through the one table: the first pair both ways.
+  const auto first = ds->batches(Split::Train, false, 0)[0];
+  const int64_t s = first.src_valid_lens[0].item<int64_t>();
+  EXPECT_EQ(ds->src_vocab()->decode(ids(first.src[0].narrow(0, 0, s))),
+            (Tokens{"zwei", "junge", "weiße", "männer", "sind", "im", "freien", "in", "der", "nähe", "vieler", "büsche",
+                    ".", "<eos>"}));
+  EXPECT_EQ(ds->decode_target(ids(first.tgt_out[0])), "two young , white males are outside near many bushes .");
+  // Constructed directly, shared_vocab takes one tokenizer, not two.
+  Multi30kOptions o;
+  o.shared_vocab = true;
+  EXPECT_THROW(make(o, "d2l_words"), DataError);
+}
+
 TEST_F(Multi30kTest, CreatedThroughTheRegistry) {
   REQUIRE_DATA();
   plugin::BuildContext ctx;
