@@ -138,6 +138,8 @@ TEST_F(ResumeTest, EvalTranslatesASplitAndStoresSacreBleu) {
   auto greedy = run({"eval", path, "--split", "test"});
   ASSERT_EQ(greedy.exit_code, 0) << greedy.out << greedy.err;
   EXPECT_NE(greedy.out.find("BLEU = "), std::string::npos) << greedy.out;
+  EXPECT_NE(greedy.out.find("|case:mixed|"), std::string::npos) << greedy.out;
+  EXPECT_NE(greedy.out.find(", lowercased "), std::string::npos) << greedy.out;
   auto beam = run({"eval", path, "--split", "test", "--beam", "3", "-q"});
   ASSERT_EQ(beam.exit_code, 0) << beam.out << beam.err;
 
@@ -151,6 +153,9 @@ TEST_F(ResumeTest, EvalTranslatesASplitAndStoresSacreBleu) {
     auto expected = metrics::corpus_bleu(hyps, refs);
     EXPECT_DOUBLE_EQ(rd.attr_double_at(group, "bleu"), expected.score) << group;
     EXPECT_EQ(rd.attr_string_at(group, "bleu_signature"), expected.signature);
+    EXPECT_DOUBLE_EQ(rd.attr_double_at(group, "bleu_lowercase"),
+                     metrics::corpus_bleu(hyps, refs, {.lowercase = true}).score)
+        << group;
     EXPECT_GE(rd.attr_double_at(group, "seconds"), 0.0);
     EXPECT_EQ(rd.attr_string_at(group, "checkpoint"), "best");
   }

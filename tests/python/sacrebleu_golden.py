@@ -92,6 +92,12 @@ CASES = [
      {"smooth_method": "floor"}),
     ("effective_order", ["the cat sat"], [["the cat sat on"]], {"effective_order": True}),
     ("tokenize_none", ["Hello, world!", "A man runs."], [["Hello , world !", "A man runs."]], {"tokenize": "none"}),
+    # sacreBLEU -lc, the lenient score the pytorch-seq2seq anchor is closest to (README).
+    ("lowercase", REALISTIC_HYPS, [REALISTIC_REFS], {"lowercase": True}),
+    ("lowercase_unicode",
+     ["EIN MANN läuft über DIE Straße.", "CAFÉ — Naïve Façade, «TRÈS» beau.", "ΩΜΈΓΑ, ПРИВЕТ, мир!"],
+     [["Ein Mann läuft über die Straße.", "Café – naïve façade, « très » beau.", "Ωμέγα, привет, мир!"]],
+     {"lowercase": True}),
 ]
 
 TOKENIZE = [
@@ -125,7 +131,8 @@ def print_golden(json_mode):
     cases = []
     for name, hyps, refs, opts in CASES:
         s, sig = bleu(hyps, refs, opts)
-        options = {k: opts[k] for k in ("tokenize", "smooth_method", "effective_order") if k in opts}  # BleuOptions' order
+        options = {k: opts[k] for k in ("tokenize", "smooth_method", "effective_order", "lowercase")
+                   if k in opts}  # BleuOptions' order
         cases.append((name, hyps, refs, options, s.score, [float(c) for c in s.counts], [float(t) for t in s.totals],
                       [float(p) for p in s.precisions], s.bp, s.sys_len, s.ref_len, sig, str(s)))
     golden.const("GoldenCase[]", "kCases", cases)

@@ -179,10 +179,12 @@ int cmd_eval(int argc, char** argv) {
                                translation.references[i]);
     }
   }
-  std::cout << fmt::format("{} {}: {} ({}), d2l mean BLEU {:.3f}, {} sentences in {:.1f}s -> /eval/{}\n", what,
-                           to.beam_size > 1 ? fmt::format("beam {}", to.beam_size) : std::string("greedy"),
-                           scores.bleu.format(), scores.bleu.signature, scores.d2l_mean_bleu,
-                           translation.hypotheses.size(), translation.seconds, name);
+  std::cout << fmt::format(
+      "{} {}: {} ({}), lowercased {:.2f}, d2l mean BLEU {:.3f}, {} sentences in {:.1f}s -> "
+      "/eval/{}\n",
+      what, to.beam_size > 1 ? fmt::format("beam {}", to.beam_size) : std::string("greedy"), scores.bleu.format(),
+      scores.bleu.signature, scores.bleu_lowercase.score, scores.d2l_mean_bleu, translation.hypotheses.size(),
+      translation.seconds, name);
   return 0;
 }
 

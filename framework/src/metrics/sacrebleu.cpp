@@ -6,6 +6,7 @@
 // they are applied to UTF-8 bytes with the same left-to-right, non-overlapping scan as Python's
 // re.sub (a multi-byte character behaves like its last byte before a match and its first after);
 // whitespace (str.split / str.rstrip) is Python's Unicode whitespace.
+#include <attnlab/data/text.hpp>
 #include <attnlab/error.hpp>
 #include <attnlab/metrics/sacrebleu.hpp>
 
@@ -213,7 +214,8 @@ BleuScore corpus_bleu_multi(const std::vector<std::string>& hyps,
                   ref_streams[k].size(), hyps.size());
   }
   const auto preprocess = [&](const std::string& s) {
-    std::string t = rstrip(s);
+    // sacreBLEU's _preprocess_segment: lowercase (str.lower()), then rstrip and tokenize.
+    std::string t = rstrip(o.lowercase ? data::utf8_lower(s) : s);
     return o.tokenize == "13a" ? tokenize_13a(t) : t;
   };
   const int max_n = o.max_ngram_order;
@@ -262,8 +264,9 @@ BleuScore corpus_bleu_multi(const std::vector<std::string>& hyps,
   const double smooth_value = o.smooth_value >= 0 ? o.smooth_value : (floor ? 0.1 : 1.0);
   std::string smooth = o.smooth_method;
   if (floor || add_k) smooth += fmt::format("[{:.2f}]", smooth_value);
-  s.signature = fmt::format("nrefs:{}|case:mixed|eff:{}|tok:{}|smooth:{}|version:{}", ref_streams.size(),
-                            o.effective_order ? "yes" : "no", o.tokenize, smooth, kSacreBleuVersion);
+  s.signature = fmt::format("nrefs:{}|case:{}|eff:{}|tok:{}|smooth:{}|version:{}", ref_streams.size(),
+                            o.lowercase ? "lc" : "mixed", o.effective_order ? "yes" : "no", o.tokenize, smooth,
+                            kSacreBleuVersion);
   if (sys_len < ref_len) s.bp = sys_len > 0 ? std::exp(1.0 - static_cast<double>(ref_len) / sys_len) : 0.0;
   bool any_correct = false;
   for (int64_t c : correct) any_correct = any_correct || c != 0;

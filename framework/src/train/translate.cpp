@@ -98,6 +98,7 @@ Translation translate_split(nn::EncoderDecoder& model, const data::Dataset& data
 EvalScores score_translation(const Translation& t) {
   EvalScores s;
   s.bleu = metrics::corpus_bleu(t.hypotheses, t.references);
+  s.bleu_lowercase = metrics::corpus_bleu(t.hypotheses, t.references, {.lowercase = true});
   double total = 0.0;
   for (size_t i = 0; i < t.hypotheses.size(); ++i) total += metrics::d2l_bleu(t.hypotheses[i], t.references[i], 4);
   s.d2l_mean_bleu = t.hypotheses.empty() ? 0.0 : total / static_cast<double>(t.hypotheses.size());
@@ -113,6 +114,7 @@ void write_eval(results::Results& results, const std::string& name, const Transl
   results.set_attr_at(at, "bleu", s.bleu.score);
   results.set_attr_at(at, "bleu_signature", s.bleu.signature);
   results.set_attr_at(at, "bleu_text", s.bleu.format());
+  results.set_attr_at(at, "bleu_lowercase", s.bleu_lowercase.score);
   results.set_attr_at(at, "d2l_mean_bleu", s.d2l_mean_bleu);
   results.set_attr_at(at, "seconds", t.seconds);
   results.set_attr_at(at, "sentences", static_cast<int64_t>(t.hypotheses.size()));

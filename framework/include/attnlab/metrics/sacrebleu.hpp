@@ -21,6 +21,7 @@ struct BleuOptions {
   double smooth_value = -1;           // floor / add-k value; < 0 = sacreBLEU's default (0.1 / 1)
   int max_ngram_order = 4;
   bool effective_order = false;       // corpus BLEU default; true for sentence-level BLEU
+  bool lowercase = false;             // sacreBLEU's -lc: both sides lowercased first ("case:lc")
 };
 
 struct BleuScore {

@@ -41,13 +41,15 @@ Translation translate_sentences(nn::EncoderDecoder& model, const data::Dataset& 
                                 const TranslateOptions& options, int64_t batch_size = 128);
 
 struct EvalScores {
-  metrics::BleuScore bleu;     // sacreBLEU 13a corpus BLEU
-  double d2l_mean_bleu = 0.0;  // mean over sentences of d2l's BLEU (k = 4) on the raw strings
+  metrics::BleuScore bleu;            // sacreBLEU 13a corpus BLEU
+  metrics::BleuScore bleu_lowercase;  // the same, lowercased (sacreBLEU -lc)
+  double d2l_mean_bleu = 0.0;         // mean over sentences of d2l's BLEU (k = 4) on the raw strings
 };
 
 EvalScores score_translation(const Translation& t);
 
 /// /eval/<name>/{sources, references, hypotheses} and attributes on /eval/<name>: bleu, bleu_signature,
+/// bleu_lowercase (sacreBLEU -lc),
 /// bleu_text (sacreBLEU's line), d2l_mean_bleu, seconds, sentences, split, decoding ("greedy" or
 /// "beam"), beam_size, length_penalty, max_steps, checkpoint. Flushes.
 void write_eval(results::Results& results, const std::string& name, const Translation& t, const EvalScores& s,
