@@ -11,14 +11,19 @@ using namespace attnlab;
 
 struct Config {
   int64_t num_hiddens = 0;  // 0: the key size
+  bool fused = true;
 };
 
 const config::Binding<Config>& binding() {
-  static const auto b = config::Binding<Config>().option(
-      "num_hiddens", &Config::num_hiddens,
-      "width of the tanh layer (0 = the key size: per-head size inside multi-head attention, the hidden size in "
-      "Bahdanau's decoder)",
-      {.min = 0, .max = 65536});
+  static const auto b = config::Binding<Config>()
+                            .option("num_hiddens", &Config::num_hiddens,
+                                    "width of the tanh layer (0 = the key size: per-head size inside multi-head "
+                                    "attention, the hidden size in Bahdanau's decoder)",
+                                    {.min = 0, .max = 65536})
+                            .option("fused", &Config::fused,
+                                    "score in one CPU pass without the [B, Q, K, H] tanh features (tanh "
+                                    "recomputed in the backward); false: d2l's composition of torch ops. Same "
+                                    "parameters, results equal up to float rounding; CUDA always composes");
   return b;
 }
 
@@ -32,7 +37,7 @@ std::shared_ptr<nn::Scorer> make(const config::Options& options, const plugin::B
                 options.resolved().where(), options.owner(), sc.query_size, sc.key_size);
   const Config c = binding().read(options);
   const int64_t hiddens = c.num_hiddens > 0 ? c.num_hiddens : sc.key_size;
-  return std::make_shared<scorers::additive::AdditiveScorerImpl>(sc.query_size, sc.key_size, hiddens);
+  return std::make_shared<scorers::additive::AdditiveScorerImpl>(sc.query_size, sc.key_size, hiddens, c.fused);
 }
 
 }  // namespace

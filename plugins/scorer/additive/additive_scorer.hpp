@@ -15,12 +15,16 @@ namespace attnlab::scorers::additive {
 /// softmaxes the masked scores and applies dropout to the weights, as Attention does.
 class AdditiveScorerImpl : public nn::Scorer {
  public:
-  AdditiveScorerImpl(int64_t query_size, int64_t key_size, int64_t num_hiddens);
+  /// fused: on CPU in float or double, score in one pass without the [B, Q, K, H] tanh features
+  /// (additive_kernels.hpp: one autograd node, tanh recomputed in its backward); false, or other
+  /// devices and dtypes: the composition of torch ops, d2l's code.
+  AdditiveScorerImpl(int64_t query_size, int64_t key_size, int64_t num_hiddens, bool fused = true);
   /// queries [B, Q, Dq], keys [B, K, Dk] -> scores [B, Q, K]. Projects queries and keys first
-  /// ([B, Q, H], [B, K, H]); only the tanh features [B, Q, K, H] are materialised, once.
+  /// ([B, Q, H], [B, K, H]), then w_v^T tanh(q + k) for every query-key pair.
   torch::Tensor score(const torch::Tensor& queries, const torch::Tensor& keys, const nn::Positions& positions) override;
 
   torch::nn::Linear W_q{nullptr}, W_k{nullptr}, w_v{nullptr};
+  bool fused = true;
 };
 TORCH_MODULE(AdditiveScorer);
 

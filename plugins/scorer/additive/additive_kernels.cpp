@@ -1,0 +1,138 @@
+// The additive kernels at the build's baseline ISA, the run-time choice between them and the AVX2
+// copy, their split over ATen's threads, and the autograd node around them. Compiled with -fopenmp
+// and without the PCH (CMakeLists.txt), as ATen's kernels are: at::parallel_for forks only in code
+// built with OpenMP.
+#define ATTNLAB_ADDITIVE_ISA baseline
+#include "additive_kernels_rows.hpp"
+
+#include <ATen/Parallel.h>
+#include <ATen/Version.h>
+#include <torch/autograd.h>
+
+#include <atomic>
+#include <string>
+#include <vector>
+
+namespace attnlab::scorers::additive {
+namespace kernels {
+namespace {
+
+std::atomic<Isa> g_isa{Isa::Auto};
+
+#if defined(ATTNLAB_ADDITIVE_AVX2)
+bool cpu_runs_avx2() {
+  static const bool yes = [] {
+    const std::string capability = at::get_cpu_capability();  // ATEN_CPU_CAPABILITY=default turns it off
+    return capability == "AVX2" || capability.starts_with("AVX512");
+  }();
+  return yes;
+}
+
+bool use_avx2() { return g_isa.load(std::memory_order_relaxed) != Isa::Baseline && cpu_runs_avx2(); }
+#endif
+
+}  // namespace
+
+void set_isa(Isa isa) { g_isa.store(isa, std::memory_order_relaxed); }
+
+bool avx2_available() {
+#if defined(ATTNLAB_ADDITIVE_AVX2)
+  return cpu_runs_avx2();
+#else
+  return false;
+#endif
+}
+
+}  // namespace kernels
+
+namespace {
+
+using torch::Tensor;
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+#if defined(ATTNLAB_ADDITIVE_AVX2)
+#define ATTNLAB_ADDITIVE_CALL(kernel, ...) \
+  (kernels::use_avx2() ? kernels::avx2::kernel(__VA_ARGS__) : kernels::baseline::kernel(__VA_ARGS__))
+#else
+#define ATTNLAB_ADDITIVE_CALL(kernel, ...) kernels::baseline::kernel(__VA_ARGS__)
+#endif
+
+// Elements (tanh evaluations) per at::parallel_for task: a hand-off to another thread costs
+// microseconds, so Bahdanau's decoder step ([64, 1, 10, 32]: 20480) stays on the calling thread.
+constexpr int64_t kGrain = 32768;
+
+int64_t grain(int64_t per_item) { return std::max<int64_t>(1, kGrain / std::max<int64_t>(1, per_item)); }
+
+template <class T>
+kernels::Operands<T> operands(const Tensor& q, const Tensor& k, const Tensor& w) {
+  return {q.data_ptr<T>(), k.data_ptr<T>(), w.data_ptr<T>(), q.size(1), k.size(1), q.size(2)};
+}
+
+Tensor forward_all(const Tensor& q, const Tensor& k, const Tensor& w) {
+  auto scores = torch::zeros({q.size(0), q.size(1), k.size(1)}, q.options());
+  if (scores.numel() == 0 || q.size(2) == 0) return scores;
+  AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "additive_scores", [&] {
+    const auto a = operands<scalar_t>(q, k, w);
+    scalar_t* out = scores.data_ptr<scalar_t>();
+    at::parallel_for(0, q.size(0) * a.Q, grain(a.K * a.H),
+                     [&](int64_t r0, int64_t r1) { ATTNLAB_ADDITIVE_CALL(forward_rows, a, out, r0, r1); });
+  });
+  return scores;
+}
+
+variable_list backward_all(const Tensor& q, const Tensor& k, const Tensor& w, const Tensor& dscores) {
+  auto dq = torch::zeros_like(q), dk = torch::zeros_like(k), dw = torch::zeros_like(w);
+  const int64_t B = q.size(0), H = q.size(2);
+  if (dscores.numel() == 0 || H == 0) return {dq, dk, dw};
+  AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "additive_scores_backward", [&] {
+    const auto a = operands<scalar_t>(q, k, w);
+    std::vector<scalar_t> partial(static_cast<size_t>(B * H), scalar_t(0));  // [B, H]: each batch row's dw
+    const scalar_t* ds = dscores.data_ptr<scalar_t>();
+    scalar_t* pdq = dq.data_ptr<scalar_t>();
+    scalar_t* pdk = dk.data_ptr<scalar_t>();
+    at::parallel_for(0, B, grain(a.Q * a.K * H), [&](int64_t b0, int64_t b1) {
+      ATTNLAB_ADDITIVE_CALL(backward_batches, a, ds, pdq, pdk, partial.data(), b0, b1);
+    });
+    scalar_t* pdw = dw.data_ptr<scalar_t>();
+    for (int64_t b = 0; b < B; ++b) {  // in order: the same sum whatever the thread count
+      for (int64_t h = 0; h < H; ++h) pdw[h] += partial[b * H + h];
+    }
+  });
+  return {dq, dk, dw};
+}
+
+struct ScoresFunction : torch::autograd::Function<ScoresFunction> {
+  static Tensor forward(AutogradContext* ctx, const Tensor& q, const Tensor& k, const Tensor& w) {
+    const auto qc = q.contiguous(), kc = k.contiguous(), wc = w.contiguous();
+    ctx->save_for_backward({qc, kc, wc});
+    return forward_all(qc, kc, wc);
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    auto d = backward_all(saved[0], saved[1], saved[2], grads[0].contiguous());
+    return {d[0], d[1], d[2]};
+  }
+};
+
+}  // namespace
+
+bool fused_scores_supported(const Tensor& q, const Tensor& k, const Tensor& w) {
+  const auto dtype = q.scalar_type();
+  return q.device().is_cpu() && k.device().is_cpu() && w.device().is_cpu() &&
+         (dtype == torch::kFloat || dtype == torch::kDouble) && k.scalar_type() == dtype && w.scalar_type() == dtype;
+}
+
+Tensor fused_scores(const Tensor& q, const Tensor& k, const Tensor& w) {
+  TORCH_CHECK(fused_scores_supported(q, k, w),
+              "additive fused_scores: needs CPU float or double tensors of one dtype, found queries ", q.toString(),
+              ", keys ", k.toString(), ", w ", w.toString());
+  TORCH_CHECK(
+      q.dim() == 3 && k.dim() == 3 && q.size(0) == k.size(0) && q.size(2) == k.size(2) && w.numel() == q.size(2),
+      "additive fused_scores: needs q [B, Q, H], k [B, K, H], w of H elements, found ", q.sizes(), ", ", k.sizes(),
+      ", ", w.sizes());
+  return ScoresFunction::apply(q, k, w);
+}
+
+}  // namespace attnlab::scorers::additive
