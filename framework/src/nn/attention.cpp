@@ -2,6 +2,8 @@
 #include <attnlab/nn/attention.hpp>
 #include <attnlab/nn/dot_product.hpp>
 
+#include "nn/mask_memo.hpp"
+
 #include <torch/nn/functional/activation.h>
 #include <torch/torch.h>
 
@@ -29,10 +31,13 @@ torch::Tensor valid_mask(int64_t batch, int64_t queries, int64_t keys, const tor
 torch::Tensor masked_softmax(const torch::Tensor& scores, const torch::Tensor& valid_lens) {
   if (!valid_lens.defined()) return torch::softmax(scores, -1);
   TORCH_CHECK(scores.dim() == 3, "masked_softmax: expected scores [B, Q, K], found ", scores.sizes());
-  auto keep = valid_mask(scores.size(0), scores.size(1), scores.size(2), valid_lens);  // [B, Q, K]
+  const int64_t B = scores.size(0), Q = scores.size(1), K = scores.size(2);
+  const auto masked = memo::derived(valid_lens, {memo::kValidMask, B, Q, K}, [&] {
+    return std::vector<torch::Tensor>{valid_mask(B, Q, K, valid_lens).logical_not()};
+  })[0];  // [B, Q, K]: once per lengths tensor and shape in a step (nn/mask_memo.hpp)
   // d2l's -1e6; half cannot hold it, so its lowest finite value there.
   const double fill = scores.scalar_type() == torch::kHalf ? -65504.0 : -1e6;
-  return torch::softmax(scores.masked_fill(keep.logical_not(), fill), -1);  // [B, Q, K]
+  return torch::softmax(scores.masked_fill(masked, fill), -1);  // [B, Q, K]
 }
 
 AttentionImpl::AttentionImpl(std::shared_ptr<Scorer> scorer, double dropout, RecordAs record_as, int64_t heads)
@@ -148,7 +153,10 @@ torch::Tensor MultiHeadAttentionImpl::forward(const torch::Tensor& queries, cons
   auto k = split ? W_k_heads->forward(keys) : transpose_qkv(W_k->forward(keys), heads);        // [B * heads, K, H / heads]
   auto v = split ? W_v_heads->forward(values) : transpose_qkv(W_v->forward(values), heads);    // [B * heads, K, H / heads]
   torch::Tensor lens;                                    // [B * heads] or [B * heads, Q]
-  if (valid_lens.defined()) lens = valid_lens.repeat_interleave(heads, 0);
+  if (valid_lens.defined()) {  // the same per-head lengths for every layer (nn/mask_memo.hpp)
+    lens = memo::derived(valid_lens, {memo::kRepeatHeads, heads, 0, 0},
+                         [&] { return std::vector<torch::Tensor>{valid_lens.repeat_interleave(heads, 0)}; })[0];
+  }
   auto out = attention_->forward(q, k, v, lens, positions);  // [B * heads, Q, H / heads]
   return W_o->forward(transpose_output(out, heads));     // [B, Q, H]
 }

@@ -1,6 +1,8 @@
 // Scaled dot-product scores and the fused SDPA path.
 #include <attnlab/nn/dot_product.hpp>
 
+#include "nn/mask_memo.hpp"
+
 #include <cmath>
 #include <limits>
 
@@ -39,13 +41,17 @@ torch::Tensor scaled_dot_product_attend(const torch::Tensor& queries, const torc
     auto mask = bias.defined() ? std::optional<torch::Tensor>(bias.to(queries.scalar_type())) : std::nullopt;
     return at::scaled_dot_product_attention(queries, keys, values, mask, dropout, false, scale);  // [B, Q, Dv]
   }
-  auto keep = valid_mask(batch, q_len, k_len, valid_lens);  // [B, Q, K]
   // d2l gives a row with nothing valid -1e6 everywhere, i.e. uniform weights over all keys. SDPA
   // would give NaN for it, so such rows attend to everything with a zero query (all scores 0)
-  // and no bias.
-  auto empty = keep.any(-1, /*keepdim=*/true).logical_not();  // [B, Q, 1]
-  auto q = queries.masked_fill(empty, 0.0);                   // [B, Q, D]
-  keep = keep.logical_or(empty);                              // [B, Q, K]
+  // and no bias. Both masks once per lengths tensor and shape in a step (nn/mask_memo.hpp).
+  const auto masks = memo::derived(valid_lens, {memo::kSdpaMasks, batch, q_len, k_len}, [&] {
+    const auto valid = valid_mask(batch, q_len, k_len, valid_lens);    // [B, Q, K]
+    const auto empty = valid.any(-1, /*keepdim=*/true).logical_not();  // [B, Q, 1]
+    return std::vector<torch::Tensor>{empty, valid.logical_or(empty)};
+  });
+  const auto& empty = masks[0];              // [B, Q, 1]
+  const auto& keep = masks[1];               // [B, Q, K]
+  auto q = queries.masked_fill(empty, 0.0);  // [B, Q, D]
   if (!bias.defined()) return at::scaled_dot_product_attention(q, keys, values, keep, dropout, false, scale);
   // Masked positions get -inf added (weight exactly 0, as the explicit path's -1e6 gives).
   auto mask = bias.to(queries.scalar_type())
