@@ -164,11 +164,14 @@ TEST_F(Compare, MarkdownParses) {
 }
 
 /// `runner eval` writes /eval/<name>; compare shows each evaluation's scores per run.
-void add_eval(const std::string& path, const std::string& name, double bleu, double d2l, int64_t beam) {
+/// `lowercase` < 0 writes no bleu_lowercase, as runner eval did before it stored one.
+void add_eval(const std::string& path, const std::string& name, double bleu, double d2l, int64_t beam,
+              double lowercase = -1) {
   results::Results out(path, results::Results::Open::Existing);
   const std::string at = "eval/" + name;
   out.write_strings(at + "/hypotheses", {"a b c"});
   out.set_attr_at(at, "bleu", bleu);
+  if (lowercase >= 0) out.set_attr_at(at, "bleu_lowercase", lowercase);
   out.set_attr_at(at, "d2l_mean_bleu", d2l);
   out.set_attr_at(at, "split", std::string("test"));
   out.set_attr_at(at, "decoding", std::string(beam > 1 ? "beam" : "greedy"));
@@ -182,20 +185,36 @@ TEST_F(Compare, EvaluationsAreTabledPerRun) {
   const auto a = tmp_ + "/eval_a.h5", b = tmp_ + "/eval_b.h5";
   fs::copy_file(first_, a, fs::copy_options::overwrite_existing);
   fs::copy_file(last_, b, fs::copy_options::overwrite_existing);
-  add_eval(a, "test", 27.94, 0.233, 1);
-  add_eval(a, "test_beam5", 28.27, 0.237, 5);
-  add_eval(b, "test", 25.28, 0.2, 1);  // b has no beam evaluation
+  add_eval(a, "test", 27.94, 0.233, 1, 28.41);
+  add_eval(a, "test_beam5", 28.27, 0.237, 5, 28.8);
+  add_eval(b, "test", 25.28, 0.2, 1);  // b has no beam evaluation, and a file from before -lc
   auto r = compare({a, b, "--format", "markdown", "--no-attention"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   auto t = markdown_table(r.out, "### Evaluations");
   ASSERT_EQ(t.size(), 3u) << r.out;
-  EXPECT_EQ(t[0], (std::vector<std::string>{"evaluation", "decoding", "A sacreBLEU (d2l)", "B sacreBLEU (d2l)"}));
-  EXPECT_EQ(t[1], (std::vector<std::string>{"test", "greedy, best checkpoint", "27.94 (0.233)", "25.28 (0.200)"}));
-  EXPECT_EQ(t[2], (std::vector<std::string>{"test_beam5", "beam 5, best checkpoint", "28.27 (0.237)", "-"}));
+  EXPECT_EQ(t[0], (std::vector<std::string>{"evaluation", "decoding", "A sacreBLEU / lowercased (d2l)",
+                                            "B sacreBLEU / lowercased (d2l)"}));
+  EXPECT_EQ(t[1],
+            (std::vector<std::string>{"test", "greedy, best checkpoint", "27.94 / 28.41 (0.233)", "25.28 / - (0.200)"}));
+  EXPECT_EQ(t[2], (std::vector<std::string>{"test_beam5", "beam 5, best checkpoint", "28.27 / 28.80 (0.237)", "-"}));
   auto csv = parse_csv(compare({a, b, "--format", "csv"}).out);
   ASSERT_EQ(csv.size(), 3u);
   EXPECT_EQ(csv[1][column(csv[0], "eval test bleu")], "27.94");
+  EXPECT_EQ(csv[1][column(csv[0], "eval test bleu_lowercase")], "28.41");
+  EXPECT_EQ(csv[2][column(csv[0], "eval test bleu_lowercase")], "");
   EXPECT_EQ(csv[2][column(csv[0], "eval test_beam5 bleu")], "");
+  // A beam evaluation names its length penalty when the file stores it (runner eval does).
+  {
+    results::Results out(a, results::Results::Open::Existing);
+    out.set_attr_at("eval/test_beam5", "length_penalty", 0.6);
+  }
+  t = markdown_table(compare({a, b, "--format", "markdown", "--no-attention"}).out, "### Evaluations");
+  ASSERT_EQ(t.size(), 3u);
+  EXPECT_EQ(t[2][1], "beam 5 (length penalty 0.6), best checkpoint");
+  // Grouped, the lowercased score is a quantity of its own.
+  auto g = compare({a, b, "--group-by", "model.norm", "--format", "csv"});
+  ASSERT_EQ(g.exit_code, 0) << g.err;
+  EXPECT_NE(g.out.find("sacrebleu_lowercase"), std::string::npos) << g.out;
   // Runs without evaluations print no such table.
   EXPECT_EQ(compare({first_, last_}).out.find("Evaluations"), std::string::npos);
 }

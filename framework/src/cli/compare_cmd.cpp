@@ -28,6 +28,7 @@ Table csv_table(const std::vector<Run>& runs, const std::vector<std::string>& ke
   const auto evals = eval_names(runs);
   for (const auto& e : evals) {
     t.header.push_back("eval " + e + " bleu");
+    t.header.push_back("eval " + e + " bleu_lowercase");
     t.header.push_back("eval " + e + " d2l_mean_bleu");
   }
   const bool samples = any_samples(runs);
@@ -60,6 +61,9 @@ Table csv_table(const std::vector<Run>& runs, const std::vector<std::string>& ke
     for (const auto& e : evals) {
       auto it = r.evals.find(e);
       row.push_back(it == r.evals.end() ? "" : fmt::format("{:.9g}", it->second.bleu));
+      row.push_back(it == r.evals.end() || !it->second.bleu_lowercase
+                        ? ""
+                        : fmt::format("{:.9g}", *it->second.bleu_lowercase));
       row.push_back(it == r.evals.end() ? "" : fmt::format("{:.9g}", it->second.d2l_mean_bleu));
     }
     if (samples) row.push_back(r.samples_mean_bleu ? fmt::format("{:.9g}", *r.samples_mean_bleu) : "");

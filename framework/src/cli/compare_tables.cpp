@@ -51,11 +51,12 @@ Table metrics_table(const std::vector<Run>& runs, const std::vector<std::string>
   return t;
 }
 
-/// evaluation | decoding | A | B ...: sacreBLEU (and d2l's mean sentence BLEU) per run.
+/// evaluation | decoding | A | B ...: sacreBLEU, lowercased sacreBLEU (and d2l's mean sentence BLEU)
+/// per run; "-" for the lowercased score of files written before runner eval stored it.
 Table evals_table(const std::vector<Run>& runs) {
   Table t{{"evaluation", "decoding"}, {}, {false, false}};
   for (size_t i = 0; i < runs.size(); ++i) {
-    t.header.push_back(run_id(i) + " sacreBLEU (d2l)");
+    t.header.push_back(run_id(i) + " sacreBLEU / lowercased (d2l)");
     t.numeric.push_back(true);
   }
   for (const auto& name : eval_names(runs)) {
@@ -69,10 +70,13 @@ Table evals_table(const std::vector<Run>& runs) {
       }
       const auto& e = it->second;
       if (decoding.empty()) {
-        decoding = e.beam_size > 1 ? fmt::format("beam {}, {} checkpoint", e.beam_size, e.checkpoint)
+        const std::string lp = e.length_penalty ? fmt::format(" (length penalty {:g})", *e.length_penalty) : "";
+        decoding = e.beam_size > 1 ? fmt::format("beam {}{}, {} checkpoint", e.beam_size, lp, e.checkpoint)
                                    : fmt::format("greedy, {} checkpoint", e.checkpoint);
       }
-      row.push_back(fmt::format("{:.2f} ({:.3f})", e.bleu, e.d2l_mean_bleu));
+      row.push_back(fmt::format("{:.2f} / {} ({:.3f})", e.bleu,
+                                e.bleu_lowercase ? fmt::format("{:.2f}", *e.bleu_lowercase) : std::string("-"),
+                                e.d2l_mean_bleu));
     }
     row[1] = decoding;
     t.rows.push_back(std::move(row));

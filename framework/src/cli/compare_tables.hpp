@@ -31,7 +31,8 @@ std::vector<Run> completed_runs(const std::vector<Run>& all, const std::string& 
 /// The tables' headings, as compare prints them above each table.
 inline constexpr const char* kMetricsHeading = "Metrics (value @epoch; step/ series @optimizer step)";
 inline constexpr const char* kEvalsHeading =
-    "Evaluations (runner eval: sacreBLEU on the split, d2l's mean sentence BLEU in parentheses; samples: the "
+    "Evaluations (runner eval: sacreBLEU on the split / the same lowercased, d2l's mean sentence BLEU in "
+    "parentheses; samples: the "
     "experiment's evaluate.samples)";
 inline constexpr const char* kAttentionHeading =
     "Attention (mean entropy in nats over the real query tokens, <pad> rows left out / max weight, over the "

@@ -96,6 +96,17 @@ std::vector<Quantity> quantities(const std::vector<Run>& runs, const std::vector
              return d2l ? it->second.d2l_mean_bleu : it->second.bleu;
            }});
     }
+    // Lowercased sacreBLEU, when some run's file has it (runner eval stores it since issue 17).
+    const bool lowercase = std::any_of(runs.begin(), runs.end(), [&name](const Run& r) {
+      auto it = r.evals.find(name);
+      return it != r.evals.end() && it->second.bleu_lowercase.has_value();
+    });
+    if (lowercase) {
+      qs.push_back({"eval", name, "sacrebleu_lowercase", [name](const Run& r) -> std::optional<double> {
+                      auto it = r.evals.find(name);
+                      return it == r.evals.end() ? std::nullopt : it->second.bleu_lowercase;
+                    }});
+    }
   }
   if (any_samples(runs)) {
     qs.push_back({"samples", "sentence BLEU", "mean", [](const Run& r) { return r.samples_mean_bleu; }});

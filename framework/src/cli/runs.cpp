@@ -129,11 +129,13 @@ Run read_run(const std::string& path) {
     if (!in.has(at + "/hypotheses")) continue;  // not a finished evaluation
     EvalScore e;
     e.bleu = in.attr_double_at(at, "bleu");
+    if (in.has_attr_at(at, "bleu_lowercase")) e.bleu_lowercase = in.attr_double_at(at, "bleu_lowercase");
     e.d2l_mean_bleu = in.attr_double_at(at, "d2l_mean_bleu");
     e.split = in.attr_string_at(at, "split");
     e.decoding = in.attr_string_at(at, "decoding");
     e.checkpoint = in.attr_string_at(at, "checkpoint");
     e.beam_size = static_cast<int64_t>(in.attr_double_at(at, "beam_size"));
+    if (in.has_attr_at(at, "length_penalty")) e.length_penalty = in.attr_double_at(at, "length_penalty");
     e.sentences = static_cast<int64_t>(in.attr_double_at(at, "sentences"));
     r.evals[name] = e;
   }

@@ -23,9 +23,11 @@ using AttentionStats = std::map<std::string, std::map<int64_t, std::map<int64_t,
 /// One `runner eval` result (/eval/<name>).
 struct EvalScore {
   double bleu = 0;           // sacreBLEU corpus score
+  std::optional<double> bleu_lowercase;  // the same, lowercased (sacreBLEU -lc); older files lack it
   double d2l_mean_bleu = 0;  // mean of d2l's sentence BLEU
   std::string split, decoding, checkpoint;
   int64_t beam_size = 1, sentences = 0;
+  std::optional<double> length_penalty;  // beam search's GNMT alpha, when the file has it
 };
 
 struct Run {

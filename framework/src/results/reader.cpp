@@ -297,4 +297,13 @@ double ResultsReader::attr_double_at(const std::string& path, const std::string&
   return value;
 }
 
+bool ResultsReader::has_attr_at(const std::string& path, const std::string& name) const {
+  const auto at = absolute(path);
+  if (!h5::exists(impl_->root.get(), at)) return false;
+  Handle obj = check(H5Oopen(impl_->root.get(), at.c_str(), H5P_DEFAULT), path_, fmt::format("cannot open {}", at));
+  const htri_t found = H5Aexists(obj.get(), name.c_str());
+  check(static_cast<herr_t>(found), path_, fmt::format("cannot look up attribute '{}' of {}", name, at));
+  return found > 0;
+}
+
 }  // namespace attnlab::results

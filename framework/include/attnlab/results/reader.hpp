@@ -107,6 +107,8 @@ class ResultsReader {
   /// An attribute of the group or dataset at `path` ("eval/test"): a string, or any number.
   std::string attr_string_at(const std::string& path, const std::string& name) const;
   double attr_double_at(const std::string& path, const std::string& name) const;
+  /// Whether the group or dataset at `path` exists and has the attribute `name`.
+  bool has_attr_at(const std::string& path, const std::string& name) const;
 
  private:
   struct Impl;
