@@ -10,8 +10,13 @@
 #include "testing/runner.hpp"
 #include "testing/testing.hpp"
 
+#include <fmt/format.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <torch/torch.h>
+#include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -225,6 +230,44 @@ TEST(ReportPage, WritesAtomicallyAndNamesBadOutputs) {
   { std::ofstream(h5, std::ios::binary) << std::string("\x89HDF\r\n\x1a\n", 8) << "rest"; }
   EXPECT_NE(output_problem(h5).find("it is an HDF5 file"), std::string::npos) << output_problem(h5);
   EXPECT_EQ(testutil::read_file(h5).size(), 12u);
+}
+
+/// A process killed while writing the page leaves the old page and nothing else: the new page is
+/// an unnamed file until it is complete.
+TEST(ReportPage, AWriteKilledHalfwayLeavesNoTemporary) {
+  const auto dir = testutil::temp_dir("attnlab-report-kill");
+  const auto path = dir + "/page.html";
+  write_atomically(path, "old");
+  const std::string big(size_t{256} << 20, 'x');  // long enough to be killed while writing it
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    try {
+      write_atomically(path, big);
+    } catch (...) {
+      ::_exit(2);
+    }
+    ::_exit(0);
+  }
+  // Wait until the child holds a file in `dir` open (it is writing), then kill it.
+  bool writing = false;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (!writing && std::chrono::steady_clock::now() < until) {
+    std::error_code ec;
+    for (fs::directory_iterator it(fmt::format("/proc/{}/fd", child), ec), end; !ec && it != end; it.increment(ec)) {
+      const auto target = fs::read_symlink(it->path(), ec);
+      if (!ec && target.string().rfind(dir + "/", 0) == 0) writing = true;
+    }
+  }
+  ::kill(child, SIGKILL);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  ASSERT_TRUE(writing) << "the child never opened a file in " << dir;
+  ASSERT_TRUE(WIFSIGNALED(status)) << "the child finished before it was killed; the test proves nothing";
+  std::vector<std::string> left;
+  for (const auto& e : fs::directory_iterator(dir)) left.push_back(e.path().filename().string());
+  EXPECT_EQ(left, std::vector<std::string>{"page.html"});
+  EXPECT_EQ(testutil::read_file(path), "old");
 }
 
 }  // namespace

@@ -91,31 +91,78 @@ std::string output_problem(const std::string& path) {
   return "";
 }
 
-void write_atomically(const std::string& path, const std::string& text) {
-  std::string tmp = path + ".tmp-XXXXXX";
-  const int fd = ::mkstemp(tmp.data());
-  ATTNLAB_CHECK(fd >= 0, Error, "report: cannot create a temporary file beside {}: {}", path, std::strerror(errno));
+namespace {
+
+/// Writes all of `text` to `fd`; 0, or the errno of the write that failed.
+int write_all(int fd, const std::string& text) {
   size_t done = 0;
   while (done < text.size()) {
     const auto n = ::write(fd, text.data() + done, text.size() - done);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const std::string why = std::strerror(errno);
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      throw Error(fmt::format("report: cannot write {}: {}", tmp, why));
-    }
+    if (n <= 0) return n < 0 ? errno : EIO;
     done += static_cast<size_t>(n);
   }
-  // mkstemp makes the file 0600; a page is for reading as any other output file is.
-  const mode_t mask = ::umask(0);
-  ::umask(mask);
-  const bool ok = ::fchmod(fd, 0666 & ~mask) == 0 && ::fsync(fd) == 0;
-  const std::string why = ok ? "" : std::strerror(errno);
-  if (::close(fd) != 0 || !ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
-    const std::string reason = why.empty() ? std::strerror(errno) : why;
+  return 0;
+}
+
+/// Gives the unnamed file `fd` (O_TMPFILE) a fresh name beside `path`, which it returns. linkat
+/// cannot replace a file, so the page is then renamed over the old one.
+std::string name_unnamed(int fd, const std::string& path) {
+  const std::string proc = fmt::format("/proc/self/fd/{}", fd);
+  for (int i = 0;; ++i) {
+    std::string name = fmt::format("{}.tmp-{}-{}", path, ::getpid(), i);
+    if (::linkat(AT_FDCWD, proc.c_str(), AT_FDCWD, name.c_str(), AT_SYMLINK_FOLLOW) == 0) return name;
+    if (errno != EEXIST || i == 100) {
+      throw Error(fmt::format("report: cannot write {}: cannot name the finished page: {}", path,
+                              std::strerror(errno)));
+    }
+  }
+}
+
+}  // namespace
+
+void write_atomically(const std::string& path, const std::string& text) {
+  // The page is written into an unnamed file in the folder (O_TMPFILE), which gets a name only
+  // once it is complete: a process killed while writing leaves nothing behind. A filesystem
+  // without O_TMPFILE gets mkstemp's named temporary instead, removed on every error.
+  std::string tmp;
+  int fd = ::open(folder_of(path).c_str(), O_TMPFILE | O_WRONLY | O_CLOEXEC, 0666);  // the umask applies
+  const bool unnamed = fd >= 0;
+  if (!unnamed && (errno == EOPNOTSUPP || errno == EISDIR || errno == EINVAL)) {
+    tmp = path + ".tmp-XXXXXX";
+    fd = ::mkstemp(tmp.data());
+  }
+  ATTNLAB_CHECK(fd >= 0, Error, "report: cannot create a temporary file beside {}: {}", path, std::strerror(errno));
+  const auto fail = [&](const std::string& what, int err) {
+    ::close(fd);
+    if (!tmp.empty()) ::unlink(tmp.c_str());
+    throw Error(fmt::format("report: cannot write {}: {}", what, std::strerror(err)));
+  };
+  if (const int err = write_all(fd, text)) fail(unnamed ? path : tmp, err);
+  if (!unnamed) {
+    // mkstemp makes the file 0600; a page is for reading as any other output file is.
+    const mode_t mask = ::umask(0);
+    ::umask(mask);
+    if (::fchmod(fd, 0666 & ~mask) != 0) fail(path, errno);
+  }
+  if (::fsync(fd) != 0) fail(path, errno);
+  if (unnamed) {
+    try {
+      tmp = name_unnamed(fd, path);
+    } catch (...) {
+      ::close(fd);
+      throw;
+    }
+  }
+  if (::close(fd) != 0) {
+    const int err = errno;
     ::unlink(tmp.c_str());
-    throw Error(fmt::format("report: cannot write {}: {}", path, reason));
+    throw Error(fmt::format("report: cannot write {}: {}", path, std::strerror(err)));
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int err = errno;
+    ::unlink(tmp.c_str());
+    throw Error(fmt::format("report: cannot write {}: {}", path, std::strerror(err)));
   }
 }
 

@@ -15,9 +15,10 @@ std::string page_html(const std::string& title, const std::string& data);
 /// path a folder. Checked before the runs are read.
 std::string output_problem(const std::string& path);
 
-/// Writes `text` to a temporary file beside `path`, then renames it over `path`: a reader sees
-/// the old file or the whole new one, never a part. Error naming the path on failure (the
-/// temporary file removed).
+/// Writes `text` to an unnamed file in `path`'s folder (O_TMPFILE; a named temporary where the
+/// filesystem lacks it), then renames it over `path`: a reader sees the old file or the whole new
+/// one, never a part, and a process killed while writing leaves no temporary file behind. Error
+/// naming the path on failure (any temporary removed).
 void write_atomically(const std::string& path, const std::string& text);
 
 }  // namespace attnlab::cli::report
