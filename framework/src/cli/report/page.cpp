@@ -113,8 +113,8 @@ std::string name_unnamed(int fd, const std::string& path) {
     std::string name = fmt::format("{}.tmp-{}-{}", path, ::getpid(), i);
     if (::linkat(AT_FDCWD, proc.c_str(), AT_FDCWD, name.c_str(), AT_SYMLINK_FOLLOW) == 0) return name;
     if (errno != EEXIST || i == 100) {
-      throw Error(fmt::format("report: cannot write {}: cannot name the finished page: {}", path,
-                              std::strerror(errno)));
+      throw Error(
+          fmt::format("report: cannot write {}: cannot name the finished page: {}", path, std::strerror(errno)));
     }
   }
 }
