@@ -42,7 +42,7 @@ class CheckpointAverage : public ::testing::Test {
     st.epoch = epoch;
     st.step = epoch * 10;
     st.metric_rows = {{"train/loss", epoch}};
-    const auto path = dir_ + "/epoch-" + std::to_string(epoch) + ".pt";
+    const auto path = train::epoch_checkpoint_path(dir_, epoch);  // the SDK's name, as trainers write it
     train::save_checkpoint(path, *m, nullptr, st);
     return path;
   }
@@ -92,6 +92,7 @@ TEST_F(CheckpointAverage, KeptCheckpointsAreTheEpochFilesInEpochOrder) {
   EXPECT_EQ(kept[1].epoch, 9);
   EXPECT_EQ(kept[2].epoch, 10);  // numeric, not "10" < "2"
   EXPECT_EQ(fs::path(kept[2].path).filename(), "epoch-10.pt");
+  EXPECT_EQ(kept[2].path, train::epoch_checkpoint_path(dir_, 10));
   EXPECT_TRUE(train::kept_checkpoints(dir_ + "/nowhere").empty());
 }
 

@@ -11,6 +11,7 @@
 #include <torch/serialize.h>
 
 #include <algorithm>
+#include <charconv>
 #include <filesystem>
 #include <mutex>
 #include <sstream>
@@ -298,6 +299,26 @@ std::map<std::string, torch::Tensor> checkpoint_tensors(const std::string& path)
   } catch (const c10::Error& e) {
     throw DataError(fmt::format("checkpoint {} holds no model: {}", path, e.what_without_backtrace()));
   }
+  return out;
+}
+
+std::string epoch_checkpoint_path(const std::string& dir, int64_t epoch) {
+  return (fs::path(dir) / fmt::format("epoch-{}.pt", epoch)).string();
+}
+
+std::vector<KeptCheckpoint> kept_checkpoints(const std::string& dir) {
+  std::vector<KeptCheckpoint> out;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    const auto name = entry.path().filename().string();
+    if (!name.starts_with("epoch-") || !name.ends_with(".pt") || name.size() <= 9) continue;
+    const char* first = name.data() + 6;
+    const char* last = name.data() + name.size() - 3;
+    int64_t epoch = 0;
+    const auto [end, err] = std::from_chars(first, last, epoch);
+    if (err == std::errc() && end == last) out.push_back({epoch, entry.path().string()});
+  }
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.epoch < b.epoch; });
   return out;
 }
 

@@ -8,27 +8,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <charconv>
 #include <filesystem>
 
 namespace attnlab::train {
 namespace fs = std::filesystem;
-
-std::vector<KeptCheckpoint> kept_checkpoints(const std::string& dir) {
-  std::vector<KeptCheckpoint> out;
-  std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(dir, ec)) {
-    const auto name = entry.path().filename().string();
-    if (!name.starts_with("epoch-") || !name.ends_with(".pt") || name.size() <= 9) continue;
-    const char* first = name.data() + 6;
-    const char* last = name.data() + name.size() - 3;
-    int64_t epoch = 0;
-    const auto [end, err] = std::from_chars(first, last, epoch);
-    if (err == std::errc() && end == last) out.push_back({epoch, entry.path().string()});
-  }
-  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.epoch < b.epoch; });
-  return out;
-}
 
 void average_checkpoints(const std::vector<std::string>& inputs, const std::string& out) {
   ATTNLAB_CHECK(!inputs.empty(), DataError, "no checkpoints to average into {}", out);

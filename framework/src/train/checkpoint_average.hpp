@@ -1,7 +1,8 @@
 #pragma once
 // Averaging a run's kept epoch checkpoints (trainer option keep_checkpoints) into one set of
 // weights, for `runner average`: the mean of the last K epochs' parameters, as Vaswani et al.
-// (2017) average the last checkpoints of a run. Not in the public SDK: the runner's own tool.
+// (2017) average the last checkpoints of a run. Not in the public SDK: the runner's own tool (the
+// epoch files' names, which trainers write, are: attnlab/train/checkpoint.hpp).
 #include <attnlab/train/checkpoint.hpp>
 
 #include <cstdint>
@@ -11,21 +12,12 @@
 
 namespace attnlab::train {
 
-struct KeptCheckpoint {
-  int64_t epoch = 0;
-  std::string path;
-};
-
 /// Writes `tensors` (flat dotted names, as checkpoint_tensors returns them) as the model part of a
 /// checkpoint with `state` and no optimizer or RNG state, via "<path>.tmp" and a rename; what
 /// load_model_weights and read_training_state read (defined in checkpoint.cpp, beside
 /// save_checkpoint).
 void save_model_tensors(const std::string& path, const std::map<std::string, torch::Tensor>& tensors,
                         const TrainingState& state);
-
-/// The epoch-<N>.pt files in `dir`, oldest first; other files are left out. Empty when `dir`
-/// holds none (or does not exist).
-std::vector<KeptCheckpoint> kept_checkpoints(const std::string& dir);
 
 /// Writes `out` (via "<out>.tmp" and a rename) as a checkpoint whose model part is the element-wise
 /// mean of `inputs`' model parts: floating tensors averaged in double and stored in their own

@@ -20,7 +20,6 @@
 #include <spdlog/spdlog.h>
 #include <torch/torch.h>
 
-#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -195,20 +194,12 @@ class Seq2SeqTrainer final : public train::Trainer {
   /// earlier session of a resumed run kept.
   void keep_epoch(const std::string& dir, int64_t epoch, const torch::nn::Module& model,
                   const train::TrainingState& st) const {
-    namespace fs = std::filesystem;
-    train::save_checkpoint((fs::path(dir) / fmt::format("epoch-{}.pt", epoch)).string(), model, nullptr, st);
-    std::error_code ec;
-    for (const auto& entry : fs::directory_iterator(dir, ec)) {
-      const auto name = entry.path().filename().string();
-      if (!name.starts_with("epoch-") || !name.ends_with(".pt")) continue;
-      const char* first = name.data() + 6;
-      const char* last = name.data() + name.size() - 3;
-      int64_t n = 0;
-      const auto [end, err] = std::from_chars(first, last, n);
-      if (err == std::errc() && end == last && first != last && n <= epoch - keep_) {
-        fs::remove(entry.path(), ec);
-        if (ec) spdlog::warn("could not remove the old checkpoint {}: {}", entry.path().string(), ec.message());
-      }
+    train::save_checkpoint(train::epoch_checkpoint_path(dir, epoch), model, nullptr, st);
+    for (const auto& kept : train::kept_checkpoints(dir)) {
+      if (kept.epoch > epoch - keep_) continue;
+      std::error_code ec;
+      std::filesystem::remove(kept.path, ec);
+      if (ec) spdlog::warn("could not remove the old checkpoint {}: {}", kept.path, ec.message());
     }
   }
 

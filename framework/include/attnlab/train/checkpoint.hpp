@@ -14,6 +14,7 @@
 #include <limits>
 #include <map>
 #include <string>
+#include <vector>
 
 namespace attnlab::train {
 
@@ -30,6 +31,20 @@ struct TrainingState {
 
 /// "<results path>.ckpt": the folder holding last.pt and best.pt.
 std::string checkpoint_dir(const std::string& results_path);
+
+/// An epoch's kept weights: "<checkpoint dir>/epoch-<N>.pt", written by a trainer with the option
+/// keep_checkpoints (save_checkpoint without an optimizer) and read by `runner average`.
+struct KeptCheckpoint {
+  int64_t epoch = 0;
+  std::string path;
+};
+
+/// "<dir>/epoch-<epoch>.pt".
+std::string epoch_checkpoint_path(const std::string& dir, int64_t epoch);
+
+/// The epoch-<N>.pt files in `dir`, oldest first; other files are left out. Empty when `dir`
+/// holds none (or does not exist).
+std::vector<KeptCheckpoint> kept_checkpoints(const std::string& dir);
 
 /// Writes `path` (via "<path>.tmp" and a rename; parent folders are made). `optimizer` may be null.
 /// DataError naming the file when it cannot be written.
