@@ -4,6 +4,7 @@
 // (--gtest_also_run_disabled_tests --gtest_filter='*Microbenchmark*').
 #include <attnlab/nn/fused_gru.hpp>
 
+#include "testing/gradcheck.hpp"
 #include "testing/testing.hpp"
 
 #include <torch/torch.h>
@@ -184,30 +185,6 @@ TEST(FusedGru, StepByStepLikeTheBahdanauDecoder) {
 // ---------------------------------------------------------------------------------------------
 // Finite differences in double.
 
-/// Central differences of the scalar f() in every element of every tensor in wrt (leaves that
-/// require grad) against the gradients backward gives: |numeric − analytic| <= atol + rtol·|numeric|.
-void gradcheck(const std::function<Tensor()>& f, const std::vector<Tensor>& wrt, double eps = 1e-6, double atol = 1e-7,
-               double rtol = 1e-6) {
-  for (auto t : wrt) t.mutable_grad() = Tensor();
-  f().backward();
-  for (size_t k = 0; k < wrt.size(); ++k) {
-    auto flat = wrt[k].detach().view(-1);  // shares the leaf's storage
-    auto analytic = wrt[k].grad().view(-1);
-    for (int64_t i = 0; i < flat.numel(); ++i) {
-      torch::NoGradGuard no_grad;
-      const double orig = flat[i].item<double>();
-      flat[i] = orig + eps;
-      const double plus = f().item<double>();
-      flat[i] = orig - eps;
-      const double minus = f().item<double>();
-      flat[i] = orig;
-      const double numeric = (plus - minus) / (2 * eps), got = analytic[i].item<double>();
-      EXPECT_LE(std::abs(numeric - got), atol + rtol * std::abs(numeric))
-          << "tensor " << k << " element " << i << ": numeric " << numeric << ", analytic " << got;
-    }
-  }
-}
-
 TEST(FusedGru, FiniteDifferenceGradientCheckInDouble) {
   for (bool batch_first : {true, false}) {
     for (double dropout : {0.0, 0.4}) {
@@ -225,7 +202,7 @@ TEST(FusedGru, FiniteDifferenceGradientCheckInDouble) {
       };
       std::vector<Tensor> wrt{x, h0};
       for (auto& p : gru->parameters()) wrt.push_back(p);
-      gradcheck(f, wrt);
+      EXPECT_TRUE(attnlab::testutil::GradientsMatchFiniteDifferences(f, wrt));
     }
   }
 }

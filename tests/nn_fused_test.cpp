@@ -4,6 +4,7 @@
 #include <attnlab/nn/fused.hpp>
 #include <attnlab/nn/layers.hpp>
 
+#include "testing/gradcheck.hpp"
 #include "testing/testing.hpp"
 
 #include <ATen/CPUGeneratorImpl.h>
@@ -250,49 +251,36 @@ TEST_F(NnFused, MaskIsPhiloxUnderOneDrawOfTheGenerator) {
   }
 }
 
-/// Central differences of sum(f() * probe) by each element of `inputs`, in double, against autograd.
-void finite_difference_check(const std::function<Tensor()>& f, const std::vector<Tensor>& inputs,
-                             const std::string& what) {
-  SCOPED_TRACE(what);
-  const auto out = f();
-  const auto probe = torch::randn_like(out);
-  const auto analytic = torch::autograd::grad({out}, inputs, {probe}, false, false, true);
-  torch::NoGradGuard no_grad;
-  const double h = 1e-6;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    auto flat = inputs[i].view({-1});
-    auto numeric = torch::zeros_like(flat);
-    for (int64_t k = 0; k < flat.numel(); ++k) {
-      const double v = flat[k].item<double>();
-      flat[k] = v + h;
-      const double up = (f() * probe).sum().item<double>();
-      flat[k] = v - h;
-      const double down = (f() * probe).sum().item<double>();
-      flat[k] = v;
-      numeric[k] = (up - down) / (2 * h);
-    }
-    const auto a = analytic[i].defined() ? analytic[i] : torch::zeros_like(inputs[i]);
-    EXPECT_TRUE(AllClose(a, numeric.view_as(a), 1e-6, 1e-7)) << "input " << i;
-  }
+/// The check itself fails on a wrong gradient: detach() hides 2x from autograd, not from the
+/// differences.
+TEST(GradientCheck, FailsWhenBackwardMissesATerm) {
+  auto x = torch::randn({3, 2}, torch::TensorOptions().dtype(torch::kDouble).requires_grad(true));
+  EXPECT_TRUE(testutil::GradientsMatchFiniteDifferences([&] { return x * x + x; }, {x}));
+  const auto wrong = testutil::GradientsMatchFiniteDifferences([&] { return x * x.detach() + x; }, {x});
+  EXPECT_FALSE(wrong);
+  EXPECT_NE(std::string(wrong.message()).find("input 0"), std::string::npos) << wrong.message();
 }
 
 TEST_F(NnFused, GradientsMatchFiniteDifferencesInDouble) {
+  using testutil::GradientsMatchFiniteDifferences;
   for (const auto& shape : {Sizes{2, 3, 5}, Sizes{4, 9}, Sizes{3, 1}}) {
     for (double p : {0.0, 0.4}) {
       const auto in = make_inputs(shape, torch::kDouble);
       // The same mask in every evaluation: each starts from the same generator state.
-      finite_difference_check(
+      EXPECT_TRUE(GradientsMatchFiniteDifferences(
           [&] {
             torch::manual_seed(3);
             return fused::add_dropout_layer_norm(in.x, in.y, in.w, in.b, p, true, 1e-5);
           },
-          in.all(), "norm last " + name(shape, p));
-      finite_difference_check(
+          in.all()))
+          << "norm last " << name(shape, p);
+      EXPECT_TRUE(GradientsMatchFiniteDifferences(
           [&] {
             torch::manual_seed(3);
             return fused::add_dropout(in.x, in.y, p, true);
           },
-          {in.x, in.y}, "norm first " + name(shape, p));
+          {in.x, in.y}))
+          << "norm first " << name(shape, p);
     }
   }
 }

@@ -4,6 +4,7 @@
 #include "additive_kernels.hpp"
 #include "additive_scorer.hpp"
 
+#include "testing/gradcheck.hpp"
 #include "testing/testing.hpp"
 
 #include <ATen/Parallel.h>
@@ -138,26 +139,8 @@ TEST_F(AdditiveKernels, GradientsMatchFiniteDifferencesInDouble) {
       const auto opts = torch::TensorOptions().dtype(torch::kDouble).requires_grad(true);
       const std::vector<Tensor> inputs = {torch::randn({s.B, s.Q, s.H}, opts), torch::randn({s.B, s.K, s.H}, opts),
                                           torch::randn({1, s.H}, opts)};
-      const auto f = [&] { return fused_scores(inputs[0], inputs[1], inputs[2]); };
-      const auto out = f();
-      const auto probe = torch::randn_like(out);
-      const auto analytic = torch::autograd::grad({out}, inputs, {probe});
-      torch::NoGradGuard no_grad;
-      const double h = 1e-6;
-      for (size_t i = 0; i < inputs.size(); ++i) {
-        auto flat = inputs[i].view({-1});
-        auto numeric = torch::zeros_like(flat);
-        for (int64_t e = 0; e < flat.numel(); ++e) {
-          const double v = flat[e].item<double>();
-          flat[e] = v + h;
-          const double up = (f() * probe).sum().item<double>();
-          flat[e] = v - h;
-          const double down = (f() * probe).sum().item<double>();
-          flat[e] = v;
-          numeric[e] = (up - down) / (2 * h);
-        }
-        EXPECT_TRUE(AllClose(analytic[i], numeric.view_as(analytic[i]), 1e-6, 1e-7)) << "input " << i;
-      }
+      EXPECT_TRUE(testutil::GradientsMatchFiniteDifferences(
+          [&] { return fused_scores(inputs[0], inputs[1], inputs[2]); }, inputs));
     }
   }
 }
