@@ -154,12 +154,7 @@ void write_atomically(const std::string& path, const std::string& text) {
       throw;
     }
   }
-  if (::close(fd) != 0) {
-    const int err = errno;
-    ::unlink(tmp.c_str());
-    throw Error(fmt::format("report: cannot write {}: {}", path, std::strerror(err)));
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+  if (::close(fd) != 0 || std::rename(tmp.c_str(), path.c_str()) != 0) {
     const int err = errno;
     ::unlink(tmp.c_str());
     throw Error(fmt::format("report: cannot write {}: {}", path, std::strerror(err)));
