@@ -116,6 +116,50 @@ TEST_F(ResumeTest, ExtendingACompletedRunEqualsTrainingLongerAtOnce) {
   expect_same_run(whole, two);
 }
 
+TEST_F(ResumeTest, ResumingSetsAsideEvaluationsOfTheReplacedCheckpoints) {
+  const auto path = tmp_ + "/scored.h5";
+  ASSERT_EQ(run(tiny(path, {"trainer.max_epochs=2"})).exit_code, 0);
+  ASSERT_EQ(run({"eval", path, "--split", "test", "-q"}).exit_code, 0);
+  ASSERT_EQ(run({"eval", path, "--split", "val", "--name", "mine", "-q"}).exit_code, 0);
+  double scored = 0;
+  {
+    results::ResultsReader rd(path);
+    scored = rd.attr_double_at("eval/test", "bleu");
+  }
+
+  auto resumed = run(tiny(path, {"--resume", path}));
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.out << resumed.err;
+  EXPECT_NE((resumed.out + resumed.err).find("moved mine, test to /eval_stale"), std::string::npos) << resumed.out;
+  {
+    results::ResultsReader rd(path);
+    EXPECT_EQ(rd.attr_string("status"), "completed");
+    EXPECT_TRUE(rd.children("eval").empty()) << "an evaluation of epoch 2's checkpoint is not the run's";
+    ASSERT_EQ(rd.children("eval_stale"), (std::vector<std::string>{"mine", "test"}));
+    EXPECT_EQ(rd.attr_double_at("eval_stale/test", "bleu"), scored);
+    EXPECT_EQ(rd.strings("eval_stale/mine/hypotheses").size(), 64u);
+    EXPECT_FALSE(rd.attr_string_at("eval_stale/test", "stale_since").empty());
+    EXPECT_NE(rd.attr_string_at("eval_stale/test", "stale_reason").find("resumed"), std::string::npos);
+  }
+  auto table = run({"compare", path});
+  ASSERT_EQ(table.exit_code, 0) << table.err;
+  EXPECT_EQ(table.out.find("mine"), std::string::npos) << "compare shows only current evaluations\n" << table.out;
+
+  // Scored again, then resumed again: the newer stale evaluation replaces the older.
+  ASSERT_EQ(run({"eval", path, "--split", "test", "-q"}).exit_code, 0);
+  double took = 0, took_before = 0;  // the translation's time: tells the two evaluations apart
+  {
+    results::ResultsReader rd(path);
+    took = rd.attr_double_at("eval/test", "seconds");
+    took_before = rd.attr_double_at("eval_stale/test", "seconds");
+  }
+  ASSERT_NE(took, took_before);
+  ASSERT_EQ(run(tiny(path, {"trainer.max_epochs=5", "--resume", path, "-q"})).exit_code, 0);
+  results::ResultsReader rd(path);
+  EXPECT_EQ(rd.children("eval_stale"), (std::vector<std::string>{"mine", "test"}));
+  EXPECT_EQ(rd.attr_double_at("eval_stale/test", "seconds"), took);
+  EXPECT_TRUE(rd.children("eval").empty());
+}
+
 TEST_F(ResumeTest, ResumeRefusesWhatItCannotContinue) {
   const auto path = tmp_ + "/nockpt.h5";
   ASSERT_EQ(run(tiny(path, {"trainer.max_epochs=1", "trainer.checkpoints=false"})).exit_code, 0);

@@ -429,6 +429,23 @@ void Results::set_attr_at(const std::string& path, const std::string& name, int6
   h5::write_int_attr(obj.get(), name, value, path_);
 }
 
+std::vector<std::string> Results::children(const std::string& path) const {
+  return h5::list_group(impl_->root.get(), clean_path(path, path_), path_);
+}
+
+void Results::move(const std::string& from, const std::string& to) {
+  Impl::Writing writing(*impl_, path_);
+  hid_t root = impl_->root.get();
+  const std::string src = clean_path(from, path_), dst = clean_path(to, path_);
+  ATTNLAB_CHECK(h5::exists(root, src), ResultsError, "results file {}: cannot move {}: it does not exist", path_, src);
+  ATTNLAB_CHECK(dst.rfind(src + "/", 0) != 0 && src != dst, ResultsError,
+                "results file {}: cannot move {} into itself ({})", path_, src, dst);
+  h5::remove_if_present(root, dst, path_);
+  Handle lcpl = h5::link_props(path_);
+  check(H5Lmove(root, src.c_str(), root, dst.c_str(), lcpl.get(), H5P_DEFAULT), path_,
+        fmt::format("cannot move {} to {}", src, dst));
+}
+
 void Results::flush() {
   Impl::Writing writing(*impl_, path_);  // which flushes as it ends
   impl_->write_pending(path_);

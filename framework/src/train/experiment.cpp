@@ -10,10 +10,12 @@
 #include <attnlab/train/checkpoint.hpp>
 #include <attnlab/train/distributed.hpp>
 #include <attnlab/train/trainer.hpp>
+#include <attnlab/train/translate.hpp>
 #include <attnlab/version.hpp>
 
 #include <fmt/chrono.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 #include <torch/torch.h>
 
@@ -370,6 +372,12 @@ int run_experiment(const RunOptions& ro) {
   if (resume_path) {
     res.set_status(results::Status::Running);
     res.set_attr("resume_command_line", ro.command_line);
+    if (const auto stale = set_aside_evals(res); !stale.empty() && !ro.quiet) {
+      spdlog::warn(
+          "{}: moved {} to /eval_stale: they scored checkpoints this resume replaces; score the run again "
+          "with `runner eval` when it ends",
+          path, fmt::join(stale, ", "));
+    }
     if (restart_count > 0) res.set_attr("torchrun_restart_count", static_cast<int64_t>(restart_count));
   } else {
     res.set_attr("command_line", ro.command_line);

@@ -127,4 +127,19 @@ void write_eval(results::Results& results, const std::string& name, const Transl
   results.flush();
 }
 
+std::vector<std::string> set_aside_evals(results::Results& results) {
+  const auto names = results.children("eval");
+  const std::string since = results::utc_now();
+  for (const auto& name : names) {
+    const std::string stale = "eval_stale/" + name;
+    results.move("eval/" + name, stale);
+    results.set_attr_at(stale, "stale_since", since);
+    results.set_attr_at(stale, "stale_reason",
+                        std::string("the run was resumed after this evaluation: training replaced the checkpoints "
+                                    "it scored; run `runner eval` again"));
+  }
+  results.flush();
+  return names;
+}
+
 }  // namespace attnlab::train

@@ -78,6 +78,11 @@ class Results {
   void set_attr_at(const std::string& path, const std::string& name, const std::string& value);
   void set_attr_at(const std::string& path, const std::string& name, double value);
   void set_attr_at(const std::string& path, const std::string& name, int64_t value);
+  /// Names of the links in the group /<path>, sorted; empty when it does not exist.
+  std::vector<std::string> children(const std::string& path) const;
+  /// Renames the group or dataset /<from> to /<to> (made with its parent groups), replacing what
+  /// /<to> held. ResultsError when /<from> does not exist.
+  void move(const std::string& from, const std::string& to);
   /// Push everything to disk (H5Fflush) so a kill leaves a readable file.
   void flush();
 

@@ -55,4 +55,10 @@ EvalScores score_translation(const Translation& t);
 void write_eval(results::Results& results, const std::string& name, const Translation& t, const EvalScores& s,
                 const std::string& split, const TranslateOptions& options, const std::string& checkpoint);
 
+/// For a resumed run: every /eval/<name> scored a checkpoint that training is about to replace
+/// (best.pt, the last K epochs), so each moves to /eval_stale/<name>, replacing an older one of
+/// that name, with attributes stale_since (UTC) and stale_reason. `runner compare` and the report
+/// read /eval only. Returns the names moved; flushes.
+std::vector<std::string> set_aside_evals(results::Results& results);
+
 }  // namespace attnlab::train
