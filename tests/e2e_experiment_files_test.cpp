@@ -79,7 +79,8 @@ TEST_F(ExperimentFilesTest, EveryFileTheDocsNameExists) {
       if (e.is_regular_file() && e.path().extension() == ".md") docs.push_back(e.path());
     }
   }
-  const std::regex path_re(R"(experiments/[A-Za-z0-9_./-]+\.yaml)");
+  // Each component starts with a letter, digit or '_': "experiments/...yaml" in prose is no path.
+  const std::regex path_re(R"(experiments/(?:[A-Za-z0-9_][A-Za-z0-9_.-]*/)*[A-Za-z0-9_][A-Za-z0-9_.-]*\.yaml)");
   int named = 0;
   for (const auto& doc : docs) {
     const std::string text = testutil::read_file(doc.string());
