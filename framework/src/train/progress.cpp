@@ -15,6 +15,7 @@ std::string hms(double s) {
 
 void Progress::epoch(const EpochReport& r) {
   elapsed_ += r.seconds;
+  ++epochs_;
   if (quiet_) return;
   std::string line = fmt::format("epoch {:>{}}/{}", r.epoch, fmt::formatted_size("{}", max_epochs_), max_epochs_);
   auto get = [](const std::map<std::string, double>& m, const char* k) {
@@ -25,7 +26,8 @@ void Progress::epoch(const EpochReport& r) {
   if (auto v = get(r.val, "loss")) line += fmt::format("  val loss {:.4f}", *v);
   if (auto v = get(r.val, "bleu")) line += fmt::format("  val BLEU {:.2f}", *v);
   if (auto v = get(r.train, "tokens_per_s")) line += fmt::format("  {:.0f} tok/s", *v);
-  const double per_epoch = elapsed_ / static_cast<double>(r.epoch);
+  // Per epoch of this process: a resumed run's first report is epoch N+1, not its first epoch.
+  const double per_epoch = elapsed_ / static_cast<double>(epochs_);
   const double eta = per_epoch * static_cast<double>(max_epochs_ - r.epoch);
   line += fmt::format("  {:.2f}s/epoch  elapsed {}  ETA {}", r.seconds, hms(elapsed_), hms(eta));
   std::cout << line << std::endl;

@@ -14,7 +14,8 @@ class Progress {
  private:
   int64_t max_epochs_;
   bool quiet_;
-  double elapsed_ = 0.0;
+  double elapsed_ = 0.0;  // seconds of the epochs reported by this process
+  int64_t epochs_ = 0;    // how many it reported (a resumed run starts after its checkpoint)
 };
 
 }  // namespace attnlab::train
