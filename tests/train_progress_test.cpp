@@ -14,7 +14,8 @@ using attnlab::train::Progress;
 std::string lines_of(Progress& p, int64_t first, int64_t last, double seconds) {
   std::ostringstream captured;
   auto* old = std::cout.rdbuf(captured.rdbuf());
-  for (int64_t e = first; e <= last; ++e) p.epoch({.epoch = e, .train = {{"loss", 1.5}}, .val = {}, .seconds = seconds});
+  for (int64_t e = first; e <= last; ++e)
+    p.epoch({.epoch = e, .train = {{"loss", 1.5}}, .val = {}, .seconds = seconds});
   std::cout.rdbuf(old);
   return captured.str();
 }
