@@ -13,6 +13,7 @@
 #include <chrono>
 #include <filesystem>
 #include <functional>
+#include <sstream>
 #include <thread>
 
 #include "testing/runner.hpp"
@@ -211,6 +212,40 @@ TEST_F(ResumeTest, EvalTranslatesASplitAndStoresSacreBleu) {
   auto bad = run({"eval", path, "--split", "dev"});
   EXPECT_EQ(bad.exit_code, 1);
   EXPECT_NE(bad.err.find("train, val or test"), std::string::npos) << bad.err;
+}
+
+TEST_F(ResumeTest, EvalPicksTheLengthPenaltyOnValidation) {
+  const auto path = tmp_ + "/tune.h5";
+  ASSERT_EQ(run(tiny(path, {"trainer.max_epochs=3"})).exit_code, 0);
+  auto r = run({"eval", path, "--split", "test", "--beam", "3", "--tune-length-penalty", "0,1,3", "threads=1"});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("test beam 3 (length penalty "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(", picked on val): BLEU = "), std::string::npos) << r.out;
+  results::ResultsReader rd(path);
+  const auto tuned = rd.attr_string_at("eval/test_beam3", "length_penalty_tuned_on_val");
+  // "0: 12.34, 1: 12.50, 3: 11.00": the recorded penalty is the first of the best.
+  std::vector<std::pair<double, double>> tried;
+  std::istringstream in(tuned);
+  for (std::string item; std::getline(in, item, ',');) {
+    const auto colon = item.find(':');
+    ASSERT_NE(colon, std::string::npos) << tuned;
+    tried.emplace_back(std::stod(item.substr(0, colon)), std::stod(item.substr(colon + 1)));
+  }
+  ASSERT_EQ(tried.size(), 3u) << tuned;
+  EXPECT_EQ(tried[0].first, 0.0);
+  EXPECT_EQ(tried[2].first, 3.0);
+  auto best = tried.begin();
+  for (auto it = tried.begin(); it != tried.end(); ++it) {
+    if (it->second > best->second) best = it;
+  }
+  EXPECT_EQ(rd.attr_double_at("eval/test_beam3", "length_penalty"), best->first) << tuned;
+  EXPECT_EQ(rd.attr_string_at("eval/test_beam3", "split"), "test");
+
+  auto greedy = run({"eval", path, "--tune-length-penalty", "1,2"});
+  EXPECT_EQ(greedy.exit_code, 1);
+  EXPECT_NE(greedy.err.find("needs beam search"), std::string::npos) << greedy.err;
+  auto bad = run({"eval", path, "--beam", "2", "--tune-length-penalty", "1,x"});
+  EXPECT_NE(bad.exit_code, 0);
 }
 
 TEST_F(ResumeTest, SummaryPrintsTheTfLabTransformer) {

@@ -107,6 +107,12 @@ int cmd_eval(int argc, char** argv) {
       ->check(CLI::Range(int64_t{1}, int64_t{1000000}));
   app.add_option("--length-penalty", to.length_penalty, "GNMT length penalty alpha for beam search")
       ->capture_default_str();
+  std::vector<double> tune_lp;
+  app.add_option("--tune-length-penalty", tune_lp,
+                 "length penalties to try on the val split (e.g. 0.6,1,1.5,2,3); the one with the best val BLEU "
+                 "decodes --split / --source")
+      ->delimiter(',')
+      ->allow_extra_args(false);  // "0.6,1,2" is one argument: overrides after it stay overrides
   app.add_option("--max-steps", to.max_steps, "tokens per output (0 = the dataset's num_steps)")->capture_default_str();
   app.add_option("--checkpoint", which,
                  "best, last, epoch-N (trainer.keep_checkpoints) or a runner average's name (average)")
@@ -116,6 +122,7 @@ int cmd_eval(int argc, char** argv) {
   app.add_flag("-q,--quiet", quiet, "print only the score line");
   app.footer(
       "Examples:\n  runner eval results/transformer_multi30k_de_en-20261122-120000.h5 --split test --beam 5\n"
+      "  runner eval RUN.h5 --checkpoint average --beam 5 --tune-length-penalty 0.6,1,1.5,2,3\n"
       "  runner eval RUN.h5 --source test_2017_flickr.de.gz --reference test_2017_flickr.en.gz");
   if (auto code = parse_command_line(app, argc, argv, "runner eval")) return *code;
   const bool files = !source_file.empty();
@@ -151,6 +158,28 @@ int cmd_eval(int argc, char** argv) {
   train::Setup setup = train::build_setup(top, plugin_dirs);
   ATTNLAB_CHECK(setup.model, ConfigError, "run {} has no encoder + decoder model to translate with", run);
   train::load_model_weights(ckpt, *setup.model);
+  std::string tuned;  // "alpha: val BLEU" for each candidate, recorded with the evaluation
+  if (!tune_lp.empty()) {
+    ATTNLAB_CHECK(to.beam_size > 1, ConfigError,
+                  "--tune-length-penalty needs beam search (--beam N, N > 1): greedy decoding has no length penalty");
+    if (!files && split == data::Split::Val && !quiet) {
+      spdlog::warn("--split val with --tune-length-penalty: the score is of the split the penalty was picked on");
+    }
+    double best_bleu = -1.0;
+    for (const double alpha : tune_lp) {
+      auto trial = to;
+      trial.length_penalty = alpha;
+      const auto val =
+          train::score_translation(train::translate_split(setup.model, *setup.dataset, data::Split::Val, trial));
+      tuned += fmt::format("{}{}: {:.2f}", tuned.empty() ? "" : ", ", alpha, val.bleu.score);
+      if (!quiet) spdlog::info("length penalty {}: val {}", alpha, val.bleu.format());
+      if (val.bleu.score > best_bleu) {  // ties keep the earlier (list them smallest first)
+        best_bleu = val.bleu.score;
+        to.length_penalty = alpha;
+      }
+    }
+    if (!quiet) spdlog::info("length penalty {} (val BLEU {:.2f}) of {}", to.length_penalty, best_bleu, tuned);
+  }
   if (!quiet) {
     spdlog::info("translating {} with {} ({}) on {}",
                  files ? fmt::format("{} ({} sentences)", source_file, sources.size())
@@ -167,6 +196,7 @@ int cmd_eval(int argc, char** argv) {
   {
     results::Results out(run, results::Results::Open::Existing);
     train::write_eval(out, name, translation, scores, files ? std::string("file") : split_name, to, which);
+    if (!tuned.empty()) out.set_attr_at("eval/" + name, "length_penalty_tuned_on_val", tuned);
     if (files) {
       out.set_attr_at("eval/" + name, "source_file", std::filesystem::absolute(source_file).string());
       out.set_attr_at("eval/" + name, "reference_file", std::filesystem::absolute(reference_file).string());
@@ -182,9 +212,12 @@ int cmd_eval(int argc, char** argv) {
   std::cout << fmt::format(
       "{} {}: {} ({}), lowercased {:.2f}, d2l mean BLEU {:.3f}, {} sentences in {:.1f}s -> "
       "/eval/{}\n",
-      what, to.beam_size > 1 ? fmt::format("beam {}", to.beam_size) : std::string("greedy"), scores.bleu.format(),
-      scores.bleu.signature, scores.bleu_lowercase.score, scores.d2l_mean_bleu, translation.hypotheses.size(),
-      translation.seconds, name);
+      what,
+      to.beam_size <= 1 ? std::string("greedy")
+      : tuned.empty()   ? fmt::format("beam {}", to.beam_size)
+                        : fmt::format("beam {} (length penalty {}, picked on val)", to.beam_size, to.length_penalty),
+      scores.bleu.format(), scores.bleu.signature, scores.bleu_lowercase.score, scores.d2l_mean_bleu,
+      translation.hypotheses.size(), translation.seconds, name);
   return 0;
 }
 
