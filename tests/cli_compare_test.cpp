@@ -211,6 +211,15 @@ TEST_F(Compare, EvaluationsAreTabledPerRun) {
   t = markdown_table(compare({a, b, "--format", "markdown", "--no-attention"}).out, "### Evaluations");
   ASSERT_EQ(t.size(), 3u);
   EXPECT_EQ(t[2][1], "beam 5 (length penalty 0.6), best checkpoint");
+  // ...and says so when `runner eval --tune-length-penalty` picked it on the val split.
+  {
+    results::Results out(a, results::Results::Open::Existing);
+    out.set_attr_at("eval/test_beam5", "length_penalty", 2.0);
+    out.set_attr_at("eval/test_beam5", "length_penalty_tuned_on_val", std::string("1: 30.10, 2: 30.50"));
+  }
+  t = markdown_table(compare({a, b, "--format", "markdown", "--no-attention"}).out, "### Evaluations");
+  ASSERT_EQ(t.size(), 3u);
+  EXPECT_EQ(t[2][1], "beam 5 (length penalty 2, picked on val), best checkpoint");
   // Grouped, the lowercased score is a quantity of its own.
   auto g = compare({a, b, "--group-by", "model.norm", "--format", "csv"});
   ASSERT_EQ(g.exit_code, 0) << g.err;

@@ -70,7 +70,9 @@ Table evals_table(const std::vector<Run>& runs) {
       }
       const auto& e = it->second;
       if (decoding.empty()) {
-        const std::string lp = e.length_penalty ? fmt::format(" (length penalty {:g})", *e.length_penalty) : "";
+        const std::string lp = e.length_penalty ? fmt::format(" (length penalty {:g}{})", *e.length_penalty,
+                                                              e.length_penalty_tuned ? ", picked on val" : "")
+                                                : "";
         decoding = e.beam_size > 1 ? fmt::format("beam {}{}, {} checkpoint", e.beam_size, lp, e.checkpoint)
                                    : fmt::format("greedy, {} checkpoint", e.checkpoint);
       }

@@ -136,6 +136,7 @@ Run read_run(const std::string& path) {
     e.checkpoint = in.attr_string_at(at, "checkpoint");
     e.beam_size = static_cast<int64_t>(in.attr_double_at(at, "beam_size"));
     if (in.has_attr_at(at, "length_penalty")) e.length_penalty = in.attr_double_at(at, "length_penalty");
+    e.length_penalty_tuned = in.has_attr_at(at, "length_penalty_tuned_on_val");
     e.sentences = static_cast<int64_t>(in.attr_double_at(at, "sentences"));
     r.evals[name] = e;
   }

@@ -28,6 +28,7 @@ struct EvalScore {
   std::string split, decoding, checkpoint;
   int64_t beam_size = 1, sentences = 0;
   std::optional<double> length_penalty;  // beam search's GNMT alpha, when the file has it
+  bool length_penalty_tuned = false;      // picked on val (runner eval --tune-length-penalty)
 };
 
 struct Run {
