@@ -1,5 +1,6 @@
 // Results reopened read-write (resume, `runner eval`): nothing is lost, series continue, metric
-// series are cut back to a checkpoint's rows, string datasets and attributes at paths round-trip.
+// series are cut back to a checkpoint's rows, string datasets and attributes at paths round-trip,
+// and groups move (a resume sets its stale evaluations aside).
 #include <attnlab/error.hpp>
 #include <attnlab/results/reader.hpp>
 #include <attnlab/results/results.hpp>
@@ -171,6 +172,29 @@ TEST_F(ResultsReopen, AReadOnlyFileIsNamedReadOnlyAndStillReads) {
   }
   ResultsReader reader(path);
   EXPECT_EQ(reader.status(), Status::Completed);
+}
+
+TEST_F(ResultsReopen, MovesGroupsReplacingTheTargetAndListsChildren) {
+  const std::string path = file("move.h5");
+  {
+    Results r(path, "move");
+    r.write_strings("eval/test/hypotheses", {"new"});
+    r.set_attr_at("eval/test", "bleu", 12.5);
+    r.write_strings("eval/val/hypotheses", {"v"});
+    r.write_strings("old/test/hypotheses", {"older", "longer"});
+    EXPECT_EQ(r.children("eval"), (std::vector<std::string>{"test", "val"}));
+    EXPECT_TRUE(r.children("absent").empty());
+    r.move("eval/test", "old/test");         // replaces what old/test held
+    r.move("eval/val", "deeper/still/val");  // parents made on the way
+    EXPECT_THROW(r.move("eval/test", "elsewhere"), ResultsError);
+    EXPECT_THROW(r.move("old", "old/inside"), ResultsError);
+    EXPECT_THROW(r.move("old", "/old"), ResultsError);
+  }
+  ResultsReader in(path);
+  EXPECT_TRUE(in.children("eval").empty());
+  EXPECT_EQ(in.strings("old/test/hypotheses"), (std::vector<std::string>{"new"}));
+  EXPECT_EQ(in.attr_double_at("old/test", "bleu"), 12.5);
+  EXPECT_EQ(in.strings("deeper/still/val/hypotheses"), (std::vector<std::string>{"v"}));
 }
 
 }  // namespace

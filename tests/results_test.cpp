@@ -236,29 +236,6 @@ TEST_F(ResultsTest, ReplacesSamplesAttentionTensorsConfigAndAttributes) {
   EXPECT_ALLCLOSE(in.tensor("predictions/test"), torch::zeros({2, 2}));
 }
 
-TEST_F(ResultsTest, MovesGroupsReplacingTheTargetAndListsChildren) {
-  const std::string path = file("move.h5");
-  {
-    Results r(path, "move");
-    r.write_strings("eval/test/hypotheses", {"new"});
-    r.set_attr_at("eval/test", "bleu", 12.5);
-    r.write_strings("eval/val/hypotheses", {"v"});
-    r.write_strings("old/test/hypotheses", {"older", "longer"});
-    EXPECT_EQ(r.children("eval"), (std::vector<std::string>{"test", "val"}));
-    EXPECT_TRUE(r.children("absent").empty());
-    r.move("eval/test", "old/test");         // replaces what old/test held
-    r.move("eval/val", "deeper/still/val");  // parents made on the way
-    EXPECT_THROW(r.move("eval/test", "elsewhere"), attnlab::ResultsError);
-    EXPECT_THROW(r.move("old", "old/inside"), attnlab::ResultsError);
-    EXPECT_THROW(r.move("old", "/old"), attnlab::ResultsError);
-  }
-  ResultsReader in(path);
-  EXPECT_TRUE(in.children("eval").empty());
-  EXPECT_EQ(in.strings("old/test/hypotheses"), (std::vector<std::string>{"new"}));
-  EXPECT_EQ(in.attr_double_at("old/test", "bleu"), 12.5);
-  EXPECT_EQ(in.strings("deeper/still/val/hypotheses"), (std::vector<std::string>{"v"}));
-}
-
 TEST_F(ResultsTest, ReadsAttentionWrittenBeforeLayersAndSidesWereStored) {
   const std::string path = file("old_attention.h5");
   {
