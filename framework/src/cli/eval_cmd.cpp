@@ -80,6 +80,28 @@ std::string available_checkpoints(const std::string& dir) {
   return names.empty() ? "its checkpoint folder is empty" : fmt::format("it has {}", fmt::join(names, ", "));
 }
 
+/// Decodes the val split with each of `alphas` and sets `to.length_penalty` to the first with the
+/// best BLEU; returns "alpha: val BLEU" for each, comma-separated.
+std::string pick_length_penalty(train::Setup& setup, const std::vector<double>& alphas, train::TranslateOptions& to,
+                                bool quiet) {
+  std::string tried;
+  double best_bleu = -1.0;
+  for (const double alpha : alphas) {
+    auto trial = to;
+    trial.length_penalty = alpha;
+    const auto val =
+        train::score_translation(train::translate_split(setup.model, *setup.dataset, data::Split::Val, trial));
+    tried += fmt::format("{}{}: {:.2f}", tried.empty() ? "" : ", ", alpha, val.bleu.score);
+    if (!quiet) spdlog::info("length penalty {}: val {}", alpha, val.bleu.format());
+    if (val.bleu.score > best_bleu) {  // ties keep the earlier (list them smallest first)
+      best_bleu = val.bleu.score;
+      to.length_penalty = alpha;
+    }
+  }
+  if (!quiet) spdlog::info("length penalty {} (val BLEU {:.2f}) of {}", to.length_penalty, best_bleu, tried);
+  return tried;
+}
+
 }  // namespace
 
 int cmd_eval(int argc, char** argv) {
@@ -127,6 +149,11 @@ int cmd_eval(int argc, char** argv) {
   if (auto code = parse_command_line(app, argc, argv, "runner eval")) return *code;
   const bool files = !source_file.empty();
   const auto split = files ? data::Split::Test : parse_split(split_name);
+  ATTNLAB_CHECK(tune_lp.empty() || to.beam_size > 1, ConfigError,
+                "--tune-length-penalty needs beam search (--beam N, N > 1): greedy decoding has no length penalty");
+  if (!tune_lp.empty() && !files && split == data::Split::Val && !quiet) {
+    spdlog::warn("--split val with --tune-length-penalty: the score is of the split the penalty was picked on");
+  }
   // Both files are read (and paired up) before anything is built.
   std::vector<std::string> sources, references;
   if (files) {
@@ -158,28 +185,8 @@ int cmd_eval(int argc, char** argv) {
   train::Setup setup = train::build_setup(top, plugin_dirs);
   ATTNLAB_CHECK(setup.model, ConfigError, "run {} has no encoder + decoder model to translate with", run);
   train::load_model_weights(ckpt, *setup.model);
-  std::string tuned;  // "alpha: val BLEU" for each candidate, recorded with the evaluation
-  if (!tune_lp.empty()) {
-    ATTNLAB_CHECK(to.beam_size > 1, ConfigError,
-                  "--tune-length-penalty needs beam search (--beam N, N > 1): greedy decoding has no length penalty");
-    if (!files && split == data::Split::Val && !quiet) {
-      spdlog::warn("--split val with --tune-length-penalty: the score is of the split the penalty was picked on");
-    }
-    double best_bleu = -1.0;
-    for (const double alpha : tune_lp) {
-      auto trial = to;
-      trial.length_penalty = alpha;
-      const auto val =
-          train::score_translation(train::translate_split(setup.model, *setup.dataset, data::Split::Val, trial));
-      tuned += fmt::format("{}{}: {:.2f}", tuned.empty() ? "" : ", ", alpha, val.bleu.score);
-      if (!quiet) spdlog::info("length penalty {}: val {}", alpha, val.bleu.format());
-      if (val.bleu.score > best_bleu) {  // ties keep the earlier (list them smallest first)
-        best_bleu = val.bleu.score;
-        to.length_penalty = alpha;
-      }
-    }
-    if (!quiet) spdlog::info("length penalty {} (val BLEU {:.2f}) of {}", to.length_penalty, best_bleu, tuned);
-  }
+  // "alpha: val BLEU" for each candidate, recorded with the evaluation; sets to.length_penalty.
+  const std::string tuned = tune_lp.empty() ? std::string() : pick_length_penalty(setup, tune_lp, to, quiet);
   if (!quiet) {
     spdlog::info("translating {} with {} ({}) on {}",
                  files ? fmt::format("{} ({} sentences)", source_file, sources.size())
