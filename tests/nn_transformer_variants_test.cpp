@@ -162,5 +162,25 @@ TEST_F(Variants, GlorotUniformFollowsKerasDefaults) {
   EXPECT_DOUBLE_EQ(blk->addnorm3->ln->options.eps(), 1e-6);
 }
 
+TEST_F(Variants, FairseqInitGivesUnitScaleTokenVectors) {
+  // 64 hiddens: the default N(0, 1) embeddings, scaled by sqrt(64), are 8 times the positional
+  // encoding's scale; fairseq's N(0, 64^-1/2) ones are of its scale.
+  auto opts = TransformerOptions(4000, 64, 128, 4, 1).bias(true).init(TransformerInit::Fairseq);
+  TransformerDecoder dec(opts, dot);
+  const auto scaled = dec->embedding->weight * std::sqrt(64.0);
+  EXPECT_NEAR(scaled.std().item<double>(), 1.0, 0.02);
+  EXPECT_NEAR(scaled.mean().item<double>(), 0.0, 0.01);
+  const auto& blk = dec->blocks.at(0);
+  auto glorot = [](const torch::Tensor& w, double bound) {
+    const double max = w.abs().max().item<double>();
+    return max <= bound + 1e-7 && max > 0.9 * bound;
+  };
+  EXPECT_TRUE(glorot(blk->attention1->W_o->weight, std::sqrt(6.0 / 128)));
+  EXPECT_TRUE(glorot(dec->dense->weight, std::sqrt(6.0 / (64 + 4000))));
+  EXPECT_EQ(dec->dense->bias.abs().sum().item<double>(), 0.0);
+  TransformerDecoder plain(TransformerOptions(4000, 64, 128, 4, 1), dot);
+  EXPECT_NEAR((plain->embedding->weight * std::sqrt(64.0)).std().item<double>(), 8.0, 0.2);
+}
+
 }  // namespace
 }  // namespace attnlab::nn

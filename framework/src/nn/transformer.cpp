@@ -49,7 +49,11 @@ void initialize_transformer(torch::nn::Module& module, TransformerInit init) {
       w.uniform_(-bound, bound);
       if (heads->bias.defined()) heads->bias.zero_();
     } else if (auto* emb = m->as<torch::nn::Embedding>()) {
-      emb->weight.uniform_(-0.05, 0.05);  // Keras's Embedding default
+      if (init == TransformerInit::Fairseq) {
+        emb->weight.normal_(0.0, 1.0 / std::sqrt(static_cast<double>(emb->weight.size(1))));  // [vocab, H]
+      } else {
+        emb->weight.uniform_(-0.05, 0.05);  // Keras's Embedding default
+      }
     }
   }
 }

@@ -35,9 +35,13 @@ config::Binding<TransformerVariantConfig> transformer_variant_binding() {
   using V = TransformerVariantConfig;
   return config::Binding<V>()
       .choice("init", &V::init,
-              {{"default", TransformerInit::Default}, {"glorot_uniform", TransformerInit::GlorotUniform}},
-              "default: LibTorch's initialisation; glorot_uniform: Keras's defaults (Glorot-uniform kernels, also per "
-              "head; zero biases; embeddings uniform(-0.05, 0.05))")
+              {{"default", TransformerInit::Default},
+               {"glorot_uniform", TransformerInit::GlorotUniform},
+               {"fairseq", TransformerInit::Fairseq}},
+              "default: LibTorch's initialisation (embeddings normal(0, 1)); glorot_uniform: Keras's defaults "
+              "(Glorot-uniform kernels, also per head; zero biases; embeddings uniform(-0.05, 0.05)); fairseq: "
+              "the same kernels and biases, embeddings normal(0, num_hiddens^-1/2), unit scale once scaled by "
+              "sqrt(num_hiddens)")
       .option("layer_norm_eps", &V::layer_norm_eps, "epsilon of every LayerNorm (TF lab: 1e-6)", {.min = 0.0})
       .choice("ffn", &V::ffn_conv1d, {{"linear", false}, {"conv1d", true}},
               "position-wise FFN layers: linear, or kernel-size-1 Conv1d (TF lab; the same function)")

@@ -81,7 +81,11 @@ TORCH_MODULE(TransformerDecoderBlock);
 /// Initialisation of a transformer stack. Default: LibTorch's module defaults. GlorotUniform: Keras's
 /// defaults, as the TF lab's model has them: Linear / Conv1d kernels and each head's projection
 /// Glorot (Xavier) uniform, biases zero, embeddings uniform(-0.05, 0.05), LayerNorms (1, 0).
-enum class TransformerInit { Default, GlorotUniform };
+/// Fairseq: fairseq's transformer (Vaswani et al.'s convention): the same Glorot-uniform kernels
+/// and zero biases, embeddings normal(0, num_hiddens^-1/2), so that the forward's scaling by
+/// sqrt(num_hiddens) gives token vectors of unit scale, the positional encoding's. Default
+/// embeddings are normal(0, 1): scaled, they are ~sqrt(num_hiddens) times the positional signal.
+enum class TransformerInit { Default, GlorotUniform, Fairseq };
 
 struct TransformerOptions {
   TransformerOptions(int64_t vocab_size, int64_t num_hiddens, int64_t ffn_num_hiddens, int64_t num_heads,

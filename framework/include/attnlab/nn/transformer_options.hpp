@@ -37,7 +37,7 @@ config::Binding<TransformerConfig> transformer_binding(AttentionRoles roles, con
 /// The TF-lab variant options of the transformer encoder/decoder plugins (seed 004). Apart from
 /// TransformerConfig so that plugins reusing that keep their own `init` option.
 struct TransformerVariantConfig {
-  TransformerInit init = TransformerInit::Default;  // default | glorot_uniform
+  TransformerInit init = TransformerInit::Default;  // default | glorot_uniform | fairseq
   double layer_norm_eps = 1e-5;
   bool ffn_conv1d = false;  // ffn: linear | conv1d
   bool per_head_projections = false;
