@@ -82,7 +82,8 @@ TORCH_MODULE(TransformerDecoderBlock);
 /// defaults, as the TF lab's model has them: Linear / Conv1d kernels and each head's projection
 /// Glorot (Xavier) uniform, biases zero, embeddings uniform(-0.05, 0.05), LayerNorms (1, 0).
 /// Fairseq: fairseq's transformer (Vaswani et al.'s convention): the same Glorot-uniform kernels
-/// and zero biases, embeddings normal(0, num_hiddens^-1/2), so that the forward's scaling by
+/// (fairseq gives W_q/W_k/W_v gain 1/sqrt(2); here gain 1) and zero biases, embeddings
+/// normal(0, num_hiddens^-1/2) (fairseq also zeroes the padding row), so that the forward's scaling by
 /// sqrt(num_hiddens) gives token vectors of unit scale, the positional encoding's. Default
 /// embeddings are normal(0, 1): scaled, they are ~sqrt(num_hiddens) times the positional signal.
 enum class TransformerInit { Default, GlorotUniform, Fairseq };
