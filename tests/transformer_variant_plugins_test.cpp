@@ -59,4 +59,24 @@ TEST_F(TransformerVariantPlugins, DecoderOnlyOptionsAreUnknownToTheEncoder) {
   EXPECT_THROW(registry.create<nn::Decoder>(yaml("model: {plugin: transformer, output: probs}"), ctx), ConfigError);
 }
 
+TEST_F(TransformerVariantPlugins, FairseqInitIsAChoiceOfBoth) {
+  ctx.data.src_vocab_size = ctx.data.tgt_vocab_size = 2000;
+  auto encoder =
+      registry.create<nn::Encoder>(yaml("model: {plugin: transformer, num_hiddens: 64, init: fairseq}"), ctx);
+  auto* enc = dynamic_cast<nn::TransformerEncoderImpl*>(encoder.get());
+  ASSERT_NE(enc, nullptr);
+  EXPECT_NEAR(enc->embedding->weight.std().item<double>(), 0.125, 0.005);  // 64^-1/2
+  auto decoder =
+      registry.create<nn::Decoder>(yaml("model: {plugin: transformer, num_hiddens: 64, init: fairseq}"), ctx);
+  auto* dec = dynamic_cast<nn::TransformerDecoderImpl*>(decoder.get());
+  ASSERT_NE(dec, nullptr);
+  EXPECT_NEAR(dec->embedding->weight.std().item<double>(), 0.125, 0.005);
+  try {
+    registry.create<nn::Encoder>(yaml("model: {plugin: transformer, init: fairsq}"), ctx);
+    FAIL() << "expected a ConfigError";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("fairseq"), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace
