@@ -5,6 +5,7 @@
 #include <attnlab/config/binding.hpp>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 
 #include "testing/testing.hpp"
@@ -146,4 +147,39 @@ TEST(ConfigBinding, MistakesInTheBindingItselfAreLogicErrors) {
                std::logic_error);
   EXPECT_THROW(Binding<Block>(Block{.norm = Norm::First}).choice("norm", &Block::norm, {{"last", Norm::Last}}, ""),
                std::logic_error);
+}
+
+TEST(ConfigBinding, AnOptionalFloatIsNullUntilGivenAndCheckedWhenGiven) {
+  struct Attn {
+    double dropout = 0.3;
+    std::optional<double> attention_dropout;  // null: the dropout
+    std::optional<double> temperature = 2.0;  // an optional with a default of its own
+  };
+  const auto b = Binding<Attn>()
+                     .option("dropout", &Attn::dropout, "")
+                     .option("attention_dropout", &Attn::attention_dropout, "", {.min = 0.0, .max = 1.0})
+                     .option("temperature", &Attn::temperature, "", {.min = 0.0});
+  const Schema s = b.schema();
+  EXPECT_EQ(spec_named(s, "attention_dropout").type, Type::Float);
+  EXPECT_TRUE(spec_named(s, "attention_dropout").nullable);
+  EXPECT_EQ(spec_named(s, "attention_dropout").default_value, "null");
+  EXPECT_EQ(spec_named(s, "temperature").default_value, "2");
+  EXPECT_FALSE(spec_named(s, "dropout").nullable);
+
+  const Attn unset = b.read(Options(Node(), s, "enc"));
+  EXPECT_FALSE(unset.attention_dropout.has_value());
+  EXPECT_EQ(unset.temperature, 2.0);
+  const Attn given = b.read(Options(encoder_node("    attention_dropout: 0\n    temperature: null\n"), s, "enc"));
+  ASSERT_TRUE(given.attention_dropout.has_value());
+  EXPECT_EQ(*given.attention_dropout, 0.0);
+  EXPECT_FALSE(given.temperature.has_value());  // null given: unset, not the default
+
+  // A given value is still a number within its bounds; null is not accepted where not nullable.
+  auto message = error_of([&] { Options(encoder_node("    attention_dropout: 1.5\n"), s, "enc"); });
+  EXPECT_TRUE(contains(message, "exp.yaml:3:24")) << message;
+  EXPECT_TRUE(contains(message, "expected <= 1, found 1.5")) << message;
+  message = error_of([&] { Options(encoder_node("    attention_dropout: lots\n"), s, "enc"); });
+  EXPECT_TRUE(contains(message, "expected a number, found")) << message;
+  message = error_of([&] { Options(encoder_node("    dropout: null\n"), s, "enc"); });
+  EXPECT_TRUE(contains(message, "expected a number, found")) << message;
 }

@@ -44,7 +44,8 @@ void print_schema(const config::Schema& nested) {
     if (o.min || o.max) {
       desc += fmt::format(" [{}..{}]", o.min ? fmt::format("{}", *o.min) : "", o.max ? fmt::format("{}", *o.max) : "");
     }
-    std::cout << fmt::format("  {:<{}}  {:<6}  {:<16}  {}\n", o.name, w, config::type_name(o.type), def, desc);
+    const std::string type = fmt::format("{}{}", config::type_name(o.type), o.nullable ? "?" : "");
+    std::cout << fmt::format("  {:<{}}  {:<6}  {:<16}  {}\n", o.name, w, type, def, desc);
   }
 }
 
@@ -64,10 +65,12 @@ int show(const std::vector<std::string>& plugin_dirs, const std::string& name) {
       nw = std::max(nw, p->name.size());
     }
     std::cout << fmt::format("{:<{}}  {:<{}}  {}\n", "kind", kw, "name", nw, "description");
-    for (const auto* p : plugins) std::cout << fmt::format("{:<{}}  {:<{}}  {}\n", p->kind, kw, p->name, nw, p->description);
-    std::cout << fmt::format("\n{} plugins from {}\n`runner plugins <name>` shows a plugin's options; "
-                             "`runner plugins experiment` the experiment file's top level.\n",
-                             plugins.size(), fmt::join(registry.search_dirs(), ":"));
+    for (const auto* p : plugins)
+      std::cout << fmt::format("{:<{}}  {:<{}}  {}\n", p->kind, kw, p->name, nw, p->description);
+    std::cout << fmt::format(
+        "\n{} plugins from {}\n`runner plugins <name>` shows a plugin's options; "
+        "`runner plugins experiment` the experiment file's top level.\n",
+        plugins.size(), fmt::join(registry.search_dirs(), ":"));
     return 0;
   }
   if (name == "experiment") {

@@ -142,6 +142,7 @@ Options::Options(const Node& node, const Schema& schema, std::string owner, std:
       if (spec.min && x < *spec.min) bad(fmt::format("expected >= {}, found {}", *spec.min, stored.str()));
       if (spec.max && x > *spec.max) bad(fmt::format("expected <= {}, found {}", *spec.max, stored.str()));
     };
+    if (spec.nullable && stored.is_null()) continue;
     const std::string found = detail::describe(stored);
     switch (spec.type) {
       case Type::Int: {

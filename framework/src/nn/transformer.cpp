@@ -23,6 +23,7 @@ void check_options(const TransformerOptions& o, const char* who) {
 TransformerBlockOptions TransformerOptions::block() const {
   return TransformerBlockOptions(num_hiddens(), ffn_num_hiddens(), num_heads())
       .dropout(dropout())
+      .attention_dropout(attention_dropout())
       .bias(bias())
       .norm(norm())
       .ffn_dropout(ffn_dropout())
@@ -64,9 +65,8 @@ TransformerEncoderImpl::TransformerEncoderImpl(const TransformerOptions& options
     : options(options_) {
   check_options(options, "TransformerEncoder");
   embedding = register_module("embedding", torch::nn::Embedding(options.vocab_size(), options.num_hiddens()));
-  pos_encoding = register_module(
-      "pos_encoding", PositionalEncoding(options.num_hiddens(), options.dropout(), options.max_len(),
-                                         options.positional_encoding()));
+  pos_encoding = register_module("pos_encoding", PositionalEncoding(options.num_hiddens(), options.dropout(),
+                                                                    options.max_len(), options.positional_encoding()));
   auto blks = register_module("blks", torch::nn::ModuleList());
   for (int64_t i = 0; i < options.num_blks(); ++i) {
     blocks.emplace_back(options.block(), make_scorer, i);
@@ -108,9 +108,8 @@ TransformerDecoderImpl::TransformerDecoderImpl(const TransformerOptions& options
     : options(options_) {
   check_options(options, "TransformerDecoder");
   embedding = register_module("embedding", torch::nn::Embedding(options.vocab_size(), options.num_hiddens()));
-  pos_encoding = register_module(
-      "pos_encoding", PositionalEncoding(options.num_hiddens(), options.dropout(), options.max_len(),
-                                         options.positional_encoding()));
+  pos_encoding = register_module("pos_encoding", PositionalEncoding(options.num_hiddens(), options.dropout(),
+                                                                    options.max_len(), options.positional_encoding()));
   auto blks = register_module("blks", torch::nn::ModuleList());
   for (int64_t i = 0; i < options.num_blks(); ++i) {
     blocks.emplace_back(options.block(), make_scorer, i);
@@ -154,7 +153,7 @@ torch::Tensor TransformerDecoderImpl::forward(const torch::Tensor& tgt, DecoderS
   auto h = forward_embedded(x, *st);                                        // [B, T, H]
   if (st->incremental) st->steps += tgt.size(1);
   auto logits = dense ? dense->forward(h) : torch::matmul(h, embedding->weight.t());  // [B, T, V]
-  return options.output_softmax() ? torch::softmax(logits, -1) : logits;            // [B, T, V]
+  return options.output_softmax() ? torch::softmax(logits, -1) : logits;              // [B, T, V]
 }
 
 torch::Tensor TransformerDecoderImpl::forward_embedded(const torch::Tensor& x, TransformerDecoderState& state) {

@@ -18,7 +18,7 @@ MultiHeadAttention make_mha(const TransformerBlockOptions& o, const ScorerFactor
   auto scorer = make_scorer(context);
   TORCH_CHECK(scorer != nullptr, "Transformer block: the scorer factory returned no scorer");
   return MultiHeadAttention(MultiHeadAttentionOptions(o.num_hiddens(), o.num_heads())
-                                .dropout(o.dropout())
+                                .dropout(o.attention_dropout().value_or(o.dropout()))
                                 .bias(o.bias())
                                 .per_head_projections(o.per_head_projections())
                                 .record_as(std::move(record_as)),
@@ -88,10 +88,10 @@ torch::Tensor TransformerDecoderBlockImpl::forward(const torch::Tensor& x, Trans
   }
   const Positions positions{offset, 0};
   auto y = addnorm1->post(x, attention1->forward(h, key_values, key_values, dec_valid_lens, positions));  // [B, T, H]
-  const auto& enc = state.encoder.states;  // [B, S, H]
+  const auto& enc = state.encoder.states;                                                                 // [B, S, H]
   auto z = addnorm2->post(
       y, attention2->forward(addnorm2->pre(y), enc, enc, state.encoder.valid_lens, positions));  // [B, T, H]
-  return addnorm3->post(z, ffn->forward(addnorm3->pre(z)));  // [B, T, H]
+  return addnorm3->post(z, ffn->forward(addnorm3->pre(z)));                                      // [B, T, H]
 }
 
 }  // namespace attnlab::nn

@@ -14,7 +14,12 @@ config::Binding<TransformerConfig> transformer_binding(AttentionRoles roles, con
               {.min = 1, .max = 1 << 20})
       .option("num_heads", &C::num_heads, "attention heads; must divide num_hiddens", {.min = 1, .max = 1024})
       .option("num_blks", &C::num_blks, "number of transformer blocks", {.min = 1, .max = 1000})
-      .option("dropout", &C::dropout, "dropout on positional encoding, attention weights and residual branches",
+      .option(
+          "dropout", &C::dropout,
+          "dropout on positional encoding, residual branches and (unless attention_dropout is set) attention weights",
+          {.min = 0.0, .max = 1.0})
+      .option("attention_dropout", &C::attention_dropout,
+              "dropout on the attention weights alone (fairseq's attention_dropout); null: the dropout above",
               {.min = 0.0, .max = 1.0})
       .option("bias", &C::bias, "bias in the attention projections W_q/W_k/W_v/W_o")
       .choice("norm", &C::norm, {{"first", NormPlacement::First}, {"last", NormPlacement::Last}},
@@ -67,6 +72,7 @@ TransformerOptions transformer_options(const config::Options& o, const Transform
   }
   return TransformerOptions(vocab_size, c.num_hiddens, c.ffn_num_hiddens, c.num_heads, c.num_blks)
       .dropout(c.dropout)
+      .attention_dropout(c.attention_dropout)
       .bias(c.bias)
       .norm(c.norm)
       .max_len(c.max_len)

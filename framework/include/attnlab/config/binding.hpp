@@ -13,8 +13,9 @@
 //   ... make(const config::Options& o, ...) { const AdditiveOptions opts = binding().read(o); ... }
 //
 // The name is written once, in the binding; the type comes from the field's type (an integer
-// field is an int option, bounded to what the field can hold; floating point a float; bool a
-// bool; std::string a string; config::Node a map, list or any), and the default from the
+// field is an int option, bounded to what the field can hold; floating point a float, and
+// std::optional<floating point> a float that may be null; bool a bool; std::string a string;
+// config::Node a map, list or any), and the default from the
 // struct's initializer (or from the defaults the binding was made with). Code reads fields, so a
 // mistyped option name cannot exist past compilation. `fail(o, &T::field, msg)` reports a
 // cross-field error (num_heads not dividing num_hiddens) at the field's YAML place.
@@ -41,6 +42,11 @@ struct Bounds {
   std::optional<double> max = std::nullopt;
   bool allow_non_finite = false;
 };
+
+template <class V>
+struct is_optional_float : std::false_type {};
+template <class U>
+struct is_optional_float<std::optional<U>> : std::is_floating_point<U> {};
 
 template <class T>
 class Binding {
@@ -83,6 +89,19 @@ class Binding {
       spec.type = Type::String;
       spec.default_value = yaml_scalar_text(def);
       add(std::move(spec), field, [](const Options& o, const std::string& n) { return o.get_string(n); });
+    } else if constexpr (is_optional_float<V>::value) {
+      // null (the default when the field's is nullopt) = not set; the plugin decides what that means.
+      using U = typename V::value_type;
+      spec.type = Type::Float;
+      spec.nullable = true;
+      spec.min = bounds.min;
+      spec.max = bounds.max;
+      spec.allow_non_finite = bounds.allow_non_finite;
+      spec.default_value = def ? fmt::format("{}", *def) : std::string("null");
+      add(std::move(spec), field, [](const Options& o, const std::string& n) -> V {
+        if (o.node(n).is_null()) return std::nullopt;
+        return static_cast<U>(o.get_float(n));
+      });
     } else {
       static_assert(sizeof(V) == 0, "Binding::option: a field of another type needs choice() or node()");
     }

@@ -27,6 +27,9 @@ struct OptionSpec {
   /// For floats: whether .nan/.inf/-.inf are accepted (default: a float option is finite; NaN
   /// compares false with every bound, so without this check it would pass min/max).
   bool allow_non_finite = false;
+  /// For numbers: whether null is accepted (an optional field: null = "not set", e.g. a transformer's
+  /// attention_dropout, null = its dropout). A null skips the type and bound checks.
+  bool nullable = false;
   /// For a map whose keys have options of their own (a transformer's `attention`): those, listed
   /// by `runner plugins` as <name>.<field>. Validated by whoever reads the map, not here.
   std::vector<OptionSpec> fields = {};

@@ -10,6 +10,7 @@
 #include <torch/nn/modules/embedding.h>
 
 #include <memory>
+#include <optional>
 #include <vector>
 
 namespace attnlab::nn {
@@ -17,13 +18,14 @@ namespace attnlab::nn {
 struct TransformerBlockOptions {
   TransformerBlockOptions(int64_t num_hiddens, int64_t ffn_num_hiddens, int64_t num_heads)
       : num_hiddens_(num_hiddens), ffn_num_hiddens_(ffn_num_hiddens), num_heads_(num_heads) {}
-  TORCH_ARG(int64_t, num_hiddens);      // model width H
-  TORCH_ARG(int64_t, ffn_num_hiddens);  // FFN inner width
-  TORCH_ARG(int64_t, num_heads);        // must divide num_hiddens
-  TORCH_ARG(double, dropout) = 0.0;     // attention weights and every residual branch
-  TORCH_ARG(bool, bias) = false;        // bias in the attention projections
-  TORCH_ARG(NormPlacement, norm) = NormPlacement::Last;  // Last = d2l AddNorm
-  TORCH_ARG(double, ffn_dropout) = 0.0;  // after the FFN's ReLU (Step-by-Step's layers); 0 = d2l
+  TORCH_ARG(int64_t, num_hiddens);                                     // model width H
+  TORCH_ARG(int64_t, ffn_num_hiddens);                                 // FFN inner width
+  TORCH_ARG(int64_t, num_heads);                                       // must divide num_hiddens
+  TORCH_ARG(double, dropout) = 0.0;                                    // attention weights and every residual branch
+  TORCH_ARG(std::optional<double>, attention_dropout) = std::nullopt;  // attention weights' own; unset: dropout
+  TORCH_ARG(bool, bias) = false;                                       // bias in the attention projections
+  TORCH_ARG(NormPlacement, norm) = NormPlacement::Last;                // Last = d2l AddNorm
+  TORCH_ARG(double, ffn_dropout) = 0.0;           // after the FFN's ReLU (Step-by-Step's layers); 0 = d2l
   TORCH_ARG(double, layer_norm_eps) = 1e-5;       // every LayerNorm's epsilon (Keras: 1e-3, TF lab: 1e-6)
   TORCH_ARG(bool, ffn_conv1d) = false;            // FFN as two kernel-size-1 Conv1d (TF lab)
   TORCH_ARG(bool, per_head_projections) = false;  // W_q/W_k/W_v as [heads, H, H / heads] (TF lab)
@@ -62,8 +64,7 @@ struct TransformerDecoderState : DecoderState {
 /// Self and causal (attention1), role Cross (attention2).
 class TransformerDecoderBlockImpl : public torch::nn::Module {
  public:
-  TransformerDecoderBlockImpl(const TransformerBlockOptions& options, const ScorerFactory& make_scorer,
-                              int64_t index);
+  TransformerDecoderBlockImpl(const TransformerBlockOptions& options, const ScorerFactory& make_scorer, int64_t index);
   /// x [B, T, H] -> [B, T, H]. Full-sequence mode (state.incremental false): keys/values = x with
   /// causal valid lengths 1..T, positions from 0. Incremental: keys/values = cat(cache, x),
   /// appended to the cache; x's rows stand at positions state.steps.. (the scorers' query offset;
@@ -102,11 +103,12 @@ struct TransformerOptions {
   TORCH_ARG(int64_t, num_heads);        // must divide num_hiddens
   TORCH_ARG(int64_t, num_blks);         // number of blocks
   TORCH_ARG(double, dropout) = 0.0;     // positional encoding, attention, residual branches
-  TORCH_ARG(bool, bias) = false;        // bias in the attention projections
-  TORCH_ARG(NormPlacement, norm) = NormPlacement::Last;  // First adds a final LayerNorm
-  TORCH_ARG(int64_t, max_len) = 1000;   // positional encoding length
+  TORCH_ARG(std::optional<double>, attention_dropout) = std::nullopt;  // attention weights' own; unset: dropout
+  TORCH_ARG(bool, bias) = false;                                       // bias in the attention projections
+  TORCH_ARG(NormPlacement, norm) = NormPlacement::Last;                // First adds a final LayerNorm
+  TORCH_ARG(int64_t, max_len) = 1000;                                  // positional encoding length
   TORCH_ARG(bool, positional_encoding) = true;  // false: no sinusoidal encoding added (dropout only)
-  TORCH_ARG(double, ffn_dropout) = 0.0;  // after the FFN's ReLU (Step-by-Step's layers); 0 = d2l
+  TORCH_ARG(double, ffn_dropout) = 0.0;         // after the FFN's ReLU (Step-by-Step's layers); 0 = d2l
   // TF-lab variants (seed 004); the defaults are d2l's model.
   TORCH_ARG(TransformerInit, init) = TransformerInit::Default;
   TORCH_ARG(double, layer_norm_eps) = 1e-5;       // every LayerNorm's epsilon

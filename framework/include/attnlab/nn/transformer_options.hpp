@@ -7,6 +7,7 @@
 #include <attnlab/nn/transformer.hpp>
 #include <attnlab/plugin/context.hpp>
 
+#include <optional>
 #include <string>
 
 namespace attnlab::nn {
@@ -22,6 +23,7 @@ struct TransformerConfig {
   int64_t num_heads = 4;
   int64_t num_blks = 2;
   double dropout = 0.2;
+  std::optional<double> attention_dropout = std::nullopt;  // null: dropout
   bool bias = false;
   NormPlacement norm = NormPlacement::Last;
   int64_t max_len = 1000;
