@@ -11,6 +11,8 @@
 #include <attnlab/error.hpp>
 #include <attnlab/train/distributed.hpp>
 
+#include "train/distributed_nccl.hpp"
+
 #include <fmt/format.h>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
@@ -56,9 +58,13 @@ constexpr int64_t kBucketBytes = 25 * 1024 * 1024;      // DDP's default bucket_
 constexpr int64_t kFirstBucketBytes = 1 * 1024 * 1024;  // DDP's first bucket: starts the overlap early
 constexpr size_t kBroadcastBytes = 250 * 1024 * 1024;   // DDP's broadcast_bucket_size
 
-class GlooDistributed final : public Distributed {
+/// One process group with a backend per device type, as `init_process_group("cpu:gloo,cuda:nccl")`:
+/// Gloo for CPU tensors (metrics, stop votes, agreement checks, barriers; and everything of a CPU
+/// run), NCCL for the CUDA tensors of a CUDA run (the weights' broadcast, the gradient buckets).
+class C10dDistributed final : public Distributed {
  public:
-  GlooDistributed(const DistributedEnv& e, double timeout_seconds) : env_(e) {
+  C10dDistributed(const DistributedEnv& e, torch::Device device, double timeout_seconds)
+      : env_(e), cuda_(device.is_cuda()) {
     const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout_seconds * 1000));
     c10d::TCPStoreOptions so;
     so.port = static_cast<uint16_t>(e.master_port);
@@ -78,7 +84,14 @@ class GlooDistributed final : public Distributed {
       auto gloo = c10::make_intrusive<c10d::ProcessGroupGloo>(prefixed, e.rank, e.world_size, options);
       group_ = c10::make_intrusive<c10d::ProcessGroup>(prefixed, e.rank, e.world_size);
       group_->setBackend(c10::DeviceType::CPU, c10d::ProcessGroup::BackendType::GLOO, gloo);
-      group_->setBackend(c10::DeviceType::CUDA, c10d::ProcessGroup::BackendType::GLOO, gloo);
+      if (cuda_) {
+        // Its own keys: NCCL's rendezvous (the unique id rank 0 posts) beside Gloo's.
+        auto nccl_store = c10::make_intrusive<c10d::PrefixStore>("nccl/", prefixed);
+        group_->setBackend(c10::DeviceType::CUDA, c10d::ProcessGroup::BackendType::NCCL,
+                           make_nccl_backend(nccl_store, e.rank, e.world_size, timeout));
+      } else {
+        group_->setBackend(c10::DeviceType::CUDA, c10d::ProcessGroup::BackendType::GLOO, gloo);
+      }
       group_->setDefaultBackend(c10d::ProcessGroup::BackendType::GLOO);
     } catch (const c10::Error& err) {
       throw Error(fmt::format(
@@ -89,7 +102,7 @@ class GlooDistributed final : public Distributed {
 
   int rank() const override { return env_.rank; }
   int world_size() const override { return env_.world_size; }
-  std::string backend() const override { return "gloo"; }
+  std::string backend() const override { return cuda_ ? "nccl" : "gloo"; }
 
   void attach(const std::vector<torch::Tensor>& parameters, const std::vector<torch::Tensor>& buffers) override {
     torch::NoGradGuard no_grad;
@@ -170,6 +183,7 @@ class GlooDistributed final : public Distributed {
   }
 
   DistributedEnv env_;
+  bool cuda_;
   c10::intrusive_ptr<c10d::Store> store_;
   c10::intrusive_ptr<c10d::ProcessGroup> group_;
   int64_t shares_ = 0;
@@ -249,8 +263,7 @@ bool Distributed::agree(const std::vector<torch::Tensor>& tensors) {
 
 std::unique_ptr<Distributed> join_process_group(const DistributedEnv& env, torch::Device device,
                                                 double timeout_seconds) {
-  (void)device;  // Gloo serves CPU and CUDA tensors alike (NCCL: docs/DISTRIBUTED.md)
-  return std::make_unique<GlooDistributed>(env, timeout_seconds);
+  return std::make_unique<C10dDistributed>(env, device, timeout_seconds);
 }
 
 }  // namespace attnlab::train

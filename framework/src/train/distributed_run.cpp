@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/env.hpp"
+#include "train/distributed_nccl.hpp"
 
 namespace attnlab::train {
 namespace {
@@ -41,8 +42,9 @@ std::unique_ptr<Distributed> join_if_distributed(const DistributedEnv& env, cons
         "torchrun); run it as one process (at 'trainer')",
         trainer_node.location().str(), plugin_name(trainer_node), env.rank, env.world_size));
   }
-  ATTNLAB_CHECK(device.is_cpu(), ConfigError,
-                "distributed runs train on the CPU for now (Gloo); device {} under torchrun is not supported yet",
+  ATTNLAB_CHECK(device.is_cpu() || nccl_built(), ConfigError,
+                "a data-parallel run on {} needs NCCL, but this runner was built without it (CMake found no "
+                "nccl.h of the torch wheel's nvidia-nccl package); train with device: cpu (Gloo), or rebuild",
                 device.str());
   const double timeout = env::seconds("ATTNLAB_DISTRIBUTED_TIMEOUT", 1, 86400).value_or(300.0);
   auto dist = join_process_group(env, device, timeout);

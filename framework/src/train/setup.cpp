@@ -8,6 +8,9 @@
 #include <attnlab/train/experiment.hpp>
 #include <attnlab/train/trainer.hpp>
 
+#include <attnlab/train/distributed.hpp>
+
+#include <c10/cuda/CUDAFunctions.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
@@ -22,15 +25,30 @@
 namespace attnlab::train {
 namespace {
 
+/// cpu, cuda or auto. A process of a data-parallel run (torchrun: WORLD_SIZE > 1) takes the GPU
+/// cuda:LOCAL_RANK and makes it current; auto then means CUDA when this machine has a GPU for each
+/// of its processes (LOCAL_WORLD_SIZE), so every rank decides alike.
 torch::Device pick_device(const config::Options& opts) {
   const auto want = opts.get_string("device");
   if (want == "cpu") return torch::kCPU;
-  if (want == "cuda") {
-    if (!torch::cuda::is_available())
-      opts.fail("device", "device 'cuda' was asked for but no CUDA device is available");
-    return torch::kCUDA;
+  const auto denv = DistributedEnv::from_environment();
+  const bool ranks = denv && denv->world_size > 1;
+  const int64_t gpus = torch::cuda::is_available() ? static_cast<int64_t>(torch::cuda::device_count()) : 0;
+  if (want == "cuda" && gpus == 0) opts.fail("device", "device 'cuda' was asked for but no CUDA device is available");
+  if (!ranks) return gpus > 0 ? torch::Device(torch::kCUDA) : torch::Device(torch::kCPU);
+  int64_t local_ranks = denv->local_rank + 1;
+  if (const char* v = std::getenv("LOCAL_WORLD_SIZE")) local_ranks = std::max<int64_t>(local_ranks, std::atoll(v));
+  if (want == "auto" && gpus < local_ranks) return torch::kCPU;
+  if (denv->local_rank >= gpus) {
+    opts.fail("device", fmt::format("this process is LOCAL_RANK={} of a data-parallel run, but this machine has {} "
+                                    "CUDA device{}: each process of a CUDA run needs a GPU of its own (NCCL cannot "
+                                    "put two ranks on one device); start at most {} process{} per machine "
+                                    "(torchrun --nproc_per_node={}), or train with device: cpu",
+                                    denv->local_rank, gpus, gpus == 1 ? "" : "s", gpus, gpus == 1 ? "" : "es", gpus));
   }
-  return torch::cuda::is_available() ? torch::Device(torch::kCUDA) : torch::Device(torch::kCPU);
+  const auto index = static_cast<c10::DeviceIndex>(denv->local_rank);
+  c10::cuda::set_device(index);  // what a bare `cuda` tensor or stream of this process means from now on
+  return {torch::kCUDA, index};
 }
 
 int64_t cores() { return std::max(1U, std::thread::hardware_concurrency()); }

@@ -1,6 +1,6 @@
 #pragma once
 // Data-parallel training across processes, launched by torchrun (c10d: a TCPStore rendezvous, a
-// Gloo process group, PyTorch's own DDP Reducer for bucketed gradient all-reduce overlapping
+// Gloo process group with NCCL for CUDA tensors, PyTorch's own DDP Reducer for bucketed gradient all-reduce overlapping
 // backward). docs/DISTRIBUTED.md.
 //
 // A trainer that supports it (TrainContext::distributed set) trains on its rank's shard of every
@@ -52,7 +52,7 @@ class ATTNLAB_API Distributed {
   virtual ~Distributed() = default;
   virtual int rank() const = 0;
   virtual int world_size() const = 0;
-  /// "gloo".
+  /// "gloo" (a CPU run), or "nccl" (a CUDA run: NCCL for the CUDA tensors, Gloo for the CPU ones).
   virtual std::string backend() const = 0;
   bool writes_files() const { return rank() == 0; }
 
@@ -94,7 +94,8 @@ class ATTNLAB_API Distributed {
 };
 
 /// Joins the process group the environment describes (nullptr for one process): a TCPStore at
-/// MASTER_ADDR:MASTER_PORT (rank 0 serves it unless torchrun's agent does), then Gloo. Waits at
+/// MASTER_ADDR:MASTER_PORT (rank 0 serves it unless torchrun's agent does), then Gloo, and NCCL
+/// for the CUDA tensors when `device` is a GPU (the process's cuda:LOCAL_RANK). Waits at
 /// most `timeout_seconds` for the others, and a collective that a dead rank never joins fails
 /// after as long.
 ATTNLAB_API std::unique_ptr<Distributed> join_process_group(const DistributedEnv& env, torch::Device device,
