@@ -43,6 +43,34 @@ Batch Batch::to(torch::Device device, bool non_blocking) const {
   return b;
 }
 
+Batch pad_to_bucket(const Batch& b, int64_t rows, int64_t multiple, int64_t pad_id) {
+  ATTNLAB_CHECK(multiple >= 1 && rows >= 0, DataError, "pad_to_bucket: multiple must be >= 1 and rows >= 0");
+  ATTNLAB_CHECK(b.src.dim() == 2 && b.tgt_in.dim() == 2, DataError,
+                "pad_to_bucket: expects a token batch (src [B, S], tgt [B, T]), found src of {} dimensions",
+                b.src.dim());
+  const auto up = [&](int64_t n) { return (n + multiple - 1) / multiple * multiple; };
+  const int64_t B = b.size(), R = std::max(B, rows);
+  const int64_t S = b.src.size(1), T = b.tgt_in.size(1), S2 = up(S), T2 = up(T);
+  if (R == B && S2 == S && T2 == T) return b;
+  auto grow = [&](const torch::Tensor& t, int64_t cols) {  // [B, n] -> [R, cols] of pad
+    auto out = torch::full({R, cols}, pad_id, t.options());
+    out.narrow(0, 0, B).narrow(1, 0, t.size(1)).copy_(t);
+    return out;
+  };
+  auto lengths = [&](const torch::Tensor& t, int64_t extra) {  // [B] -> [R], the new rows `extra`
+    auto out = torch::full({R}, extra, t.options());
+    out.narrow(0, 0, B).copy_(t);
+    return out;
+  };
+  Batch p;
+  p.src = grow(b.src, S2);
+  p.src_valid_lens = lengths(b.src_valid_lens, 1);
+  p.tgt_in = grow(b.tgt_in, T2);
+  p.tgt_out = grow(b.tgt_out, T2);
+  p.tgt_valid_lens = lengths(b.tgt_valid_lens, 0);
+  return p;
+}
+
 Batch Dataset::encode_sources(const std::vector<std::string>& sentences) const {
   throw DataError(fmt::format(
       "dataset does not support text: it cannot encode {} source sentence(s) (only translation datasets can)",
@@ -54,13 +82,13 @@ std::vector<std::string> Dataset::source_tokens(const std::string& sentence) con
 }
 
 std::vector<std::string> Dataset::raw_sources(Split split) const {
-  throw DataError(fmt::format("dataset is not a text dataset: it has no raw source sentences for split '{}'",
-                              split_name(split)));
+  throw DataError(
+      fmt::format("dataset is not a text dataset: it has no raw source sentences for split '{}'", split_name(split)));
 }
 
 std::vector<std::string> Dataset::raw_targets(Split split) const {
-  throw DataError(fmt::format("dataset is not a text dataset: it has no raw target sentences for split '{}'",
-                              split_name(split)));
+  throw DataError(
+      fmt::format("dataset is not a text dataset: it has no raw target sentences for split '{}'", split_name(split)));
 }
 
 std::string Dataset::decode_target(const std::vector<int64_t>& ids) const {

@@ -226,6 +226,10 @@ config::Schema experiment_schema() {
       opt_string("description", "", "one line about the experiment"),
       opt_int("seed", 0, "seed for torch, data order and dropout", 0),
       opt_enum("device", "cpu", {"cpu", "cuda", "auto"}, "where to train: cpu, cuda, or auto (cuda when available)"),
+      opt_enum("precision", "fp32", {"fp32", "tf32", "bf16"},
+               "training arithmetic: fp32 (IEEE float32 everywhere), tf32 (float32 matmuls on TF32 tensor cores), "
+               "bf16 (autocast to bfloat16 in the forward pass and loss; fp32 weights and Adam); "
+               "attnlab/train/precision.hpp"),
       opt_string("threads", "0",
                  "intra-op CPU threads: N (capped at the cores), 0 = torch's default (one per core), or auto (one "
                  "thread below 250,000 parameters, else one per core; recorded as the threads attribute)"),
@@ -299,6 +303,8 @@ int run_experiment(const RunOptions& ro) {
   tc.build = &ctx;
   tc.dataset = dataset.get();
   tc.device = ctx.device;
+  tc.precision = parse_precision(top.get_string("precision"));
+  apply_precision(tc.precision);
   tc.seed = seed;
   tc.stop = &g_stop;
   // The trainer-model-dataset contract, before anything is written: one error naming them all.
@@ -385,6 +391,7 @@ int run_experiment(const RunOptions& ro) {
   res.set_attr("description", top.get_string("description"));
   res.set_attr("seed", static_cast<int64_t>(seed));
   res.set_attr("device", ctx.device.str());
+  res.set_attr("precision", std::string(precision_name(tc.precision)));
   res.set_attr("attnlab_version", kVersion);
   res.set_attr("torch_version", kTorchVersion);
   res.set_attr("git_commit", git_commit());

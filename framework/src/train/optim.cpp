@@ -38,13 +38,16 @@ torch::Tensor FusedAdam::step(LossClosure closure) {
   }
   torch::NoGradGuard no_grad;
   std::vector<std::vector<torch::Tensor>> with_grad;  // per group
-  std::unordered_set<const void*> seen;  // a tied weight listed twice is updated once
+  std::unordered_set<const void*> seen;               // a tied weight listed twice is updated once
   for (auto& group : param_groups()) {
     auto& params = with_grad.emplace_back();
     for (const auto& p : group.params()) {
       if (p.grad().defined() && seen.insert(p.unsafeGetTensorImpl()).second) params.push_back(p);
     }
     if (!params.empty() && !fusable(params)) {
+      TORCH_CHECK(!device_step_.defined(),
+                  "FusedAdam: graph-safe steps need the fused kernel, but the parameters mix devices or dtypes, or "
+                  "have sparse gradients");
       // Rare: leave the whole step to the per-parameter implementation (same state layout).
       torch::optim::Adam::step(nullptr);
       return loss;
@@ -60,11 +63,11 @@ torch::Tensor FusedAdam::step(LossClosure closure) {
     // second call run on this thread, as torch's own elementwise ops do at that size.
     const bool cpu = params.front().device().is_cpu();
     std::array<std::array<std::vector<torch::Tensor>, 6>, 2> parts;  // [parallel, serial][p, g, m, v, vmax, t]
-    std::map<int64_t, torch::Tensor> step_tensors;  // one 0-dim tensor per step count (normally one)
+    std::map<int64_t, torch::Tensor> step_tensors;                   // one 0-dim tensor per step count (normally one)
     const auto float_opts = torch::TensorOptions(torch::kFloat32).device(params.front().device());
     for (const auto& p : params) {
       auto& slot = state_[p.unsafeGetTensorImpl()];
-      if (!slot) {
+      if (!slot) {  // graph-safe steps: the first (eager) step, never inside a capture
         auto s = std::make_unique<torch::optim::AdamParamState>();
         s->exp_avg(torch::zeros_like(p, torch::MemoryFormat::Preserve));
         s->exp_avg_sq(torch::zeros_like(p, torch::MemoryFormat::Preserve));
@@ -73,26 +76,63 @@ torch::Tensor FusedAdam::step(LossClosure closure) {
       }
       auto& s = static_cast<torch::optim::AdamParamState&>(*slot);
       s.step(s.step() + 1);
-      auto [it, fresh] = step_tensors.try_emplace(s.step());
-      if (fresh) it->second = torch::full({}, static_cast<double>(s.step()), float_opts);
+      torch::Tensor step = device_step_;  // graph-safe: what the caller set; else one per count
+      if (!step.defined()) {
+        auto [it, fresh] = step_tensors.try_emplace(s.step());
+        if (fresh) it->second = torch::full({}, static_cast<double>(s.step()), float_opts);
+        step = it->second;
+      }
       auto& part = parts[cpu && p.numel() < at::internal::GRAIN_SIZE ? 1 : 0];
       part[0].push_back(p);
       part[1].push_back(p.grad());
       part[2].push_back(s.exp_avg());
       part[3].push_back(s.exp_avg_sq());
       if (o.amsgrad()) part[4].push_back(s.max_exp_avg_sq());
-      part[5].push_back(it->second);
+      part[5].push_back(step);
     }
     for (size_t serial = 0; serial < parts.size(); ++serial) {
       const auto& [ps, gs, ms, vs, vmaxs, ts] = parts[serial];
       if (ps.empty()) continue;
       std::optional<c10::ParallelGuard> on_this_thread;
       if (serial == 1) on_this_thread.emplace(true);
-      at::_fused_adam_(ps, gs, ms, vs, vmaxs, ts, o.lr(), std::get<0>(o.betas()), std::get<1>(o.betas()),
-                       o.weight_decay(), o.eps(), o.amsgrad(), /*maximize=*/false);
+      const auto [beta1, beta2] = o.betas();
+      if (device_lr_.defined()) {
+        at::_fused_adam_(ps, gs, ms, vs, vmaxs, ts, device_lr_, beta1, beta2, o.weight_decay(), o.eps(), o.amsgrad(),
+                         /*maximize=*/false);
+      } else {
+        at::_fused_adam_(ps, gs, ms, vs, vmaxs, ts, o.lr(), beta1, beta2, o.weight_decay(), o.eps(), o.amsgrad(),
+                         /*maximize=*/false);
+      }
     }
   }
   return loss;
+}
+
+void FusedAdam::use_device_scalars(torch::Tensor lr, torch::Tensor step) {
+  TORCH_CHECK(lr.defined() && step.defined() && lr.dim() == 0 && step.dim() == 0 && lr.scalar_type() == torch::kFloat &&
+                  step.scalar_type() == torch::kFloat,
+              "FusedAdam::use_device_scalars: expected two 0-dim float32 tensors");
+  device_lr_ = std::move(lr);
+  device_step_ = std::move(step);
+}
+
+void FusedAdam::count_replayed_step() {
+  for (auto& [key, slot] : state_) {
+    auto& st = static_cast<torch::optim::AdamParamState&>(*slot);
+    st.step(st.step() + 1);
+  }
+}
+
+void FusedAdam::set_step_count(int64_t steps) {
+  for (auto& [key, slot] : state_) static_cast<torch::optim::AdamParamState&>(*slot).step(steps);
+}
+
+int64_t FusedAdam::steps_taken() const {
+  int64_t most = 0;
+  for (const auto& [key, slot] : state_) {
+    most = std::max(most, static_cast<const torch::optim::AdamParamState&>(*slot).step());
+  }
+  return most;
 }
 
 torch::Tensor clip_grad_norm(const std::vector<torch::Tensor>& params, double max_norm) {

@@ -10,6 +10,7 @@
 #include <attnlab/nn/regression.hpp>
 #include <attnlab/train/attention_results.hpp>
 #include <attnlab/train/optim.hpp>
+#include <attnlab/train/train_step.hpp>
 #include <attnlab/train/trainer.hpp>
 
 #include <fmt/format.h>
@@ -49,7 +50,7 @@ double seconds_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
 
-struct Config {
+struct Config : train::GraphConfig {
   int64_t max_epochs = 50;
   double lr = 0.01;
   int64_t attention_samples = 4;
@@ -59,7 +60,11 @@ struct Config {
 class RegressionTrainer final : public train::Trainer {
  public:
   explicit RegressionTrainer(const Config& c)
-      : max_epochs_(c.max_epochs), lr_(c.lr), attention_samples_(c.attention_samples), validate_(c.validate) {}
+      : max_epochs_(c.max_epochs),
+        lr_(c.lr),
+        attention_samples_(c.attention_samples),
+        validate_(c.validate),
+        graphs_(c) {}
 
   int64_t max_epochs() const override { return max_epochs_; }
 
@@ -67,6 +72,7 @@ class RegressionTrainer final : public train::Trainer {
     regressor(ctx);
     ATTNLAB_CHECK(ctx.dataset != nullptr && ctx.dataset->info().num_features > 0, ConfigError,
                   "it regresses continuous sequences, but the dataset has no features (a token dataset?)");
+    train::check_graph_options(graphs_, ctx);
   }
 
   int64_t num_parameters(const train::TrainContext& ctx) const override {
@@ -76,6 +82,12 @@ class RegressionTrainer final : public train::Trainer {
   train::FitResult fit(train::TrainContext& ctx) override {
     auto model = regressor(ctx);
     train::FusedAdam opt(model->parameters(), torch::optim::AdamOptions(lr_));
+    train::TrainStep stepper(train::step_options(graphs_, /*gradient_clip=*/0.0, ctx.precision), ctx.device, opt,
+                             model->parameters(), "regression");
+    const train::TrainStep::Body body = [&](const std::vector<torch::Tensor>& in) {
+      auto pred = model->forward(in[0], in[1]);  // [B, T, F]
+      return std::vector<torch::Tensor>{masked_mse(pred, in[2], in.size() > 3 ? in[3] : torch::Tensor())};
+    };
     const bool has_val = validate_ && ctx.dataset->has_split(data::Split::Val);
     for (int64_t epoch = 1; epoch <= max_epochs_; ++epoch) {
       const auto start = std::chrono::steady_clock::now();
@@ -85,14 +97,12 @@ class RegressionTrainer final : public train::Trainer {
       for (const auto& cpu_batch : ctx.dataset->batches(data::Split::Train, true, ctx.seed + epoch)) {
         if (ctx.stopped()) return train::FitResult::Interrupted;
         auto b = cpu_batch.to(ctx.device);
-        auto pred = model->forward(b.src, b.tgt_in);  // [B, T, F]
-        auto loss = masked_mse(pred, b.tgt_out, b.tgt_valid_lens);
-        opt.zero_grad();
-        loss.backward();
-        opt.step();
-        loss_sum += loss.detach().to(torch::kDouble);
+        std::vector<torch::Tensor> inputs{b.src, b.tgt_in, b.tgt_out};
+        if (b.tgt_valid_lens.defined()) inputs.push_back(b.tgt_valid_lens);
+        loss_sum += stepper.run(inputs, lr_, body)[0].to(torch::kDouble);
         ++batches;
       }
+      if (ctx.results != nullptr) stepper.record(*ctx.results);
       train::EpochReport r;
       r.epoch = epoch;
       const double train_loss = loss_sum.item<double>() /
@@ -207,15 +217,18 @@ class RegressionTrainer final : public train::Trainer {
   double lr_;
   int64_t attention_samples_;
   bool validate_;
+  train::GraphConfig graphs_;
 };
 
 const config::Binding<Config>& binding() {
-  static const auto b = config::Binding<Config>()
-                            .option("max_epochs", &Config::max_epochs, "epochs to train", {.min = 1})
-                            .option("lr", &Config::lr, "Adam learning rate", {.min = 0.0})
-                            .option("attention_samples", &Config::attention_samples,
-                                    "test sequences whose attention is recorded after training", {.min = 0})
-                            .option("validate", &Config::validate, "compute the validation losses after every epoch");
+  static const auto b = train::with_graph_options(
+      config::Binding<Config>()
+          .option("max_epochs", &Config::max_epochs, "epochs to train", {.min = 1})
+          .option("lr", &Config::lr, "Adam learning rate", {.min = 0.0})
+          .option("attention_samples", &Config::attention_samples,
+                  "test sequences whose attention is recorded after training", {.min = 0})
+          .option("validate", &Config::validate, "compute the validation losses after every epoch"),
+      /*pads=*/false);
   return b;
 }
 

@@ -13,6 +13,7 @@
 #include <attnlab/train/loss.hpp>
 #include <attnlab/train/optim.hpp>
 #include <attnlab/train/schedule.hpp>
+#include <attnlab/train/train_step.hpp>
 #include <attnlab/train/trainer.hpp>
 #include <attnlab/train/translate.hpp>
 
@@ -27,7 +28,7 @@
 namespace {
 using namespace attnlab;
 
-struct Config {
+struct Config : train::GraphConfig {
   int64_t max_epochs = 30;
   double lr = 0.001;
   double adam_beta1 = 0.9;
@@ -56,6 +57,7 @@ class Seq2SeqTrainer final : public train::Trainer {
         by_bleu_(c.best_by_bleu),
         val_bleu_(c.val_bleu || by_bleu_),
         patience_(c.patience),
+        graphs_(c),
         schedule_(schedule) {}
 
   int64_t max_epochs() const override { return max_epochs_; }
@@ -72,6 +74,7 @@ class Seq2SeqTrainer final : public train::Trainer {
                   by_bleu_ ? "best_by: bleu" : "val_bleu: true");
     ATTNLAB_CHECK(!val_bleu_ || validate_, ConfigError, "{} is a validation metric, but validate: false",
                   by_bleu_ ? "best_by: bleu" : "val_bleu: true");
+    train::check_graph_options(graphs_, ctx);
   }
 
   train::FitResult fit(train::TrainContext& ctx) override {
@@ -95,6 +98,11 @@ class Seq2SeqTrainer final : public train::Trainer {
     // each global batch, and the reducer averages the gradients during backward.
     train::Distributed* dist = ctx.distributed;
     if (dist != nullptr) dist->attach(params, model->buffers());
+    // Forward, loss, backward, clipping and Adam: eagerly, or as a replayed CUDA graph per
+    // (padded) batch shape (attnlab/train/train_step.hpp).
+    train::TrainStep stepper(train::step_options(graphs_, clip_, ctx.precision), ctx.device, opt, params, "seq2seq",
+                             dist != nullptr);
+    int64_t bucket_rows = 0;  // with graphs: every batch padded to the most rows seen
     for (int64_t epoch = st.epoch + 1; epoch <= max_epochs_; ++epoch) {
       const auto start = std::chrono::steady_clock::now();
       model->train();
@@ -103,35 +111,43 @@ class Seq2SeqTrainer final : public train::Trainer {
       for (const auto& global : ctx.dataset->batches(data::Split::Train, true, ctx.seed + epoch)) {
         if (dist != nullptr ? dist->should_stop(ctx.stopped()) : ctx.stopped()) return train::FitResult::Interrupted;
         const data::Batch cpu_batch = dist != nullptr ? dist->shard(global) : global;
-        auto b = cpu_batch.to(ctx.device, true);
-        auto out = model->forward(b.src, b.src_valid_lens, b.tgt_in);  // [B, T, V]
-        torch::Tensor loss;                                            // what backward sees
-        int64_t n = 0;                                                 // tokens it counts
+        data::Batch shaped = cpu_batch;
+        if (stepper.graphed()) {
+          bucket_rows = std::max(bucket_rows, cpu_batch.size());
+          shaped = data::pad_to_bucket(cpu_batch, bucket_rows, graphs_.cuda_graph_pad, pad);
+        }
+        auto b = shaped.to(ctx.device, true);
+        const std::vector<torch::Tensor> inputs{b.src, b.src_valid_lens, b.tgt_in, b.tgt_out};
+        const double lr = schedule_.at(++st.step);
+        int64_t n = 0;  // tokens the loss counts
         if (dist == nullptr) {
-          loss = train::token_loss(out, b.tgt_out, objective);  // mean over non-pad tokens
-          n = cpu_batch.tgt_valid_lens.sum().item<int64_t>();   // CPU tensor: no device sync
-          loss_sum += loss.detach().to(torch::kDouble) * static_cast<double>(n);
+          const auto outs = stepper.run(inputs, lr, [&](const std::vector<torch::Tensor>& in) {
+            auto out = model->forward(in[0], in[1], in[2]);                               // [B, T, V]
+            return std::vector<torch::Tensor>{train::token_loss(out, in[3], objective)};  // mean over non-pad
+          });
+          n = cpu_batch.tgt_valid_lens.sum().item<int64_t>();  // CPU tensor: no device sync
+          loss_sum += outs[0].to(torch::kDouble) * static_cast<double>(n);
         } else {
           // This rank's share of the global batch's mean: its token sum times world / global
           // tokens, so that the reducer's average over ranks is the one-process gradient.
           const double scale = dist->loss_scale(global);
-          auto sum = train::token_loss(out, b.tgt_out, summed(objective));
-          loss = sum * scale;
+          const auto outs = stepper.run(
+              inputs, lr,
+              [&](const std::vector<torch::Tensor>& in) {
+                auto out = model->forward(in[0], in[1], in[2]);  // [B, T, V]
+                auto sum = train::token_loss(out, in[3], summed(objective));
+                return std::vector<torch::Tensor>{sum * scale, sum};
+              },
+              [&] { dist->prepare_for_backward(); });
           if (scale > 0) {
             n = cpu_batch.tgt_valid_lens.sum().item<int64_t>();
-            loss_sum += sum.detach().to(torch::kDouble);
+            loss_sum += outs[1].to(torch::kDouble);
           }
         }
-        opt.zero_grad();
-        if (dist != nullptr) dist->prepare_for_backward();
-        loss.backward();
-        if (clip_ > 0) train::clip_grad_norm(params, clip_);
-        const double lr = schedule_.at(++st.step);
-        for (auto& group : opt.param_groups()) static_cast<torch::optim::AdamOptions&>(group.options()).lr(lr);
-        opt.step();
         if (ctx.results != nullptr) ctx.results->append_metric("step", "lr", lr);
         tokens += n;
       }
+      if (ctx.results != nullptr) stepper.record(*ctx.results);
       // The one read of the epoch; it waits for the device, so the time below includes its work.
       double loss_total = loss_sum.item<double>(), token_total = static_cast<double>(tokens);
       if (dist != nullptr) {  // every rank's share: the epoch's numbers are the whole epoch's
@@ -260,11 +276,12 @@ class Seq2SeqTrainer final : public train::Trainer {
   int64_t keep_;
   bool by_bleu_, val_bleu_;
   int64_t patience_;
+  train::GraphConfig graphs_;
   train::LrSchedule schedule_;
 };
 
 const config::Binding<Config>& binding() {
-  static const auto b =
+  static const auto b = train::with_graph_options(
       config::Binding<Config>()
           .option("max_epochs", &Config::max_epochs, "epochs to train", {.min = 1})
           .option("lr", &Config::lr, "Adam learning rate (the schedule's base rate)", {.min = 0.0})
@@ -296,7 +313,8 @@ const config::Binding<Config>& binding() {
                   "(turns val_bleu on)")
           .option("patience", &Config::patience,
                   "stop when the best_by metric has not improved for this many epochs (0 = train max_epochs)",
-                  {.min = 0});
+                  {.min = 0}),
+      /*pads=*/true);
   return b;
 }
 

@@ -12,6 +12,7 @@
 #include <attnlab/error.hpp>
 #include <attnlab/nn/fused_gru.hpp>
 #include <attnlab/train/optim.hpp>
+#include <attnlab/train/train_step.hpp>
 #include <attnlab/train/trainer.hpp>
 
 #include <torch/torch.h>
@@ -37,7 +38,7 @@ void xavier_init(torch::nn::Module& model) {
   }
 }
 
-struct Config {
+struct Config : train::GraphConfig {
   int64_t max_epochs = 300;
   double lr = 0.005;
   double gradient_clip = 1.0;
@@ -47,13 +48,14 @@ struct Config {
 class Seq2SeqD2l017Trainer final : public train::Trainer {
  public:
   explicit Seq2SeqD2l017Trainer(const Config& c)
-      : max_epochs_(c.max_epochs), lr_(c.lr), clip_(c.gradient_clip), xavier_(c.xavier_init) {}
+      : max_epochs_(c.max_epochs), lr_(c.lr), clip_(c.gradient_clip), xavier_(c.xavier_init), graphs_(c) {}
 
   int64_t max_epochs() const override { return max_epochs_; }
 
   void check(const train::TrainContext& ctx) const override {
     ATTNLAB_CHECK(ctx.model, ConfigError,
                   "it trains an encoder + decoder: the experiment needs model: {{encoder: ..., decoder: ...}}");
+    train::check_graph_options(graphs_, ctx);
   }
 
   train::FitResult fit(train::TrainContext& ctx) override {
@@ -63,6 +65,22 @@ class Seq2SeqD2l017Trainer final : public train::Trainer {
     auto params = model->parameters();
     train::FusedAdam opt(params, torch::optim::AdamOptions(lr_));
     model->train();
+    // The batches are num_steps long, so at most two shapes (full, last): no padding needed.
+    train::TrainStep stepper(train::step_options(graphs_, clip_, ctx.precision), ctx.device, opt, params,
+                             "seq2seq_d2l017");
+    const train::TrainStep::Body body = [&](const std::vector<torch::Tensor>& in) {
+      auto logits = model->forward(in[0], in[1], in[2]);  // [B, T, V]
+      const int64_t batch = logits.size(0), steps = logits.size(1);
+      auto ce =
+          torch::nn::functional::cross_entropy(logits.reshape({-1, logits.size(-1)}), in[3].reshape(-1),
+                                               torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kNone))
+              .view({batch, steps});  // [B, T]
+      auto mask =
+          (torch::arange(steps, in[4].options()).unsqueeze(0) < in[4].unsqueeze(1)).to(ce.scalar_type());  // [B, T]
+      auto masked = ce * mask;                                                                             // [B, T]
+      auto l = masked.mean(1);  // [B] MaskedSoftmaxCELoss
+      return std::vector<torch::Tensor>{l.sum(), masked.sum()};
+    };
     for (int64_t epoch = 1; epoch <= max_epochs_; ++epoch) {
       const auto start = std::chrono::steady_clock::now();
       auto loss_sum = torch::zeros({}, torch::dtype(torch::kDouble).device(ctx.device));   // sum of l
@@ -71,24 +89,12 @@ class Seq2SeqD2l017Trainer final : public train::Trainer {
       for (const auto& cpu_batch : ctx.dataset->batches(data::Split::Train, true, ctx.seed + epoch)) {
         if (ctx.stopped()) return train::FitResult::Interrupted;
         auto b = cpu_batch.to(ctx.device, true);
-        auto logits = model->forward(b.src, b.src_valid_lens, b.tgt_in);  // [B, T, V]
-        const int64_t batch = logits.size(0), steps = logits.size(1);
-        auto ce = torch::nn::functional::cross_entropy(
-                      logits.reshape({-1, logits.size(-1)}), b.tgt_out.reshape(-1),
-                      torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kNone))
-                      .view({batch, steps});  // [B, T]
-        auto mask = (torch::arange(steps, b.tgt_valid_lens.options()).unsqueeze(0) < b.tgt_valid_lens.unsqueeze(1))
-                        .to(ce.scalar_type());  // [B, T]
-        auto masked = ce * mask;                // [B, T]
-        auto l = masked.mean(1);                // [B] MaskedSoftmaxCELoss
-        opt.zero_grad();
-        l.sum().backward();
-        if (clip_ > 0) train::clip_grad_norm(params, clip_);
-        opt.step();
-        loss_sum += l.detach().sum().to(torch::kDouble);
-        token_sum += masked.detach().sum().to(torch::kDouble);
+        const auto outs = stepper.run({b.src, b.src_valid_lens, b.tgt_in, b.tgt_out, b.tgt_valid_lens}, lr_, body);
+        loss_sum += outs[0].to(torch::kDouble);
+        token_sum += outs[1].to(torch::kDouble);
         tokens += cpu_batch.tgt_valid_lens.sum().item<int64_t>();  // CPU tensor: no device sync
       }
+      if (ctx.results != nullptr) stepper.record(*ctx.results);
       // Read the sums first: that waits for the device, so the time below includes its work.
       const double n = static_cast<double>(std::max<int64_t>(tokens, 1));
       const double loss = loss_sum.item<double>() / n, token_loss = token_sum.item<double>() / n;
@@ -111,10 +117,11 @@ class Seq2SeqD2l017Trainer final : public train::Trainer {
   int64_t max_epochs_;
   double lr_, clip_;
   bool xavier_;
+  train::GraphConfig graphs_;
 };
 
 const config::Binding<Config>& binding() {
-  static const auto b =
+  static const auto b = train::with_graph_options(
       config::Binding<Config>()
           .option("max_epochs", &Config::max_epochs, "epochs to train", {.min = 1})
           .option("lr", &Config::lr, "Adam learning rate", {.min = 0.0})
@@ -122,7 +129,8 @@ const config::Binding<Config>& binding() {
                   {.min = 0.0})
           .choice("init", &Config::xavier_init, {{"xavier", true}, {"default", false}},
                   "xavier: Xavier-uniform Linear and GRU weights as d2l 0.17's train_seq2seq; default: keep torch's "
-                  "initialisation");
+                  "initialisation"),
+      /*pads=*/false);
   return b;
 }
 

@@ -25,6 +25,14 @@ struct Batch {
   int64_t size() const { return src.size(0); }
 };
 
+/// A token batch padded to a bucket shape, so that a graph-captured training step
+/// (attnlab/train/train_step.hpp) sees few shapes: at least `rows` rows, and source and target
+/// lengths rounded up to a multiple of `multiple`, all with `pad_id`. An added row is one <pad>
+/// source token (valid length 1) and no target tokens (valid length 0), so a loss over the non-pad
+/// targets is the same; the added columns are masked by the valid lengths and ignored as <pad>
+/// labels. Returns `b` itself when nothing is added.
+Batch pad_to_bucket(const Batch& b, int64_t rows, int64_t multiple, int64_t pad_id);
+
 class Dataset {
  public:
   virtual ~Dataset() = default;

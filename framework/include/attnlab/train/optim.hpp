@@ -25,6 +25,24 @@ class FusedAdam : public torch::optim::Adam {
   /// torch::optim::Adam::step for what the fused kernel does not take (sparse gradients, groups
   /// mixing devices or dtypes).
   torch::Tensor step(LossClosure closure = nullptr) override;
+
+  /// Graph-safe steps (attnlab/train/train_step.hpp): from now on the learning rate and the step
+  /// count the update reads come from these 0-dim float32 tensors on the parameters' device, which
+  /// the caller sets before every step, so that a step() captured in a CUDA graph replays with the
+  /// current values (as PyTorch's Adam(capturable=True) with a tensor lr). step() then needs every
+  /// parameter's state to exist already (a captured step must not create it) and the fused kernel.
+  /// The state's host step counts keep advancing with each step() call, and with
+  /// count_replayed_step() for each replay, so checkpoints stay exact.
+  void use_device_scalars(torch::Tensor lr, torch::Tensor step);
+  /// A replay of a captured step() took a step: the state's step counts advance by one.
+  void count_replayed_step();
+  /// Steps taken so far (the state's count; 0 before the first step).
+  int64_t steps_taken() const;
+  /// Sets every parameter state's step count (undoing the count of a step that never ran).
+  void set_step_count(int64_t steps);
+
+ private:
+  torch::Tensor device_lr_, device_step_;
 };
 
 /// Scales the gradients of `params` in place so that their joint 2-norm is at most max_norm

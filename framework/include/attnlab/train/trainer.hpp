@@ -7,6 +7,7 @@
 #include <attnlab/plugin/plugin.hpp>
 #include <attnlab/results/results.hpp>
 #include <attnlab/train/distributed.hpp>
+#include <attnlab/train/precision.hpp>
 
 #include <atomic>
 #include <cstdint>
@@ -37,6 +38,9 @@ struct TrainContext {
   results::Results* results = nullptr;
   data::Dataset* dataset = nullptr;
   torch::Device device = torch::kCPU;
+  /// The experiment's `precision:`: trainers wrap their forward pass and loss in
+  /// AutocastScope(precision, device) (attnlab/train/precision.hpp; TrainStep does it for them).
+  Precision precision = Precision::fp32;
   uint64_t seed = 0;
   /// Set by SIGINT/SIGTERM: finish the current step, report, and return.
   const std::atomic<bool>* stop = nullptr;
