@@ -6,6 +6,12 @@
 #include "additive_kernels_rows.hpp"
 
 #include <ATen/Parallel.h>
+#if defined(ATTNLAB_ADDITIVE_CUDA)
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+
+#include "additive_cuda.hpp"
+#endif
 #include <ATen/Version.h>
 #include <torch/autograd.h>
 
@@ -69,7 +75,39 @@ kernels::Operands<T> operands(const Tensor& q, const Tensor& k, const Tensor& w)
   return {q.data_ptr<T>(), k.data_ptr<T>(), w.data_ptr<T>(), q.size(1), k.size(1), q.size(2)};
 }
 
+#if defined(ATTNLAB_ADDITIVE_CUDA)
+Tensor forward_cuda(const Tensor& q, const Tensor& k, const Tensor& w) {
+  const c10::cuda::CUDAGuard guard(q.device());
+  auto scores = torch::empty({q.size(0), q.size(1), k.size(1)}, q.options());
+  AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "additive_scores_cuda", [&] {
+    cuda::scores<scalar_t>(q.data_ptr<scalar_t>(), k.data_ptr<scalar_t>(), w.data_ptr<scalar_t>(),
+                           scores.data_ptr<scalar_t>(), q.size(0), q.size(1), k.size(1), q.size(2),
+                           c10::cuda::getCurrentCUDAStream().stream());
+  });
+  return scores;
+}
+
+variable_list backward_cuda(const Tensor& q, const Tensor& k, const Tensor& w, const Tensor& dscores) {
+  const c10::cuda::CUDAGuard guard(q.device());
+  const int64_t B = q.size(0), Q = q.size(1), K = k.size(1), H = q.size(2);
+  auto dq = torch::empty_like(q), dk = torch::empty_like(k);
+  auto partial = torch::zeros({cuda::dw_partial_rows(B, Q), H}, q.options());
+  AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "additive_scores_backward_cuda", [&] {
+    cuda::scores_backward<scalar_t>(q.data_ptr<scalar_t>(), k.data_ptr<scalar_t>(), w.data_ptr<scalar_t>(),
+                                    dscores.data_ptr<scalar_t>(), dq.data_ptr<scalar_t>(), dk.data_ptr<scalar_t>(),
+                                    partial.data_ptr<scalar_t>(), B, Q, K, H,
+                                    c10::cuda::getCurrentCUDAStream().stream());
+  });
+  if (Q == 0) dq.zero_();
+  if (K == 0 || Q == 0) dk.zero_();
+  return {dq, dk, partial.sum(0).view(w.sizes())};
+}
+#endif
+
 Tensor forward_all(const Tensor& q, const Tensor& k, const Tensor& w) {
+#if defined(ATTNLAB_ADDITIVE_CUDA)
+  if (q.is_cuda()) return forward_cuda(q, k, w);
+#endif
   auto scores = torch::zeros({q.size(0), q.size(1), k.size(1)}, q.options());
   if (scores.numel() == 0 || q.size(2) == 0) return scores;
   AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "additive_scores", [&] {
@@ -82,6 +120,9 @@ Tensor forward_all(const Tensor& q, const Tensor& k, const Tensor& w) {
 }
 
 variable_list backward_all(const Tensor& q, const Tensor& k, const Tensor& w, const Tensor& dscores) {
+#if defined(ATTNLAB_ADDITIVE_CUDA)
+  if (q.is_cuda()) return backward_cuda(q, k, w, dscores);
+#endif
   auto dq = torch::zeros_like(q), dk = torch::zeros_like(k), dw = torch::zeros_like(w);
   const int64_t B = q.size(0), H = q.size(2);
   if (dscores.numel() == 0 || H == 0) return {dq, dk, dw};
@@ -120,18 +161,34 @@ struct ScoresFunction : torch::autograd::Function<ScoresFunction> {
 
 bool fused_scores_supported(const Tensor& q, const Tensor& k, const Tensor& w) {
   const auto dtype = q.scalar_type();
-  return q.device().is_cpu() && k.device().is_cpu() && w.device().is_cpu() &&
-         (dtype == torch::kFloat || dtype == torch::kDouble) && k.scalar_type() == dtype && w.scalar_type() == dtype;
+  const bool cpu = q.device().is_cpu() && k.device().is_cpu() && w.device().is_cpu();
+  const bool one_gpu = q.is_cuda() && k.device() == q.device() && w.device() == q.device();
+  if (!cpu && !(one_gpu && cuda_built())) return false;
+  // On CUDA, bf16/half projections (autocast) are scored in float: the node takes float copies.
+  const bool low = one_gpu && (dtype == torch::kBFloat16 || dtype == torch::kHalf);
+  return (dtype == torch::kFloat || dtype == torch::kDouble || low) && k.scalar_type() == dtype &&
+         (w.scalar_type() == dtype || (low && w.scalar_type() == torch::kFloat));
+}
+
+bool cuda_built() {
+#if defined(ATTNLAB_ADDITIVE_CUDA)
+  return true;
+#else
+  return false;
+#endif
 }
 
 Tensor fused_scores(const Tensor& q, const Tensor& k, const Tensor& w) {
   TORCH_CHECK(fused_scores_supported(q, k, w),
-              "additive fused_scores: needs CPU float or double tensors of one dtype, found queries ", q.toString(),
-              ", keys ", k.toString(), ", w ", w.toString());
+              "additive fused_scores: needs float or double tensors of one dtype on the CPU or one GPU, found queries ",
+              q.toString(), ", keys ", k.toString(), ", w ", w.toString());
   TORCH_CHECK(
       q.dim() == 3 && k.dim() == 3 && q.size(0) == k.size(0) && q.size(2) == k.size(2) && w.numel() == q.size(2),
       "additive fused_scores: needs q [B, Q, H], k [B, K, H], w of H elements, found ", q.sizes(), ", ", k.sizes(),
       ", ", w.sizes());
+  if (q.scalar_type() == torch::kBFloat16 || q.scalar_type() == torch::kHalf) {
+    return ScoresFunction::apply(q.to(torch::kFloat), k.to(torch::kFloat), w.to(torch::kFloat));
+  }
   return ScoresFunction::apply(q, k, w);
 }
 

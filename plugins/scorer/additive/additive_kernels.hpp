@@ -12,12 +12,16 @@
 namespace attnlab::scorers::additive {
 
 /// w_v^T tanh(q + k) as one autograd node: q [B, Q, H], k [B, K, H], w [1, H] or [H] (w_v's weight)
-/// -> [B, Q, K]. CPU, float or double, one dtype (fused_scores_supported). Its backward is
+/// -> [B, Q, K]. CPU or CUDA (fused_scores_supported). Its backward is
 /// first-order only: it does not build a graph of its own (no double backward).
 torch::Tensor fused_scores(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& w);
 
-/// Whether fused_scores takes these tensors.
+/// Whether fused_scores takes these tensors: float or double on the CPU, and on a GPU (when built
+/// with CUDA, cuda_built()) also bf16 or half projections, scored in float.
 bool fused_scores_supported(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& w);
+
+/// Whether this build has the CUDA kernels (additive_cuda.cu: nvcc was found at configure time).
+bool cuda_built();
 
 namespace kernels {
 
