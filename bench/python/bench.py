@@ -93,6 +93,11 @@ class Bench:
         tokens = [t * s for t, s in zip(tps, seconds)] if tps else None
         return {"seconds": seconds, "loss": loss, "tokens": tokens, "wall": wall, "rss": rss, "cpu": cpu}
 
+    def graph_attrs(self, tag):
+        with h5py.File(os.path.join(self.tmp, f"{tag}.h5"), "r") as f:
+            return {k: (f.attrs[k].item() if hasattr(f.attrs[k], "item") else f.attrs[k])
+                    for k in f.attrs if str(k).startswith("cuda_graph")}
+
     def peer_env(self):
         """--peer-mkl-override: the peer's MKL gets the runner's answer to its CPU-vendor check
         (framework/src/cli/mkl_cpu.cpp) through LD_PRELOAD, so both sides run the same GEMM kernels."""
@@ -104,10 +109,10 @@ class Bench:
                             os.path.join(ROOT, "framework", "src", "cli", "mkl_cpu.cpp")], check=True)
         return {**os.environ, "LD_PRELOAD": lib}
 
-    def run_peer(self, w, overrides, tag):
+    def run_peer(self, w, overrides, tag, extra=()):
         log = os.path.join(self.tmp, f"{tag}.jsonl")
         cmd = [self.a.python, PEER, "run", w.peer, w.experiment, *overrides, "--threads", str(self.a.threads),
-               "--device", self.a.device, "--runner", self.a.runner]
+               "--device", self.a.device, "--runner", self.a.runner, *extra]
         rc, wall, rss, cpu = run_child(cmd, log, self.peer_env())
         if rc != 0:
             raise RuntimeError(f"python peer exit {rc}: {tail(log)}")
@@ -170,6 +175,92 @@ class Bench:
             for side in ("attnlab", "python"):
                 row[f"{side}_gflops"] = fl[0] / row[f"{side}_epoch_s"] / 1e9
         return row
+
+    # ------------------------------------------------------------------------ --graphs (issue 18)
+    GRAPH_VARIANTS = [("attnlab eager", "attnlab", ["trainer.cuda_graphs=off"], []),
+                      ("attnlab graphs", "attnlab", ["trainer.cuda_graphs=on"], []),
+                      ("python eager", "python", [], []),
+                      ("python compile", "python", [], ["--compile"])]
+
+    def graphs_workload(self, w, precision):
+        """One workload at one precision: attnlab eager and graphed, the Python peer eager and
+        torch.compile(mode="reduce-overhead"), A/B/C/D rotating over the reps."""
+        cfg = config.load_experiment(os.path.join(ROOT, w.experiment))
+        epochs = max(3, round(w.epochs * self.a.epoch_scale))
+        runs = {name: [] for name, *_ in self.GRAPH_VARIANTS}
+        row = {"workload": w.name, "precision": precision, "epochs": epochs, "reps": self.a.reps}
+        for rep in range(self.a.reps):
+            ov = [f"trainer.max_epochs={epochs}", f"seed={cfg.get('seed', 0) + rep}", "evaluate={}", *w.overrides]
+            order = self.GRAPH_VARIANTS[rep % 4:] + self.GRAPH_VARIANTS[:rep % 4]
+            for name, side, side_ov, extra in order:
+                if self.a.skip_compile and extra:
+                    continue
+                tag = f"{w.peer}-{name.replace(' ', '_')}-{precision}-{rep}"
+                try:
+                    if side == "attnlab":
+                        r = self.run_attnlab(w, [*ov, *side_ov, f"precision={precision}"], tag)
+                        r["attrs"] = self.graph_attrs(tag)
+                    else:
+                        r = self.run_peer(w, ov, tag, ["--precision", precision, *extra])
+                except RuntimeError as e:
+                    row[f"{name} status"] = f"failed: {e}"[:300]
+                    print(f"  {w.name} {precision} {name}: FAILED {e}", flush=True)
+                    continue
+                runs[name].append(r)
+                print(f"  {w.name} {precision} rep {rep} {name}: epochs {[round(x, 4) for x in r['seconds']]} s, "
+                      f"final loss {r['loss'][-1]:.4f}, wall {r['wall']:.1f} s", flush=True)
+        for name, rs in runs.items():
+            if not rs:
+                continue
+            steady = [x for r in rs for x in r["seconds"][1:]]  # each run's first epoch: warm-up, capture, compile
+            row[f"{name} epoch s"] = statistics.median(steady)
+            row[f"{name} final loss"] = statistics.median(r["loss"][-1] for r in rs)
+            row[f"{name} peak RSS MiB"] = max(r["rss"] for r in rs) / 1024
+            if rs[0].get("attrs"):
+                row[f"{name} graphs"] = ", ".join(f"{k.replace('cuda_graph_', '')} {v}" for k, v in
+                                                 sorted(rs[0]["attrs"].items()) if k != "cuda_graphs")
+        return row
+
+    def graphs_main(self):
+        m = self.machine()
+        started = datetime.datetime.now()
+        rows = []
+        for w in WORKLOADS:
+            if self.a.only and not any(o in w.peer or o in w.experiment for o in self.a.only):
+                continue
+            for precision in self.a.precisions:
+                print(f"== {w.name} ({precision})", flush=True)
+                rows.append(self.graphs_workload(w, precision))
+        g = "attnlab graphs epoch s"
+        self.say(f"# CUDA graphs: attnlab vs PyTorch eager and torch.compile, {started:%Y-%m-%d %H:%M}")
+        self.say()
+        self.say(f"- machine: {m['host']}, {m['cpu']}, {m['cpus']} CPUs; device {self.a.device}: {m['gpu']}")
+        self.say(f"- versions: torch {m['torch']} (both sides), attnlab {m['attnlab_commit']}, Python {m['python']}")
+        self.say(f"- {self.a.reps} repetition(s), the four variants rotating; median epoch time over all epochs but "
+                 "each run's first (warm-up: attnlab's eager first step and graph captures, torch.compile's "
+                 "compilation and its CUDA graph recording); validation and evaluation off")
+        self.say(f"- command: bench/run {' '.join(self.a.argv)}")
+        self.say()
+        self.say("| workload | precision | epochs x reps | attnlab eager s | attnlab graphs s | python eager s | "
+                 "python compile s | graphs vs eager (ours) | **vs python eager** | **vs python compile** | "
+                 "final loss: ours eager / graphs / py eager / py compile | graphs |")
+        self.say("|---|---|---|---|---|---|---|---|---|---|---|---|")
+
+        def f(r, k, fmt="{:.4f}"):
+            return fmt.format(r[k]) if k in r else "-"
+
+        def ratio(r, a):
+            return f"{r[a] / r[g]:.2f}x" if a in r and g in r else "-"
+        for r in rows:
+            losses = " / ".join(f(r, f"{n} final loss") for n, *_ in self.GRAPH_VARIANTS)
+            failed = "; ".join(f"{k}: {v}" for k, v in r.items() if k.endswith("status"))
+            self.say(f"| {r['workload']} | {r['precision']} | {r['epochs']} x {r['reps']} | "
+                     f"{f(r, 'attnlab eager epoch s')} | {f(r, g)} | {f(r, 'python eager epoch s')} | "
+                     f"{f(r, 'python compile epoch s')} | {ratio(r, 'attnlab eager epoch s')} | "
+                     f"{ratio(r, 'python eager epoch s')} | {ratio(r, 'python compile epoch s')} | {losses} | "
+                     f"{r.get('attnlab graphs graphs', '-')}{' ' + failed if failed else ''} |")
+        self.say()
+        self.write(rows, m, started, suffix="-cuda-graphs")
 
     def op_counts(self, w, row):
         """ATen ops, top-level ATen ops and autograd nodes per training step, both sides: the second
@@ -540,9 +631,10 @@ class Bench:
         self.write(rows + ([{"workload": "ddp", **{k: v for k, v in ddp_row.items() if k != "allreduce"}}]
                            if ddp_row else []), m, started)
 
-    def write(self, rows, m, started):
+    def write(self, rows, m, started, suffix=None):
         os.makedirs(self.a.out_dir, exist_ok=True)
-        suffix = "" if self.a.device == "cpu" else f"-{self.a.device}"
+        if suffix is None:
+            suffix = "" if self.a.device == "cpu" else f"-{self.a.device}"
         stem = os.path.join(self.a.out_dir, f"{started:%Y-%m-%d-%H%M}-{m['host']}{suffix}")
         with open(stem + ".md", "w") as f:
             f.write("\n".join(self.lines) + "\n")
@@ -575,9 +667,19 @@ def main():
     p.add_argument("--ddp-epochs", type=int, default=6, help="epochs of each run of the ddp row")
     p.add_argument("--ddp-project-step", type=float, help="seconds per 1-process step of a device to project to 8 ranks")
     p.add_argument("--out-dir", default=os.path.join(ROOT, "bench", "results"))
+    p.add_argument("--graphs", action="store_true",
+                   help="(with --device cuda) issue 18's table: attnlab eager and CUDA-graphed, the peer eager and "
+                        "torch.compile(mode='reduce-overhead'), at each --precisions")
+    p.add_argument("--precisions", nargs="*", default=["fp32"], choices=["fp32", "tf32", "bf16"])
+    p.add_argument("--skip-compile", action="store_true", help="(--graphs) leave out the torch.compile peer")
     args = p.parse_args()
     args.argv = sys.argv[1:]
-    Bench(args).main()
+    if args.graphs:
+        if args.device != "cuda":
+            p.error("--graphs needs --device cuda")
+        Bench(args).graphs_main()
+    else:
+        Bench(args).main()
 
 
 if __name__ == "__main__":

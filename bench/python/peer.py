@@ -102,7 +102,26 @@ def setup(args):
     if args.device != "cpu":
         model.to(args.device)
         data = OnDevice(data, torch.device(args.device))
+    precision(args)
+    if args.compile:  # what a Python user tries first: CUDA graphs of the compiled forward and backward
+        model = torch.compile(model, mode="reduce-overhead")
     return cfg, seed, data, model, fit
+
+
+def precision(args):
+    """--precision as attnlab's `precision:` (attnlab/train/precision.hpp): fp32 = no TF32 anywhere
+    (PyTorch's default lets cuDNN use it), tf32 = TF32 matmuls and cuDNN, bf16 = autocast to
+    bfloat16, here switched on for the whole process (the fits' forward passes and losses; backward
+    runs on autograd's threads, outside it), without autocast's cast cache, which would keep stale
+    bf16 copies of the weights across optimizer steps."""
+    tf32 = args.precision == "tf32"
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    torch.backends.cudnn.allow_tf32 = tf32
+    if args.precision == "bf16":
+        dev = "cpu" if args.device == "cpu" else "cuda"
+        torch.set_autocast_cache_enabled(False)
+        torch.set_autocast_dtype(dev, torch.bfloat16)
+        torch.set_autocast_enabled(dev, True)
 
 
 class OpCounts:
@@ -251,6 +270,8 @@ def main():
         s.add_argument("--runner", default=os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
             os.path.abspath(__file__)))), "build", "bin", "runner"), help="runner binary (for `runner batches`)")
         s.add_argument("--fused", action="store_true", help="F.scaled_dot_product_attention in dot-product attention")
+        s.add_argument("--precision", default="fp32", choices=["fp32", "tf32", "bf16"], help="as attnlab's precision:")
+        s.add_argument("--compile", action="store_true", help='torch.compile(model, mode="reduce-overhead")')
         s.add_argument("--epochs", type=int, default=0, help="(run) default: trainer.max_epochs")
         s.add_argument("--op-counts", help="(run) count each epoch's ATen ops into this JSON-lines file")
         s.add_argument("--steps", type=int, default=8, help="(profile) steps under the profiler")
