@@ -220,6 +220,19 @@ TEST_F(Compare, EvaluationsAreTabledPerRun) {
   t = markdown_table(compare({a, b, "--format", "markdown", "--no-attention"}).out, "### Evaluations");
   ASSERT_EQ(t.size(), 3u);
   EXPECT_EQ(t[2][1], "beam 5 (length penalty 2, picked on val), best checkpoint");
+  // Runs whose decodings differ (each picked its own penalty) show each run's, not the first's.
+  add_eval(b, "test_beam5", 26.0, 0.21, 5);
+  {
+    results::Results out(b, results::Results::Open::Existing);
+    out.set_attr_at("eval/test_beam5", "length_penalty", 1.0);
+    out.set_attr_at("eval/test_beam5", "length_penalty_tuned_on_val", std::string("1: 30.90, 2: 30.50"));
+  }
+  t = markdown_table(compare({a, b, "--format", "markdown", "--no-attention"}).out, "### Evaluations");
+  ASSERT_EQ(t.size(), 3u);
+  EXPECT_EQ(t[2][1],
+            "A: beam 5 (length penalty 2, picked on val), best checkpoint; B: beam 5 (length penalty 1, picked on val), "
+            "best checkpoint");
+  EXPECT_EQ(t[1][1], "greedy, best checkpoint");  // agreeing runs: one decoding
   // Grouped, the lowercased score is a quantity of its own.
   auto g = compare({a, b, "--group-by", "model.norm", "--format", "csv"});
   ASSERT_EQ(g.exit_code, 0) << g.err;

@@ -60,27 +60,34 @@ Table evals_table(const std::vector<Run>& runs) {
     t.numeric.push_back(true);
   }
   for (const auto& name : eval_names(runs)) {
-    std::string decoding;
+    // One decoding when the runs agree; else each run's, by its letter (two runs whose penalties
+    // were picked on val apiece may have picked different ones).
+    std::vector<std::pair<std::string, std::string>> decodings;  // run letter, decoding
     std::vector<std::string> row{name, ""};
-    for (const auto& r : runs) {
-      auto it = r.evals.find(name);
-      if (it == r.evals.end()) {
+    for (size_t i = 0; i < runs.size(); ++i) {
+      auto it = runs[i].evals.find(name);
+      if (it == runs[i].evals.end()) {
         row.push_back("-");
         continue;
       }
       const auto& e = it->second;
-      if (decoding.empty()) {
-        const std::string lp = e.length_penalty ? fmt::format(" (length penalty {:g}{})", *e.length_penalty,
-                                                              e.length_penalty_tuned ? ", picked on val" : "")
-                                                : "";
-        decoding = e.beam_size > 1 ? fmt::format("beam {}{}, {} checkpoint", e.beam_size, lp, e.checkpoint)
-                                   : fmt::format("greedy, {} checkpoint", e.checkpoint);
-      }
+      const std::string lp = e.length_penalty ? fmt::format(" (length penalty {:g}{})", *e.length_penalty,
+                                                            e.length_penalty_tuned ? ", picked on val" : "")
+                                              : "";
+      decodings.emplace_back(run_id(i), e.beam_size > 1
+                                            ? fmt::format("beam {}{}, {} checkpoint", e.beam_size, lp, e.checkpoint)
+                                            : fmt::format("greedy, {} checkpoint", e.checkpoint));
       row.push_back(fmt::format("{:.2f} / {} ({:.3f})", e.bleu,
                                 e.bleu_lowercase ? fmt::format("{:.2f}", *e.bleu_lowercase) : std::string("-"),
                                 e.d2l_mean_bleu));
     }
-    row[1] = decoding;
+    const bool same = std::all_of(decodings.begin(), decodings.end(),
+                                  [&](const auto& d) { return d.second == decodings.front().second; });
+    if (same && !decodings.empty()) {
+      row[1] = decodings.front().second;
+    } else {
+      for (const auto& [id, d] : decodings) row[1] += fmt::format("{}{}: {}", row[1].empty() ? "" : "; ", id, d);
+    }
     t.rows.push_back(std::move(row));
   }
   // The experiment's evaluate.samples, translated at the end of training: d2l's mean sentence BLEU.
