@@ -468,6 +468,38 @@ TEST_F(Cuda, DISABLED_FusedAdditiveKernelTimings) {
   }
 }
 
+// The launch floor of issue 18: a step that is one replay and its input copies, the host doing
+// nothing else, for the seed-000 Transformer's shapes (vocabulary 214, H 256, FFN 64, 4 heads,
+// 2 + 2 blocks, batches of 128 x 9, dropout 0.2); beside the eager step. bench/run --graphs gives
+// the runner's whole steps. Opt-in: --gtest_also_run_disabled_tests.
+TEST_F(Cuda, DISABLED_GraphedStepTimings) {
+  for (bool graphs : {false, true}) {
+    torch::manual_seed(1);
+    auto options = nn::TransformerOptions(214, 256, 64, 4, 2).dropout(0.2);
+    nn::EncoderDecoder model(nn::TransformerEncoder(options, dot).ptr(), nn::TransformerDecoder(options, dot).ptr());
+    model->to(kGpu);
+    train::FusedAdam opt(model->parameters(), torch::optim::AdamOptions(1e-3));
+    train::TrainStep step(
+        train::StepOptions{.graphs = graphs ? train::CudaGraphs::On : train::CudaGraphs::Off, .gradient_clip = 1.0},
+        kGpu, opt, model->parameters(), "timing");
+    auto src = torch::randint(3, 214, {128, 9}).to(kGpu), lens = torch::randint(1, 10, {128}).to(kGpu);
+    auto tgt = torch::randint(3, 214, {128, 9}).to(kGpu);
+    const train::TrainStep::Body body = [&](const std::vector<torch::Tensor>& in) {
+      return std::vector<torch::Tensor>{
+          train::token_loss(model->forward(in[0], in[1], in[2]), in[3], train::TokenLoss{.pad = 1})};
+    };
+    for (int i = 0; i < 10; ++i) step.run({src, lens, tgt, tgt}, 1e-3, body);
+    torch::cuda::synchronize();
+    const int reps = 200;
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < reps; ++i) step.run({src, lens, tgt, tgt}, 1e-3, body);
+    torch::cuda::synchronize();
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / reps;
+    std::printf("graphed step timing, seed-000 shapes (B 128, T 9, H 256): %s %.3f ms per step\n",
+                graphs ? "graphed (the launch floor: one replay and its input copies)" : "eager", ms);
+  }
+}
+
 // ------------------------------------------------------------- NCCL (issue 14)
 
 int free_tcp_port() {

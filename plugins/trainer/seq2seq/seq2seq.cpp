@@ -7,7 +7,9 @@
 // (epoch-<N>.pt), which `runner average RUN.h5 --last K` averages. With val_bleu it translates the
 // validation split greedily after every epoch (val/bleu, sacreBLEU); best_by: bleu picks best.pt by
 // it (the state's best_metric is then -BLEU, so lower stays better), and patience: P stops a run
-// whose best_by metric has not improved for P epochs.
+// whose best_by metric has not improved for P epochs. Each step goes through train::TrainStep: on
+// CUDA the whole step is a replayed CUDA graph per batch shape (cuda_graphs: auto), the batches
+// padded to a few shapes (cuda_graph_pad), under the experiment's precision.
 #include <attnlab/config/binding.hpp>
 #include <attnlab/train/checkpoint.hpp>
 #include <attnlab/train/loss.hpp>
