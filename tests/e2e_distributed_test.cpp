@@ -1,12 +1,8 @@
 // Data-parallel training under torchrun (issue 14): the real runner, two processes on localhost,
 // Gloo. torchrun is the one the torch wheel installs into the suite's venv.
-#include <arpa/inet.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
-#include <unistd.h>
 
 #include <attnlab/results/reader.hpp>
 #include <chrono>
@@ -56,20 +52,6 @@ class Distributed : public testutil::RunnerFixture {
     return a;
   }
 };
-
-/// A TCP port nothing listens on now.
-int free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-  socklen_t len = sizeof addr;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  ::close(fd);
-  return ntohs(addr.sin_port);
-}
 
 /// Every epoch's train and validation loss of `got` equals `want`'s within 1e-5 (relative), and
 /// both have `epochs` rows.
@@ -176,7 +158,7 @@ TEST_F(Distributed, AKilledRankEndsTheOtherWithAnErrorAndTheRunFailed) {
   // Two runners launched by hand with torchrun's variables (rank 0 serves the store), so that no
   // agent stops the survivor: attnlab's own fault handling is what is tested.
   const auto path = tmp_ + "/run.h5";
-  const int port = free_port();
+  const int port = testutil::free_port();
   auto launch = [&](int rank) {
     const pid_t pid = ::fork();
     if (pid == 0) {

@@ -221,13 +221,16 @@ class Bench:
                                                  sorted(rs[0]["attrs"].items()) if k != "cuda_graphs")
         return row
 
+    def selected(self):
+        """The workloads --only names (a substring of the peer or the experiment), else all."""
+        return [w for w in WORKLOADS
+                if not self.a.only or any(o in w.peer or o in w.experiment for o in self.a.only)]
+
     def graphs_main(self):
         m = self.machine()
         started = datetime.datetime.now()
         rows = []
-        for w in WORKLOADS:
-            if self.a.only and not any(o in w.peer or o in w.experiment for o in self.a.only):
-                continue
+        for w in self.selected():
             for precision in self.a.precisions:
                 print(f"== {w.name} ({precision})", flush=True)
                 rows.append(self.graphs_workload(w, precision))
@@ -520,9 +523,7 @@ class Bench:
         load0 = os.getloadavg()
         started = datetime.datetime.now()
         rows = []
-        for w in WORKLOADS:
-            if self.a.only and not any(o in w.peer or o in w.experiment for o in self.a.only):
-                continue
+        for w in self.selected():
             print(f"== {w.name}", flush=True)
             rows.append(self.workload(w))
             if not self.a.skip_op_counts and rows[-1].get("status") == "ok":

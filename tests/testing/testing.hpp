@@ -26,6 +26,9 @@ std::string env_or(const char* name, const std::string& fallback);
 /// A fresh empty temporary directory (removed by the OS / left for inspection).
 std::string temp_dir(const std::string& prefix);
 
+/// A TCP port on 127.0.0.1 that nothing listens on now (for a test's own server or rendezvous).
+int free_port();
+
 /// Whether `text` contains `part`.
 inline bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 /// Lines of text (a final newline does not start another).

@@ -60,11 +60,15 @@ struct TrainStep::Impl {
   std::optional<c10::cuda::CUDAStream> side;  // warm-up and every capture run on it
   at::cuda::MempoolId_t pool{0, 0};
 
-  /// The eager step without graphs, as the trainers always took it (set_to_none gradients, the
-  /// learning rate as a number).
-  std::vector<torch::Tensor> plain(const std::vector<torch::Tensor>& inputs, double rate, const Body& body,
-                                   const std::function<void()>& before_backward) {
-    optimizer.zero_grad();
+  /// One step: zero the gradients, the body under the run's precision, backward, clipping, Adam.
+  /// With `rate`, the eager step without graphs as the trainers always took it: gradients set to
+  /// none, `before_backward` (a reducer), the learning rate as a number. Without it, the step a
+  /// graph holds, run eagerly or under capture: gradients zeroed in place (the same tensors in
+  /// every graph), Adam reading the learning rate and step count from device tensors.
+  std::vector<torch::Tensor> once(const std::vector<torch::Tensor>& inputs, const Body& body,
+                                  std::optional<double> rate = std::nullopt,
+                                  const std::function<void()>& before_backward = {}) {
+    optimizer.zero_grad(/*set_to_none=*/rate.has_value());
     std::vector<torch::Tensor> outs;
     {
       AutocastScope autocast(options.precision, device);
@@ -74,24 +78,9 @@ struct TrainStep::Impl {
     if (before_backward) before_backward();
     outs[0].backward();
     if (options.gradient_clip > 0) clip_grad_norm(params, options.gradient_clip);
-    for (auto& group : optimizer.param_groups()) static_cast<torch::optim::AdamOptions&>(group.options()).lr(rate);
-    optimizer.step();
-    for (auto& t : outs) t = t.detach();
-    return outs;
-  }
-
-  /// The step a graph holds: gradients zeroed in place (the same tensors in every graph), Adam
-  /// reading the learning rate and step count from device tensors. Run eagerly, or under capture.
-  std::vector<torch::Tensor> graphable(const std::vector<torch::Tensor>& inputs, const Body& body) {
-    optimizer.zero_grad(/*set_to_none=*/false);
-    std::vector<torch::Tensor> outs;
-    {
-      AutocastScope autocast(options.precision, device);
-      outs = body(inputs);
+    if (rate) {
+      for (auto& group : optimizer.param_groups()) static_cast<torch::optim::AdamOptions&>(group.options()).lr(*rate);
     }
-    check_outputs(outs);
-    outs[0].backward();
-    if (options.gradient_clip > 0) clip_grad_norm(params, options.gradient_clip);
     optimizer.step();
     for (auto& t : outs) t = t.detach();
     return outs;
@@ -132,7 +121,7 @@ struct TrainStep::Impl {
     on_side([&] {
       try {
         g.graph->capture_begin(pool);
-        g.outputs = graphable(g.inputs, body);
+        g.outputs = once(g.inputs, body);
         g.graph->capture_end();
       } catch (const std::exception& e) {
         failure = e.what();
@@ -182,7 +171,7 @@ struct TrainStep::Impl {
     if (!warmed) {  // Adam's state, the gradients, cuBLAS's workspace on the side stream
       warmed = true;
       ++stats.eager_steps;
-      return on_side([&] { return graphable(inputs, body); });
+      return on_side([&] { return once(inputs, body); });
     }
     const auto key = shape_key(inputs);
     auto it = by_shape.find(key);
@@ -193,13 +182,13 @@ struct TrainStep::Impl {
       captured_now = g != nullptr;
       if (g == nullptr) {  // auto, and the capture failed: this step and the rest eagerly
         ++stats.eager_steps;
-        return graphable(inputs, body);
+        return once(inputs, body);
       }
     }
     if (g == nullptr) {  // more shapes than graphs
       ++stats.eager_steps;
       ++stats.odd_shapes;
-      return graphable(inputs, body);
+      return once(inputs, body);
     }
     if (!captured_now) {
       for (size_t i = 0; i < inputs.size(); ++i) g->inputs[i].copy_(inputs[i], /*non_blocking=*/true);
@@ -253,9 +242,9 @@ std::vector<torch::Tensor> TrainStep::run(const std::vector<torch::Tensor>& inpu
     im.lr.fill_(lr);
     im.step.fill_(static_cast<double>(im.optimizer.steps_taken() + 1));
     ++im.stats.eager_steps;
-    return im.graphable(inputs, body);
+    return im.once(inputs, body);
   }
-  return im.plain(inputs, lr, body, before_backward);
+  return im.once(inputs, body, lr, before_backward);
 }
 
 bool TrainStep::graphed() const { return impl_->graphs; }
