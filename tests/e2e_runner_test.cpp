@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -269,6 +270,44 @@ TEST_F(RunnerTest, LabelSmoothingTrainsTheSmoothedLossAndValidatesThePlainOne) {
   auto bad = run(tiny(tmp_ + "/never.h5", {"trainer.label_smoothing=1"}));
   EXPECT_EQ(bad.exit_code, 1);
   EXPECT_NE(bad.err.find("trainer.label_smoothing"), std::string::npos) << bad.err;
+  EXPECT_FALSE(fs::exists(tmp_ + "/never.h5"));
+}
+
+TEST_F(RunnerTest, RDropRunsEachBatchTwiceAndPullsThePassesTogether) {
+  // Without dropout the two passes are one: R-Drop's objective is the plain loss and the run the
+  // plain run (up to the doubled batch's rounding). With the file's dropout 0.2 the passes differ,
+  // the KL term counts, and the runs part.
+  const std::vector<std::string> no_dropout{"trainer.max_epochs=1", "model.encoder.dropout=0", "model.decoder.dropout=0"};
+  auto with = [](std::vector<std::string> a, const std::string& more) {
+    a.push_back(more);
+    return a;
+  };
+  struct Run {
+    std::string path;
+    std::vector<std::string> overrides;
+  };
+  const std::vector<Run> runs{{tmp_ + "/plain0.h5", no_dropout},
+                              {tmp_ + "/rdrop0.h5", with(no_dropout, "trainer.rdrop_alpha=5")},
+                              {tmp_ + "/plain.h5", {"trainer.max_epochs=1"}},
+                              {tmp_ + "/rdrop.h5", {"trainer.max_epochs=1", "trainer.rdrop_alpha=5"}}};
+  std::vector<double> train, val;
+  for (const auto& r : runs) {
+    auto out = run(tiny(r.path, r.overrides));
+    ASSERT_EQ(out.exit_code, 0) << out.out << out.err;
+    results::ResultsReader rd(r.path);
+    train.push_back(rd.metric("train", "loss").at(0));
+    val.push_back(rd.metric("val", "loss").at(0));
+  }
+  EXPECT_NEAR(train[1], train[0], 1e-4 * train[0]);
+  EXPECT_NEAR(val[1], val[0], 1e-4 * val[0]);
+  EXPECT_NE(train[3], train[2]);
+  EXPECT_NE(val[3], val[2]);
+  EXPECT_TRUE(std::isfinite(train[3]) && std::isfinite(val[3]));
+  EXPECT_NE(results::ResultsReader(runs[3].path).config().find("rdrop_alpha: 5"), std::string::npos);
+
+  auto bad = run(tiny(tmp_ + "/never.h5", {"trainer.rdrop_alpha=-1"}));
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(bad.err.find("trainer.rdrop_alpha"), std::string::npos) << bad.err;
   EXPECT_FALSE(fs::exists(tmp_ + "/never.h5"));
 }
 

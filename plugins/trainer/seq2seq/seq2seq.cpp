@@ -7,7 +7,9 @@
 // (epoch-<N>.pt), which `runner average RUN.h5 --last K` averages. With val_bleu it translates the
 // validation split greedily after every epoch (val/bleu, sacreBLEU); best_by: bleu picks best.pt by
 // it (the state's best_metric is then -BLEU, so lower stays better), and patience: P stops a run
-// whose best_by metric has not improved for P epochs. Each step goes through train::TrainStep: on
+// whose best_by metric has not improved for P epochs. With rdrop_alpha: α > 0 it trains R-Drop's
+// objective (Liang et al. 2021; train::rdrop_loss): each batch twice, under independent dropout
+// masks, plus α/4 · the symmetric KL of the two passes. Each step goes through train::TrainStep: on
 // CUDA the whole step is a replayed CUDA graph per batch shape (cuda_graphs: auto), the batches
 // padded to a few shapes (cuda_graph_pad), under the experiment's precision.
 #include <attnlab/config/binding.hpp>
@@ -37,6 +39,7 @@ struct Config : train::GraphConfig {
   double adam_beta2 = 0.999;
   double gradient_clip = 1.0;
   double label_smoothing = 0;
+  double rdrop_alpha = 0;
   bool validate = true;
   config::Node schedule;
   bool checkpoints = true;
@@ -52,6 +55,7 @@ class Seq2SeqTrainer final : public train::Trainer {
       : max_epochs_(c.max_epochs),
         clip_(c.gradient_clip),
         smoothing_(c.label_smoothing),
+        rdrop_(c.rdrop_alpha),
         betas_(c.adam_beta1, c.adam_beta2),
         validate_(c.validate),
         checkpoints_(c.checkpoints),
@@ -124,8 +128,7 @@ class Seq2SeqTrainer final : public train::Trainer {
         int64_t n = 0;  // tokens the loss counts
         if (dist == nullptr) {
           const auto outs = stepper.run(inputs, lr, [&](const std::vector<torch::Tensor>& in) {
-            auto out = model->forward(in[0], in[1], in[2]);                               // [B, T, V]
-            return std::vector<torch::Tensor>{train::token_loss(out, in[3], objective)};  // mean over non-pad
+            return std::vector<torch::Tensor>{loss(*model, in, objective)};  // mean over non-pad
           });
           n = cpu_batch.tgt_valid_lens.sum().item<int64_t>();  // CPU tensor: no device sync
           loss_sum += outs[0].to(torch::kDouble) * static_cast<double>(n);
@@ -136,8 +139,7 @@ class Seq2SeqTrainer final : public train::Trainer {
           const auto outs = stepper.run(
               inputs, lr,
               [&](const std::vector<torch::Tensor>& in) {
-                auto out = model->forward(in[0], in[1], in[2]);  // [B, T, V]
-                auto sum = train::token_loss(out, in[3], summed(objective));
+                auto sum = loss(*model, in, summed(objective));
                 return std::vector<torch::Tensor>{sum * scale, sum};
               },
               [&] { dist->prepare_for_backward(); });
@@ -230,6 +232,18 @@ class Seq2SeqTrainer final : public train::Trainer {
     return train::score_translation(t).bleu.score;
   }
 
+  /// The training objective of one batch {src, src_valid_lens, tgt_in, tgt_out}: the token loss,
+  /// or with rdrop_alpha > 0 R-Drop's, the batch run twice as one of twice the rows, so that every
+  /// pair meets two independent dropout masks.
+  torch::Tensor loss(nn::EncoderDecoderImpl& model, const std::vector<torch::Tensor>& in,
+                     const train::TokenLoss& how) const {
+    if (rdrop_ == 0) return train::token_loss(model.forward(in[0], in[1], in[2]), in[3], how);  // [B, T, V]
+    const auto twice = [](const torch::Tensor& t) { return torch::cat({t, t}); };
+    const auto out = model.forward(twice(in[0]), twice(in[1]), twice(in[2]));  // [2B, T, V]
+    const auto halves = out.chunk(2, 0);
+    return train::rdrop_loss(halves[0], halves[1], in[3], how, rdrop_);
+  }
+
   static train::TokenLoss summed(train::TokenLoss how) {
     how.reduce = train::TokenLoss::Reduce::sum;
     return how;
@@ -272,7 +286,7 @@ class Seq2SeqTrainer final : public train::Trainer {
   }
 
   int64_t max_epochs_;
-  double clip_, smoothing_;
+  double clip_, smoothing_, rdrop_;
   std::tuple<double, double> betas_;
   bool validate_, checkpoints_;
   int64_t keep_;
@@ -298,6 +312,12 @@ const config::Binding<Config>& binding() {
                   "smoothed objective, val/loss stays plain cross-entropy (best.pt is chosen by it) and "
                   "val/smoothed_loss is the objective on the validation split",
                   {.min = 0.0, .max = 0.99})
+          .option("rdrop_alpha", &Config::rdrop_alpha,
+                  "R-Drop's α (Liang et al. 2021; 5 on IWSLT'14 De-En): every batch runs twice, as one batch of "
+                  "twice the rows (twice the compute), and the loss adds α/4 · the symmetric KL divergence of the two "
+                  "passes' output distributions to the mean of their token losses, pulling together what the "
+                  "model's dropout pulls apart; train/loss is that objective (0 = off; needs dropout to do anything)",
+                  {.min = 0.0})
           .option("validate", &Config::validate, "compute the validation loss after every epoch")
           .node("schedule", &Config::schedule, config::Type::Map, "{type: constant}",
                 "learning-rate schedule: {type: constant|linear_warmup|inverse_sqrt, warmup_steps: N, d_model: D, "

@@ -21,4 +21,12 @@ struct TokenLoss {
 /// (a mean). A 0-dim tensor on `out`'s device.
 torch::Tensor token_loss(const torch::Tensor& out, const torch::Tensor& labels, const TokenLoss& how);
 
+/// R-Drop (Liang et al. 2021, "R-Drop: Regularized Dropout for Neural Networks"): `out1` and `out2`
+/// are two forward passes of the same batch under independent dropout masks; per non-pad label
+/// the loss is the mean of their token losses plus α/4 · (KL(p1 ‖ p2) + KL(p2 ‖ p1)), half the
+/// paper's Eq. 3 (ℓ1 + ℓ2 + α/2 · the symmetric KL), so α is the paper's and α = 0 is the mean of
+/// the two losses. Gradients reach both passes. Reduced as `how` says (nan for a mean of nothing).
+torch::Tensor rdrop_loss(const torch::Tensor& out1, const torch::Tensor& out2, const torch::Tensor& labels,
+                         const TokenLoss& how, double alpha);
+
 }  // namespace attnlab::train
