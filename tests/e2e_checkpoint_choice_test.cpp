@@ -127,14 +127,35 @@ TEST_F(AverageTest, BestByValidationBleuAndEarlyStopping) {
   EXPECT_NE(early.out.find("stopping early after epoch 3: val/bleu has not improved for 2 epochs"), std::string::npos)
       << early.out;
   EXPECT_NE(early.out.find("val BLEU "), std::string::npos) << early.out;
-  results::ResultsReader rd(stopped);
-  EXPECT_EQ(rd.attr_string("status"), "completed");
-  EXPECT_EQ(rd.metric("train", "loss").size(), 3u);
-  EXPECT_EQ(rd.metric("val", "bleu").size(), 3u);
-  EXPECT_EQ(rd.attr_int("stopped_early_after_epoch"), 3);
-  const auto best = train::read_training_state(train::checkpoint_dir(stopped) + "/best.pt");
-  EXPECT_EQ(best.best_epoch, 1);
-  EXPECT_DOUBLE_EQ(best.best_metric, -rd.metric("val", "bleu")[0]);
+  {
+    results::ResultsReader rd(stopped);
+    EXPECT_EQ(rd.attr_string("status"), "completed");
+    EXPECT_EQ(rd.metric("train", "loss").size(), 3u);
+    EXPECT_EQ(rd.metric("val", "bleu").size(), 3u);
+    EXPECT_EQ(rd.attr_int("stopped_early_after_epoch"), 3);
+    const auto best = train::read_training_state(train::checkpoint_dir(stopped) + "/best.pt");
+    EXPECT_EQ(best.best_epoch, 1);
+    EXPECT_DOUBLE_EQ(best.best_metric, -rd.metric("val", "bleu")[0]);
+  }
+
+  // A run that patience stopped trains on when resumed with more patience: epochs 4 and 5, and no
+  // stale stopped_early_after_epoch; stopped again, it says when.
+  auto more = run({"experiments/tests/tiny_synthetic.yaml", "--resume", stopped, "trainer.max_epochs=5", "trainer.lr=0",
+                   "trainer.best_by=bleu", "trainer.patience=0"});
+  ASSERT_EQ(more.exit_code, 0) << more.out << more.err;
+  EXPECT_NE(more.out.find("resuming after epoch 3"), std::string::npos) << more.out;
+  {
+    results::ResultsReader again(stopped);
+    EXPECT_EQ(again.attr_string("status"), "completed");
+    EXPECT_EQ(again.metric("train", "loss").size(), 5u);
+    EXPECT_FALSE(again.has_attr("stopped_early_after_epoch"));
+  }
+  auto once_more = run({"experiments/tests/tiny_synthetic.yaml", "--resume", stopped, "trainer.max_epochs=10",
+                        "trainer.lr=0", "trainer.best_by=bleu", "trainer.patience=5"});
+  ASSERT_EQ(once_more.exit_code, 0) << once_more.out << once_more.err;
+  results::ResultsReader third(stopped);
+  EXPECT_EQ(third.metric("train", "loss").size(), 6u);
+  EXPECT_EQ(third.attr_int("stopped_early_after_epoch"), 6);
 
   auto no_val = run(tiny(tmp_ + "/never.h5", {"trainer.best_by=bleu", "trainer.validate=false"}));
   EXPECT_EQ(no_val.exit_code, 1);

@@ -269,8 +269,9 @@ void Results::set_status(Status status) {
   Impl::Writing writing(*impl_, path_);
   set_attr("status", std::string(status_name(status)));
   if (status == Status::Running) {
-    // Back to running (a resumed run): a stale "finished" would contradict the status.
-    for (const char* stale : {"finished", "error", "interrupted_during", "diverged"}) {
+    // Back to running (a resumed run): a stale "finished" would contradict the status, and a run
+    // that patience had stopped may now train on (a --resume with a larger patience).
+    for (const char* stale : {"finished", "error", "interrupted_during", "diverged", "stopped_early_after_epoch"}) {
       if (H5Aexists(impl_->root.get(), stale) > 0)
         check(H5Adelete(impl_->root.get(), stale), path_, fmt::format("cannot remove attribute '{}'", stale));
     }
