@@ -1,7 +1,8 @@
 // Beam search on small random transformers: beam 1 is greedy decoding exactly, wider beams never
 // find a less likely output here, scores match a teacher-forced rescoring, batching changes nothing;
 // decoder states reorder their caches, and a state without reorder() refuses beam search. Greedy
-// decoding appends each step's attention to an active recorder; beam search pauses it.
+// decoding appends each step's attention to an active recorder; beam search pauses it. An ensemble's
+// step is the log of its members' mean probability; of one model it is that model exactly.
 #include <attnlab/error.hpp>
 #include <attnlab/nn/dot_product.hpp>
 #include <attnlab/nn/transformer.hpp>
@@ -18,9 +19,9 @@ constexpr int64_t kVocab = 13, kBos = 1, kEos = 2, kSteps = 9;
 std::shared_ptr<nn::Scorer> dot(const nn::ScorerContext&) { return std::make_shared<nn::DotProductScorerImpl>(); }
 
 /// A random 2-block transformer; `eos_bias` raises <eos>'s logit so that some outputs end early.
-nn::EncoderDecoder small_model(uint64_t seed, double eos_bias) {
+nn::EncoderDecoder small_model(uint64_t seed, double eos_bias, int64_t vocab = kVocab) {
   torch::manual_seed(seed);
-  auto opts = nn::TransformerOptions(kVocab, 16, 32, 2, 2).dropout(0.1);
+  auto opts = nn::TransformerOptions(vocab, 16, 32, 2, 2).dropout(0.1);
   auto enc = std::make_shared<nn::TransformerEncoderImpl>(opts, dot);
   auto dec = std::make_shared<nn::TransformerDecoderImpl>(opts, dot);
   {
@@ -42,9 +43,10 @@ Sources sources(int64_t batch, uint64_t seed) {
   return s;
 }
 
-/// log P(tokens, then <eos> if ended) by one teacher-forced pass.
-double rescore(nn::EncoderDecoder& model, const Sources& s, int64_t row, const std::vector<int64_t>& tokens,
-               bool ended) {
+/// log P(token t | the tokens before it) for each of tokens (then <eos> if ended) [T], by one
+/// teacher-forced pass.
+torch::Tensor token_log_probs(nn::EncoderDecoder& model, const Sources& s, int64_t row,
+                              const std::vector<int64_t>& tokens, bool ended) {
   torch::NoGradGuard g;
   model->eval();
   std::vector<int64_t> in{kBos}, out = tokens;
@@ -57,7 +59,13 @@ double rescore(nn::EncoderDecoder& model, const Sources& s, int64_t row, const s
   auto logits = model->forward(s.src.narrow(0, row, 1), s.lens.narrow(0, row, 1),
                                torch::tensor(in).view({1, -1}));         // [1, T, V]
   auto logp = torch::log_softmax(logits.to(torch::kDouble), -1)[0];    // [T, V]
-  return logp.gather(1, torch::tensor(out).view({-1, 1})).sum().item<double>();
+  return logp.gather(1, torch::tensor(out).view({-1, 1})).squeeze(1);  // [T]
+}
+
+/// log P(tokens, then <eos> if ended) by one teacher-forced pass.
+double rescore(nn::EncoderDecoder& model, const Sources& s, int64_t row, const std::vector<int64_t>& tokens,
+               bool ended) {
+  return token_log_probs(model, s, row, tokens, ended).sum().item<double>();
 }
 
 std::vector<int64_t> row_tokens(const BeamOutput& o, int64_t b) {
@@ -176,6 +184,71 @@ TEST_F(BeamSearch, RestoresTrainingModeAndChecksOptions) {
   beam_search(model, s.src, s.lens, kBos, kEos, {.beam_size = 2, .max_steps = 3});
   EXPECT_TRUE(model->is_training());
   EXPECT_THROW(beam_search(model, s.src, s.lens, kBos, kEos, {.beam_size = 0, .max_steps = 3}), ConfigError);
+}
+
+// Ensembles (`runner eval --ensemble`): each step's distribution is the mean of the members'.
+TEST_F(BeamSearch, AnEnsembleOfOneIsTheModelAndOfTwoIdenticalModelsChangesNothing) {
+  auto model = small_model(5, 1.0), twin = small_model(5, 1.0);  // the same weights, separate modules
+  auto s = sources(6, 5);
+  BeamOptions o{.beam_size = 3, .length_penalty = 0.6, .max_steps = kSteps};
+  const auto alone = beam_search(model, s.src, s.lens, kBos, kEos, o);
+  const auto one = beam_search(std::vector<nn::EncoderDecoder>{model}, s.src, s.lens, kBos, kEos, o);
+  const auto two = beam_search(std::vector<nn::EncoderDecoder>{model, twin}, s.src, s.lens, kBos, kEos, o);
+  EXPECT_TRUE(torch::equal(one.ids, alone.ids));
+  EXPECT_TRUE(torch::equal(one.log_prob, alone.log_prob));  // bit for bit
+  EXPECT_TRUE(torch::equal(two.ids, alone.ids));
+  EXPECT_ALLCLOSE(two.log_prob, alone.log_prob, 1e-9, 1e-9);
+  const auto greedy = greedy_decode(model, s.src, s.lens, kBos, kSteps, kEos);
+  const auto greedy_two = greedy_decode(std::vector<nn::EncoderDecoder>{model, twin}, s.src, s.lens, kBos, kSteps, kEos);
+  for (int64_t b = 0; b < 6; ++b) EXPECT_EQ(until_eos(greedy_two[b], kEos), until_eos(greedy[b], kEos)) << b;
+}
+
+TEST_F(BeamSearch, AnEnsemblesLogProbIsTheLogOfItsMembersMeanProbabilityAtEachStep) {
+  auto a = small_model(6, 1.0), b = small_model(7, 1.0);
+  auto s = sources(6, 6);
+  const std::vector<nn::EncoderDecoder> both{a, b};
+  const auto beam = beam_search(both, s.src, s.lens, kBos, kEos, {.beam_size = 3, .max_steps = kSteps});
+  const auto greedy = greedy_decode(both, s.src, s.lens, kBos, kSteps, kEos);
+  const auto beam1 = beam_search(both, s.src, s.lens, kBos, kEos, {.beam_size = 1, .max_steps = kSteps});
+  int64_t differs_from_members = 0;
+  for (int64_t row = 0; row < 6; ++row) {
+    const auto tokens = row_tokens(beam, row);
+    const bool ended = static_cast<int64_t>(tokens.size()) < kSteps;
+    const auto la = token_log_probs(a, s, row, tokens, ended), lb = token_log_probs(b, s, row, tokens, ended);  // [T]
+    const double mixture = torch::log((la.exp() + lb.exp()) / 2).sum().item<double>();
+    EXPECT_NEAR(beam.log_prob[row].item<double>(), mixture, 1e-4) << "row " << row;
+    const double mean_of_logs = ((la + lb) / 2).sum().item<double>();  // a product of experts would give this
+    if (std::abs(mixture - mean_of_logs) > 1e-3) ++differs_from_members;
+    // Greedy decoding with the ensemble is its beam search with one beam.
+    EXPECT_EQ(until_eos(greedy[row], kEos), row_tokens(beam1, row)) << "row " << row;
+  }
+  EXPECT_GT(differs_from_members, 0) << "the mixture never differed from the mean of log-probabilities";
+  // The ensemble decodes differently from either member on some row.
+  const auto only_a = beam_search(a, s.src, s.lens, kBos, kEos, {.beam_size = 3, .max_steps = kSteps});
+  const auto only_b = beam_search(b, s.src, s.lens, kBos, kEos, {.beam_size = 3, .max_steps = kSteps});
+  EXPECT_FALSE(torch::equal(beam.ids, only_a.ids) && torch::equal(beam.ids, only_b.ids));
+}
+
+TEST_F(BeamSearch, AnEnsembleRecordsNoAttentionRestoresModesAndRefusesOtherVocabularies) {
+  auto a = small_model(8, 1.0), b = small_model(9, 1.0);
+  auto s = sources(3, 8);
+  nn::AttentionRecorder recorder;
+  b->train();
+  {
+    nn::RecordingScope scope(&recorder);
+    greedy_decode(std::vector<nn::EncoderDecoder>{a, b}, s.src, s.lens, kBos, kSteps, kEos);
+  }
+  EXPECT_TRUE(recorder.modules().empty());
+  EXPECT_TRUE(b->is_training());
+  auto wider = small_model(9, 1.0, kVocab + 2);
+  try {
+    beam_search(std::vector<nn::EncoderDecoder>{a, wider}, s.src, s.lens, kBos, kEos, {.beam_size = 2, .max_steps = 3});
+    FAIL() << "expected PluginError";
+  } catch (const PluginError& e) {
+    EXPECT_NE(std::string(e.what()).find("member 1 gives 13 next-token scores, member 2 gives 15"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW(greedy_decode(std::vector<nn::EncoderDecoder>{}, s.src, s.lens, kBos, kSteps), ConfigError);
 }
 
 TEST(BeamLengthPenalty, IsGnmt) {

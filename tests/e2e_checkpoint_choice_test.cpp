@@ -1,7 +1,8 @@
 // End to end with the real runner, which weights a run ends with: trainer.keep_checkpoints keeps
 // the last K epochs' weights, `runner average RUN.h5 --last K` writes their mean and `runner eval
 // --checkpoint average` translates with it; val_bleu / best_by: bleu / patience pick best.pt by
-// validation BLEU and stop a run that stopped improving. Bad inputs are one clear error each.
+// validation BLEU and stop a run that stopped improving; `runner eval --ensemble` decodes with
+// several runs together. Bad inputs are one clear error each.
 #include <attnlab/results/reader.hpp>
 #include <attnlab/train/checkpoint.hpp>
 
@@ -165,6 +166,54 @@ TEST_F(AverageTest, BestByValidationBleuAndEarlyStopping) {
   EXPECT_EQ(typo.exit_code, 1);
   EXPECT_NE(typo.err.find("trainer.best_by"), std::string::npos) << typo.err;
   EXPECT_FALSE(fs::exists(tmp_ + "/never.h5"));
+}
+
+// `runner eval A.h5 --ensemble B.h5[:CHECKPOINT]`: the runs decode together, each step taking the
+// mean of their next-token probabilities (beam_search_test.cpp checks the arithmetic).
+TEST_F(AverageTest, EvalDecodesWithAnEnsembleOfRuns) {
+  const auto a = tmp_ + "/a.h5", b = tmp_ + "/b.h5", other = tmp_ + "/other.h5";
+  ASSERT_EQ(run(tiny(a, {"trainer.max_epochs=2"})).exit_code, 0);
+  ASSERT_EQ(run(tiny(b, {"trainer.max_epochs=2", "seed=1"})).exit_code, 0);
+  ASSERT_EQ(run(tiny(other, {"trainer.max_epochs=1", "dataset.vocab_size=20"})).exit_code, 0);
+
+  ASSERT_EQ(run({"eval", a, "--split", "test", "-q"}).exit_code, 0);
+  // A run with itself is the run: the mean of two equal distributions is that distribution.
+  auto twice = run({"eval", a, "--split", "test", "--ensemble", a});
+  ASSERT_EQ(twice.exit_code, 0) << twice.out << twice.err;
+  EXPECT_NE(twice.out.find("test ensemble of 2, greedy: BLEU = "), std::string::npos) << twice.out;
+  EXPECT_NE((twice.out + twice.err).find("an ensemble of 2 models"), std::string::npos) << twice.out << twice.err;
+  auto pair = run({"eval", a, "--split", "test", "--beam", "2", "--ensemble", b + ":last", "-q"});
+  ASSERT_EQ(pair.exit_code, 0) << pair.out << pair.err;
+  {
+    results::ResultsReader rd(a);
+    EXPECT_EQ(rd.strings("eval/test_ensemble2/hypotheses"), rd.strings("eval/test/hypotheses"));
+    EXPECT_EQ(rd.attr_double_at("eval/test_ensemble2", "bleu"), rd.attr_double_at("eval/test", "bleu"));
+    EXPECT_EQ(rd.attr_string_at("eval/test_ensemble2", "ensemble"), a + ":best");
+    EXPECT_EQ(rd.attr_double_at("eval/test", "ensemble_size"), 1.0);
+    EXPECT_EQ(rd.attr_double_at("eval/test_ensemble2", "ensemble_size"), 2.0);
+    const auto params = rd.attr_double("num_parameters");
+    EXPECT_EQ(rd.attr_double_at("eval/test_ensemble2", "ensemble_parameters"), 2 * params);
+    EXPECT_EQ(rd.attr_string_at("eval/test_beam2_ensemble2", "ensemble"), b + ":last");
+    EXPECT_EQ(rd.strings("eval/test_beam2_ensemble2/hypotheses").size(), 48u);
+    EXPECT_EQ(rd.attr_string_at("eval/test_beam2_ensemble2", "decoding"), "beam");
+  }
+
+  // Bad members: one error each naming the member and what is wrong, nothing written.
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"--ensemble", tmp_ + "/none.h5"}, "--ensemble " + tmp_ + "/none.h5: no such results file"},
+      {{"--ensemble", b + ":epoch-9"}, "no checkpoint " + train::checkpoint_dir(b) + "/epoch-9.pt"},
+      {{"--ensemble", b + ":../x"}, "not a path"},
+      {{"--ensemble", other}, "its vocabularies have 20 source and 20 target tokens, the run's 16 and 16"},
+  };
+  for (const auto& [extra, want] : cases) {
+    std::vector<std::string> args{"eval", a, "--split", "val", "--name", "bad"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    auto r = run(args);
+    EXPECT_EQ(r.exit_code, 1) << want;
+    EXPECT_NE(r.err.find(want), std::string::npos) << r.err;
+    results::ResultsReader rd(a);
+    EXPECT_FALSE(rd.has("eval/bad")) << want;
+  }
 }
 
 }  // namespace

@@ -80,6 +80,77 @@ std::string available_checkpoints(const std::string& dir) {
   return names.empty() ? "its checkpoint folder is empty" : fmt::format("it has {}", fmt::join(names, ", "));
 }
 
+/// A run to decode with: its stored /config with `overrides` applied, built (dataset and model on
+/// its device), and the weights of its checkpoint `which` loaded.
+struct LoadedRun {
+  train::Setup setup;
+  std::string run, checkpoint;  // RUN.h5 and the checkpoint's name (best, average, ...)
+};
+
+LoadedRun load_run(const std::string& run, const std::string& which, const std::vector<std::string>& overrides,
+                   const std::vector<std::string>& plugin_dirs) {
+  const std::string stored =
+      results::read_isolated(run, [&] { return results::ResultsReader(run, results::ReadCheck::none).config(); });
+  ATTNLAB_CHECK(!stored.empty(), ResultsError, "results file {} holds no /config to rebuild the run from", run);
+  config::Node root = config::parse_yaml(stored, run + ":/config");
+  for (const auto& o : overrides) config::apply_override(root, o);
+  config::Options top(root, train::experiment_schema(), "the stored experiment", {});
+  ATTNLAB_CHECK(!which.empty() && which.find_first_of("/\\") == std::string::npos && which.front() != '.', ConfigError,
+                "checkpoint '{}' of {}: name a checkpoint of the run (best, last, epoch-N, average), not a path", which, run);
+  const auto ckpt = train::checkpoint_dir(run) + "/" + which + ".pt";
+  const auto why = files::problem(ckpt, files::Want::File);
+  ATTNLAB_CHECK(why != "no such file", DataError,
+                "no checkpoint {} for run {} ({}; trainers that checkpoint write last.pt and best.pt every epoch, "
+                "epoch-N.pt with keep_checkpoints, runner average writes average.pt)",
+                ckpt, run, available_checkpoints(train::checkpoint_dir(run)));
+  ATTNLAB_CHECK(why.empty(), DataError, "checkpoint {} of run {}: {}", ckpt, run, why);
+  LoadedRun loaded{train::build_setup(top, plugin_dirs), run, which};
+  ATTNLAB_CHECK(loaded.setup.model, ConfigError, "run {} has no encoder + decoder model to translate with", run);
+  train::load_model_weights(ckpt, *loaded.setup.model);
+  return loaded;
+}
+
+/// `--ensemble` SPEC: "RUN.h5" (with the --checkpoint name) or "RUN.h5:CHECKPOINT" -> {run, checkpoint}.
+std::pair<std::string, std::string> parse_member(const std::string& spec, const std::string& checkpoint) {
+  std::error_code ec;
+  if (std::filesystem::is_regular_file(spec, ec)) return {spec, checkpoint};
+  if (const auto colon = spec.rfind(':'); colon != std::string::npos && colon > 0 && colon + 1 < spec.size()) {
+    const std::string run = spec.substr(0, colon);
+    if (std::filesystem::is_regular_file(run, ec)) return {run, spec.substr(colon + 1)};
+  }
+  throw DataError(fmt::format(
+      "--ensemble {}: no such results file (write RUN.h5 to use its '{}' checkpoint, or RUN.h5:CHECKPOINT, "
+      "e.g. RUN.h5:average)",
+      spec, checkpoint));
+}
+
+/// Why `member` cannot decode with `main` (ids that mean other tokens, another device), or "".
+std::string ensemble_mismatch(const train::Setup& main, const train::Setup& member) {
+  const auto a = main.dataset->info(), b = member.dataset->info();
+  if (a.src_vocab_size != b.src_vocab_size || a.tgt_vocab_size != b.tgt_vocab_size) {
+    return fmt::format("its vocabularies have {} source and {} target tokens, the run's {} and {}", b.src_vocab_size,
+                       b.tgt_vocab_size, a.src_vocab_size, a.tgt_vocab_size);
+  }
+  if (a.pad_id != b.pad_id || a.bos_id != b.bos_id || a.eos_id != b.eos_id) {
+    return fmt::format("its <pad>, <bos>, <eos> ids are {}, {}, {}, the run's {}, {}, {}", b.pad_id, b.bos_id,
+                       b.eos_id, a.pad_id, a.bos_id, a.eos_id);
+  }
+  const auto differs = [](const data::Vocab* x, const data::Vocab* y) {
+    return x != nullptr && y != nullptr && x->tokens() != y->tokens();
+  };
+  if (differs(main.dataset->src_vocab(), member.dataset->src_vocab())) {
+    return "its source vocabulary has the same size but other tokens";
+  }
+  if (differs(main.dataset->tgt_vocab(), member.dataset->tgt_vocab())) {
+    return "its target vocabulary has the same size but other tokens";
+  }
+  if (main.ctx.device != member.ctx.device) {
+    return fmt::format("it is on {}, the run on {} (add device={} to the command)", member.ctx.device.str(),
+                       main.ctx.device.str(), main.ctx.device.str());
+  }
+  return {};
+}
+
 /// Decodes the val split with each of `alphas` and sets `to.length_penalty` to the first with the
 /// best BLEU; returns "alpha: val BLEU" for each, comma-separated.
 std::string pick_length_penalty(train::Setup& setup, const std::vector<double>& alphas, train::TranslateOptions& to,
@@ -139,13 +210,20 @@ int cmd_eval(int argc, char** argv) {
   app.add_option("--checkpoint", which,
                  "best, last, epoch-N (trainer.keep_checkpoints) or a runner average's name (average)")
       ->capture_default_str();
+  std::vector<std::string> ensemble_specs;
+  app.add_option("--ensemble", ensemble_specs,
+                 "decode together with another run of the same dataset and vocabulary, RUN.h5 (its --checkpoint) or "
+                 "RUN.h5:CHECKPOINT; repeat for more: each step takes the mean of the models' next-token "
+                 "probabilities")
+      ->allow_extra_args(false);
   app.add_option("--name", name, "group under /eval (default <split>, or <split>_beam<N> for beam search)");
   add_plugin_path_option(app, plugin_dirs);
   app.add_flag("-q,--quiet", quiet, "print only the score line");
   app.footer(
       "Examples:\n  runner eval results/transformer_multi30k_de_en-20261122-120000.h5 --split test --beam 5\n"
       "  runner eval RUN.h5 --checkpoint average --beam 5 --tune-length-penalty 0.6,1,1.5,2,3\n"
-      "  runner eval RUN.h5 --source test_2017_flickr.de.gz --reference test_2017_flickr.en.gz");
+      "  runner eval RUN.h5 --source test_2017_flickr.de.gz --reference test_2017_flickr.en.gz\n"
+      "  runner eval RUN.h5 --checkpoint average --ensemble SEED1.h5:average --beam 5");
   if (auto code = parse_command_line(app, argc, argv, "runner eval")) return *code;
   const bool files = !source_file.empty();
   const auto split = files ? data::Split::Test : parse_split(split_name);
@@ -165,33 +243,39 @@ int cmd_eval(int argc, char** argv) {
                   source_file, sources.size(), reference_file, references.size());
   }
   const std::string what = files ? name_for_file(source_file) : split_name;
+  const bool name_given = !name.empty();
   if (name.empty()) name = to.beam_size > 1 ? fmt::format("{}_beam{}", what, to.beam_size) : what;
+  if (!ensemble_specs.empty() && !name_given) name += fmt::format("_ensemble{}", 1 + ensemble_specs.size());
 
-  const std::string stored =
-      results::read_isolated(run, [&] { return results::ResultsReader(run, results::ReadCheck::none).config(); });
-  ATTNLAB_CHECK(!stored.empty(), ResultsError, "results file {} holds no /config to rebuild the run from", run);
-  config::Node root = config::parse_yaml(stored, run + ":/config");
-  for (const auto& o : overrides) config::apply_override(root, o);
-  config::Options top(root, train::experiment_schema(), "the stored experiment", {});
-  ATTNLAB_CHECK(!which.empty() && which.find_first_of("/\\") == std::string::npos && which.front() != '.', ConfigError,
-                "--checkpoint '{}': name a checkpoint of the run (best, last, epoch-N, average), not a path", which);
+  // Every member's file is checked before any model is built.
+  std::vector<std::pair<std::string, std::string>> member_specs;
+  for (const auto& spec : ensemble_specs) member_specs.push_back(parse_member(spec, which));
+  auto main_run = load_run(run, which, overrides, plugin_dirs);
+  train::Setup& setup = main_run.setup;
   const auto ckpt = train::checkpoint_dir(run) + "/" + which + ".pt";
-  const auto why = files::problem(ckpt, files::Want::File);
-  ATTNLAB_CHECK(why != "no such file", DataError,
-                "no checkpoint {} for run {} ({}; trainers that checkpoint write last.pt and best.pt every epoch, "
-                "epoch-N.pt with keep_checkpoints, runner average writes average.pt)",
-                ckpt, run, available_checkpoints(train::checkpoint_dir(run)));
-  ATTNLAB_CHECK(why.empty(), DataError, "checkpoint {} of run {}: {}", ckpt, run, why);
-  train::Setup setup = train::build_setup(top, plugin_dirs);
-  ATTNLAB_CHECK(setup.model, ConfigError, "run {} has no encoder + decoder model to translate with", run);
-  train::load_model_weights(ckpt, *setup.model);
+  std::vector<LoadedRun> members;  // kept alive: their registries own the plugin code
+  int64_t parameters = setup.model->num_parameters();
+  std::string ensemble_text;  // "RUN:CHECKPOINT, ..." recorded with the evaluation
+  for (const auto& [member_run, member_ckpt] : member_specs) {
+    members.push_back(load_run(member_run, member_ckpt, overrides, plugin_dirs));
+    const auto why_not = ensemble_mismatch(setup, members.back().setup);
+    ATTNLAB_CHECK(why_not.empty(), ConfigError,
+                  "--ensemble {}:{} cannot decode with {}: {}; an ensemble's members must be trained on one dataset "
+                  "and vocabulary",
+                  member_run, member_ckpt, run, why_not);
+    to.ensemble.push_back(members.back().setup.model);
+    parameters += members.back().setup.model->num_parameters();
+    ensemble_text += fmt::format("{}{}:{}", ensemble_text.empty() ? "" : ", ", member_run, member_ckpt);
+  }
   // "alpha: val BLEU" for each candidate, recorded with the evaluation; sets to.length_penalty.
   const std::string tuned = tune_lp.empty() ? std::string() : pick_length_penalty(setup, tune_lp, to, quiet);
   if (!quiet) {
     spdlog::info("translating {} with {} ({}) on {}",
                  files ? fmt::format("{} ({} sentences)", source_file, sources.size())
                        : fmt::format("the {} split of {}", split_name, setup.dataset_name),
-                 ckpt,
+                 members.empty() ? ckpt
+                                 : fmt::format("an ensemble of {} models, {} parameters in all: {} and {}",
+                                               1 + members.size(), parameters, ckpt, ensemble_text),
                  to.beam_size > 1 ? fmt::format("beam {}, length penalty {}", to.beam_size, to.length_penalty)
                                   : std::string("greedy"),
                  setup.ctx.device.str());
@@ -204,6 +288,11 @@ int cmd_eval(int argc, char** argv) {
     results::Results out(run, results::Results::Open::Existing);
     train::write_eval(out, name, translation, scores, files ? std::string("file") : split_name, to, which);
     if (!tuned.empty()) out.set_attr_at("eval/" + name, "length_penalty_tuned_on_val", tuned);
+    if (!members.empty()) {
+      out.set_attr_at("eval/" + name, "ensemble", ensemble_text);
+      out.set_attr_at("eval/" + name, "ensemble_parameters", parameters);
+      out.flush();
+    }
     if (files) {
       out.set_attr_at("eval/" + name, "source_file", std::filesystem::absolute(source_file).string());
       out.set_attr_at("eval/" + name, "reference_file", std::filesystem::absolute(reference_file).string());
@@ -217,9 +306,9 @@ int cmd_eval(int argc, char** argv) {
     }
   }
   std::cout << fmt::format(
-      "{} {}: {} ({}), lowercased {:.2f}, d2l mean BLEU {:.3f}, {} sentences in {:.1f}s -> "
+      "{} {}{}: {} ({}), lowercased {:.2f}, d2l mean BLEU {:.3f}, {} sentences in {:.1f}s -> "
       "/eval/{}\n",
-      what,
+      what, members.empty() ? std::string() : fmt::format("ensemble of {}, ", 1 + members.size()),
       to.beam_size <= 1 ? std::string("greedy")
       : tuned.empty()   ? fmt::format("beam {}", to.beam_size)
                         : fmt::format("beam {} (length penalty {}, picked on val)", to.beam_size, to.length_penalty),

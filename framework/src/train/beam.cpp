@@ -2,7 +2,8 @@
 #include <attnlab/train/beam.hpp>
 
 #include <attnlab/error.hpp>
-#include <attnlab/train/eval_scope.hpp>
+
+#include "train/step_decoder.hpp"
 
 #include <torch/torch.h>
 
@@ -29,21 +30,24 @@ double gnmt_length_penalty(int64_t length, double alpha) {
 
 BeamOutput beam_search(nn::EncoderDecoder& model, const torch::Tensor& src, const torch::Tensor& src_valid_lens,
                        int64_t bos_id, int64_t eos_id, const BeamOptions& options) {
+  return beam_search(std::vector<nn::EncoderDecoder>{model}, src, src_valid_lens, bos_id, eos_id, options);
+}
+
+BeamOutput beam_search(const std::vector<nn::EncoderDecoder>& models, const torch::Tensor& src,
+                       const torch::Tensor& src_valid_lens, int64_t bos_id, int64_t eos_id,
+                       const BeamOptions& options) {
   ATTNLAB_CHECK(options.beam_size >= 1 && options.max_steps >= 1, ConfigError,
                 "beam search: beam_size and max_steps must be >= 1, found {} and {}", options.beam_size,
                 options.max_steps);
   TORCH_CHECK(src.dim() >= 2, "beam_search: expected src [B, S], found ", src.sizes());
-  EvalScope eval(*model);
   torch::InferenceMode guard;
   nn::RecordingScope paused(nullptr);  // rows follow the surviving hypotheses: nothing is recorded
   const int64_t batch = src.size(0), k = options.beam_size, rows = batch * k;
   const auto device = src.device();
   const auto long_opts = torch::TensorOptions(torch::kLong).device(device);
-  const bool probabilities = model->decoder().outputs_probabilities();
 
-  auto enc = model->encode(src, src_valid_lens);  // states [B, S, H]
-  auto state = model->init_state(enc, /*incremental=*/true);
-  state->reorder(torch::arange(batch, long_opts).repeat_interleave(k));  // every cache now [B * k, ...]
+  StepDecoder decoder(models, src, src_valid_lens);  // eval mode; each model's encoder output and state
+  decoder.reorder(torch::arange(batch, long_opts).repeat_interleave(k));  // every cache now [B * k, ...]
 
   auto tokens = torch::full({rows, 1}, bos_id, long_opts);  // [B * k, 1] the tokens fed next
   // Only beam 0 of each row is live at the start, so the first step does not pick k copies.
@@ -54,8 +58,7 @@ BeamOutput beam_search(nn::EncoderDecoder& model, const torch::Tensor& src, cons
   std::vector<bool> done(static_cast<size_t>(batch), false);
 
   for (int64_t t = 0; t < options.max_steps; ++t) {
-    auto out = model->decode(tokens, *state).squeeze(1).to(torch::kDouble);  // [B * k, V]
-    auto logp = probabilities ? torch::log(out.clamp_min(1e-300)) : torch::log_softmax(out, -1);  // [B * k, V]
+    auto logp = decoder.log_probs(tokens);  // [B * k, V]
     const int64_t vocab = logp.size(1);
     auto cum_t = torch::tensor(cum, torch::TensorOptions(torch::kDouble)).to(device);  // [B * k]
     auto cand = (cum_t.unsqueeze(1) + logp).view({batch, k * vocab});                 // [B, k * V]
@@ -109,7 +112,7 @@ BeamOutput beam_search(nn::EncoderDecoder& model, const torch::Tensor& src, cons
       all_done = all_done && done[static_cast<size_t>(b)];
     }
     if (all_done || last) break;
-    state->reorder(torch::tensor(next_slot, torch::kLong).to(device));
+    decoder.reorder(torch::tensor(next_slot, torch::kLong).to(device));
     tokens = torch::tensor(next_tok, torch::kLong).to(device).view({rows, 1});  // [B * k, 1]
     cum = std::move(next_cum);
     history = std::move(next_history);

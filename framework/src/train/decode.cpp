@@ -2,6 +2,8 @@
 
 #include <attnlab/train/eval_scope.hpp>
 
+#include "train/step_decoder.hpp"
+
 #include <torch/torch.h>
 
 namespace attnlab::train {
@@ -27,6 +29,31 @@ torch::Tensor greedy_decode(nn::EncoderDecoder& model, const torch::Tensor& src,
     }
   }
   return torch::cat(outputs, 1);  // [B, num_steps]
+}
+
+torch::Tensor greedy_decode(const std::vector<nn::EncoderDecoder>& models, const torch::Tensor& src,
+                            const torch::Tensor& src_valid_lens, int64_t bos_id, int64_t num_steps,
+                            int64_t stop_at_eos) {
+  if (models.size() == 1) {
+    auto model = models.front();
+    return greedy_decode(model, src, src_valid_lens, bos_id, num_steps, stop_at_eos);
+  }
+  torch::InferenceMode guard;
+  nn::RecordingScope paused(nullptr);  // several models' maps for one sentence: none is recorded
+  StepDecoder decoder(models, src, src_valid_lens);
+  const int64_t batch = src.size(0);
+  auto step_in = torch::full({batch, 1}, bos_id, torch::dtype(torch::kLong).device(src.device()));  // [B, 1]
+  std::vector<torch::Tensor> outputs;                                                               // each [B, 1]
+  auto ended = torch::zeros({batch, 1}, torch::dtype(torch::kBool).device(src.device()));  // [B, 1]
+  for (int64_t t = 0; t < num_steps; ++t) {
+    step_in = decoder.log_probs(step_in).argmax(1, /*keepdim=*/true);  // [B, 1]
+    outputs.push_back(step_in);
+    if (stop_at_eos >= 0) {
+      ended.logical_or_(step_in == stop_at_eos);
+      if (ended.all().item<bool>()) break;
+    }
+  }
+  return torch::cat(outputs, 1);  // [B, steps]
 }
 
 std::vector<int64_t> until_eos(const torch::Tensor& row, int64_t eos_id) {

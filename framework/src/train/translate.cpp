@@ -23,12 +23,14 @@ std::vector<std::string> decode_batch(nn::EncoderDecoder& model, const data::Dat
   const int64_t steps = options.max_steps > 0 ? options.max_steps
                         : info.num_steps > 0  ? info.num_steps
                                               : 2 * b.src.size(1) + 10;
+  std::vector<nn::EncoderDecoder> models{model};
+  models.insert(models.end(), options.ensemble.begin(), options.ensemble.end());
   torch::Tensor ids;  // [B, steps]
   if (options.beam_size <= 1) {
-    ids = greedy_decode(model, b.src, b.src_valid_lens, info.bos_id, steps, info.eos_id);
+    ids = greedy_decode(models, b.src, b.src_valid_lens, info.bos_id, steps, info.eos_id);
   } else {
     BeamOptions bo{.beam_size = options.beam_size, .length_penalty = options.length_penalty, .max_steps = steps};
-    ids = beam_search(model, b.src, b.src_valid_lens, info.bos_id, info.eos_id, bo).ids;
+    ids = beam_search(models, b.src, b.src_valid_lens, info.bos_id, info.eos_id, bo).ids;
   }
   std::vector<std::string> out;
   for (int64_t i = 0; i < ids.size(0); ++i) out.push_back(dataset.decode_target(until_eos(ids[i], info.eos_id)));
@@ -124,6 +126,7 @@ void write_eval(results::Results& results, const std::string& name, const Transl
   results.set_attr_at(at, "length_penalty", options.length_penalty);
   results.set_attr_at(at, "max_steps", options.max_steps);
   results.set_attr_at(at, "checkpoint", checkpoint);
+  results.set_attr_at(at, "ensemble_size", static_cast<int64_t>(1 + options.ensemble.size()));
   results.flush();
 }
 

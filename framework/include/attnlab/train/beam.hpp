@@ -40,6 +40,14 @@ struct BeamOutput {
 BeamOutput beam_search(nn::EncoderDecoder& model, const torch::Tensor& src, const torch::Tensor& src_valid_lens,
                        int64_t bos_id, int64_t eos_id, const BeamOptions& options);
 
+/// The same with an ensemble (`runner eval --ensemble`): every model of `models` encodes `src`
+/// and keeps its own state, and each step scores continuations by the log of the mean of the
+/// models' next-token probabilities (fairseq's ensemble). One model is exactly the overload above.
+/// The models must share the target vocabulary (PluginError naming the sizes when they differ).
+BeamOutput beam_search(const std::vector<nn::EncoderDecoder>& models, const torch::Tensor& src,
+                       const torch::Tensor& src_valid_lens, int64_t bos_id, int64_t eos_id,
+                       const BeamOptions& options);
+
 /// GNMT length penalty ((5 + length) / 6) ^ alpha.
 double gnmt_length_penalty(int64_t length, double alpha);
 

@@ -19,6 +19,14 @@ namespace attnlab::train {
 torch::Tensor greedy_decode(nn::EncoderDecoder& model, const torch::Tensor& src, const torch::Tensor& src_valid_lens,
                             int64_t bos_id, int64_t num_steps, int64_t stop_at_eos = -1);
 
+/// Greedy decoding with an ensemble (`runner eval --ensemble`): each step feeds back the argmax of
+/// the mean of the models' next-token probabilities (see beam_search's ensemble overload). One
+/// model is exactly the overload above; an ensemble records no attention (an active recorder is
+/// paused: whose maps would they be?). ids [B, steps] as above.
+torch::Tensor greedy_decode(const std::vector<nn::EncoderDecoder>& models, const torch::Tensor& src,
+                            const torch::Tensor& src_valid_lens, int64_t bos_id, int64_t num_steps,
+                            int64_t stop_at_eos = -1);
+
 /// Ids of one row up to (not including) eos.
 std::vector<int64_t> until_eos(const torch::Tensor& row, int64_t eos_id);
 

@@ -20,6 +20,10 @@ struct TranslateOptions {
   int64_t max_steps = 0;        // tokens per output; 0 = the dataset's num_steps, else 2 * S + 10
   /// Checked before each batch: when set, translate_split throws Interrupted.
   const std::atomic<bool>* stop = nullptr;
+  /// More models decoding together with `model` (`runner eval --ensemble`): each step takes the
+  /// mean of all their next-token probabilities (beam.hpp). They must share the dataset's
+  /// vocabulary and sit on the model's device. Empty: `model` alone.
+  std::vector<nn::EncoderDecoder> ensemble = {};
 };
 
 struct Translation {
@@ -51,7 +55,8 @@ EvalScores score_translation(const Translation& t);
 /// /eval/<name>/{sources, references, hypotheses} and attributes on /eval/<name>: bleu, bleu_signature,
 /// bleu_lowercase (sacreBLEU -lc),
 /// bleu_text (sacreBLEU's line), d2l_mean_bleu, seconds, sentences, split, decoding ("greedy" or
-/// "beam"), beam_size, length_penalty, max_steps, checkpoint. Flushes.
+/// "beam"), beam_size, length_penalty, max_steps, checkpoint, ensemble_size (1 + options.ensemble's).
+/// Flushes.
 void write_eval(results::Results& results, const std::string& name, const Translation& t, const EvalScores& s,
                 const std::string& split, const TranslateOptions& options, const std::string& checkpoint);
 
