@@ -263,12 +263,15 @@ int cmd_eval(int argc, char** argv) {
                   "--ensemble {}:{} cannot decode with {}: {}; an ensemble's members must be trained on one dataset "
                   "and vocabulary",
                   member_run, member_ckpt, run, why_not);
-    to.ensemble.push_back(members.back().setup.model);
     parameters += members.back().setup.model->num_parameters();
     ensemble_text += fmt::format("{}{}:{}", ensemble_text.empty() ? "" : ", ", member_run, member_ckpt);
   }
-  // "alpha: val BLEU" for each candidate, recorded with the evaluation; sets to.length_penalty.
-  const std::string tuned = tune_lp.empty() ? std::string() : pick_length_penalty(setup, tune_lp, to, quiet);
+  // The options with the members' models: declared after `members`, so these holders are released
+  // before the members' registries unload the plugins that made them.
+  auto decode = to;
+  for (auto& member : members) decode.ensemble.push_back(member.setup.model);
+  // "alpha: val BLEU" for each candidate, recorded with the evaluation; sets decode.length_penalty.
+  const std::string tuned = tune_lp.empty() ? std::string() : pick_length_penalty(setup, tune_lp, decode, quiet);
   if (!quiet) {
     spdlog::info("translating {} with {} ({}) on {}",
                  files ? fmt::format("{} ({} sentences)", source_file, sources.size())
@@ -276,17 +279,17 @@ int cmd_eval(int argc, char** argv) {
                  members.empty() ? ckpt
                                  : fmt::format("an ensemble of {} models, {} parameters in all: {} and {}",
                                                1 + members.size(), parameters, ckpt, ensemble_text),
-                 to.beam_size > 1 ? fmt::format("beam {}, length penalty {}", to.beam_size, to.length_penalty)
+                 decode.beam_size > 1 ? fmt::format("beam {}, length penalty {}", decode.beam_size, decode.length_penalty)
                                   : std::string("greedy"),
                  setup.ctx.device.str());
   }
   auto translation = files ? train::translate_sentences(setup.model, *setup.dataset, std::move(sources),
-                                                        std::move(references), to, batch_size)
-                           : train::translate_split(setup.model, *setup.dataset, split, to);
+                                                        std::move(references), decode, batch_size)
+                           : train::translate_split(setup.model, *setup.dataset, split, decode);
   auto scores = train::score_translation(translation);
   {
     results::Results out(run, results::Results::Open::Existing);
-    train::write_eval(out, name, translation, scores, files ? std::string("file") : split_name, to, which);
+    train::write_eval(out, name, translation, scores, files ? std::string("file") : split_name, decode, which);
     if (!tuned.empty()) out.set_attr_at("eval/" + name, "length_penalty_tuned_on_val", tuned);
     if (!members.empty()) {
       out.set_attr_at("eval/" + name, "ensemble", ensemble_text);
@@ -309,9 +312,9 @@ int cmd_eval(int argc, char** argv) {
       "{} {}{}: {} ({}), lowercased {:.2f}, d2l mean BLEU {:.3f}, {} sentences in {:.1f}s -> "
       "/eval/{}\n",
       what, members.empty() ? std::string() : fmt::format("ensemble of {}, ", 1 + members.size()),
-      to.beam_size <= 1 ? std::string("greedy")
-      : tuned.empty()   ? fmt::format("beam {}", to.beam_size)
-                        : fmt::format("beam {} (length penalty {}, picked on val)", to.beam_size, to.length_penalty),
+      decode.beam_size <= 1 ? std::string("greedy")
+      : tuned.empty()   ? fmt::format("beam {}", decode.beam_size)
+                        : fmt::format("beam {} (length penalty {}, picked on val)", decode.beam_size, decode.length_penalty),
       scores.bleu.format(), scores.bleu.signature, scores.bleu_lowercase.score, scores.d2l_mean_bleu,
       translation.hypotheses.size(), translation.seconds, name);
   return 0;
