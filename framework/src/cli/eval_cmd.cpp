@@ -80,21 +80,8 @@ std::string available_checkpoints(const std::string& dir) {
   return names.empty() ? "its checkpoint folder is empty" : fmt::format("it has {}", fmt::join(names, ", "));
 }
 
-/// A run to decode with: its stored /config with `overrides` applied, built (dataset and model on
-/// its device), and the weights of its checkpoint `which` loaded.
-struct LoadedRun {
-  train::Setup setup;
-  std::string run, checkpoint;  // RUN.h5 and the checkpoint's name (best, average, ...)
-};
-
-LoadedRun load_run(const std::string& run, const std::string& which, const std::vector<std::string>& overrides,
-                   const std::vector<std::string>& plugin_dirs) {
-  const std::string stored =
-      results::read_isolated(run, [&] { return results::ResultsReader(run, results::ReadCheck::none).config(); });
-  ATTNLAB_CHECK(!stored.empty(), ResultsError, "results file {} holds no /config to rebuild the run from", run);
-  config::Node root = config::parse_yaml(stored, run + ":/config");
-  for (const auto& o : overrides) config::apply_override(root, o);
-  config::Options top(root, train::experiment_schema(), "the stored experiment", {});
+/// RUN.h5.ckpt/<which>.pt, checked: a name (not a path) of a readable checkpoint file.
+std::string checkpoint_file(const std::string& run, const std::string& which) {
   ATTNLAB_CHECK(!which.empty() && which.find_first_of("/\\") == std::string::npos && which.front() != '.', ConfigError,
                 "checkpoint '{}' of {}: name a checkpoint of the run (best, last, epoch-N, average), not a path", which, run);
   const auto ckpt = train::checkpoint_dir(run) + "/" + which + ".pt";
@@ -104,10 +91,24 @@ LoadedRun load_run(const std::string& run, const std::string& which, const std::
                 "epoch-N.pt with keep_checkpoints, runner average writes average.pt)",
                 ckpt, run, available_checkpoints(train::checkpoint_dir(run)));
   ATTNLAB_CHECK(why.empty(), DataError, "checkpoint {} of run {}: {}", ckpt, run, why);
-  LoadedRun loaded{train::build_setup(top, plugin_dirs), run, which};
-  ATTNLAB_CHECK(loaded.setup.model, ConfigError, "run {} has no encoder + decoder model to translate with", run);
-  train::load_model_weights(ckpt, *loaded.setup.model);
-  return loaded;
+  return ckpt;
+}
+
+/// A run to decode with: its stored /config with `overrides` applied, built (dataset and model on
+/// its device), and the weights of its checkpoint `which` loaded.
+train::Setup load_run(const std::string& run, const std::string& which, const std::vector<std::string>& overrides,
+                   const std::vector<std::string>& plugin_dirs) {
+  const std::string stored =
+      results::read_isolated(run, [&] { return results::ResultsReader(run, results::ReadCheck::none).config(); });
+  ATTNLAB_CHECK(!stored.empty(), ResultsError, "results file {} holds no /config to rebuild the run from", run);
+  config::Node root = config::parse_yaml(stored, run + ":/config");
+  for (const auto& o : overrides) config::apply_override(root, o);
+  config::Options top(root, train::experiment_schema(), "the stored experiment", {});
+  const auto ckpt = checkpoint_file(run, which);
+  train::Setup setup = train::build_setup(top, plugin_dirs);
+  ATTNLAB_CHECK(setup.model, ConfigError, "run {} has no encoder + decoder model to translate with", run);
+  train::load_model_weights(ckpt, *setup.model);
+  return setup;
 }
 
 /// `--ensemble` SPEC: "RUN.h5" (with the --checkpoint name) or "RUN.h5:CHECKPOINT" -> {run, checkpoint}.
@@ -247,29 +248,31 @@ int cmd_eval(int argc, char** argv) {
   if (name.empty()) name = to.beam_size > 1 ? fmt::format("{}_beam{}", what, to.beam_size) : what;
   if (!ensemble_specs.empty() && !name_given) name += fmt::format("_ensemble{}", 1 + ensemble_specs.size());
 
-  // Every member's file is checked before any model is built.
+  // Every member's file and checkpoint is checked before any dataset or model is built.
   std::vector<std::pair<std::string, std::string>> member_specs;
-  for (const auto& spec : ensemble_specs) member_specs.push_back(parse_member(spec, which));
-  auto main_run = load_run(run, which, overrides, plugin_dirs);
-  train::Setup& setup = main_run.setup;
-  const auto ckpt = train::checkpoint_dir(run) + "/" + which + ".pt";
-  std::vector<LoadedRun> members;  // kept alive: their registries own the plugin code
+  for (const auto& spec : ensemble_specs) {
+    member_specs.push_back(parse_member(spec, which));
+    checkpoint_file(member_specs.back().first, member_specs.back().second);
+  }
+  train::Setup setup = load_run(run, which, overrides, plugin_dirs);
+  const auto ckpt = checkpoint_file(run, which);
+  std::vector<train::Setup> members;  // kept alive: their registries own the plugin code
   int64_t parameters = setup.model->num_parameters();
   std::string ensemble_text;  // "RUN:CHECKPOINT, ..." recorded with the evaluation
   for (const auto& [member_run, member_ckpt] : member_specs) {
     members.push_back(load_run(member_run, member_ckpt, overrides, plugin_dirs));
-    const auto why_not = ensemble_mismatch(setup, members.back().setup);
+    const auto why_not = ensemble_mismatch(setup, members.back());
     ATTNLAB_CHECK(why_not.empty(), ConfigError,
                   "--ensemble {}:{} cannot decode with {}: {}; an ensemble's members must be trained on one dataset "
                   "and vocabulary",
                   member_run, member_ckpt, run, why_not);
-    parameters += members.back().setup.model->num_parameters();
+    parameters += members.back().model->num_parameters();
     ensemble_text += fmt::format("{}{}:{}", ensemble_text.empty() ? "" : ", ", member_run, member_ckpt);
   }
   // The options with the members' models: declared after `members`, so these holders are released
   // before the members' registries unload the plugins that made them.
   auto decode = to;
-  for (auto& member : members) decode.ensemble.push_back(member.setup.model);
+  for (auto& member : members) decode.ensemble.push_back(member.model);
   // "alpha: val BLEU" for each candidate, recorded with the evaluation; sets decode.length_penalty.
   const std::string tuned = tune_lp.empty() ? std::string() : pick_length_penalty(setup, tune_lp, decode, quiet);
   if (!quiet) {
