@@ -203,6 +203,7 @@ TEST_F(AverageTest, EvalDecodesWithAnEnsembleOfRuns) {
       {{"--ensemble", tmp_ + "/none.h5"}, "--ensemble " + tmp_ + "/none.h5: no such results file"},
       {{"--ensemble", b + ":epoch-9"}, "no checkpoint " + train::checkpoint_dir(b) + "/epoch-9.pt"},
       {{"--ensemble", b + ":../x"}, "not a path"},
+      {{"--ensemble", "README.md"}, "not an attnlab results file: README.md"},
       {{"--ensemble", other}, "its vocabularies have 20 source and 20 target tokens, the run's 16 and 16"},
   };
   for (const auto& [extra, want] : cases) {

@@ -251,8 +251,10 @@ int cmd_eval(int argc, char** argv) {
   // Every member's file and checkpoint is checked before any dataset or model is built.
   std::vector<std::pair<std::string, std::string>> member_specs;
   for (const auto& spec : ensemble_specs) {
-    member_specs.push_back(parse_member(spec, which));
-    checkpoint_file(member_specs.back().first, member_specs.back().second);
+    const auto& [member_run, member_ckpt] = member_specs.emplace_back(parse_member(spec, which));
+    results::read_isolated(member_run,
+                           [&] { return results::ResultsReader(member_run, results::ReadCheck::none).config(); });
+    checkpoint_file(member_run, member_ckpt);
   }
   train::Setup setup = load_run(run, which, overrides, plugin_dirs);
   const auto ckpt = checkpoint_file(run, which);
