@@ -257,7 +257,7 @@ int cmd_eval(int argc, char** argv) {
     checkpoint_file(member_run, member_ckpt);
   }
   train::Setup setup = load_run(run, which, overrides, plugin_dirs);
-  const auto ckpt = checkpoint_file(run, which);
+  const auto ckpt = train::checkpoint_dir(run) + "/" + which + ".pt";  // load_run checked it
   std::vector<train::Setup> members;  // kept alive: their registries own the plugin code
   int64_t parameters = setup.model->num_parameters();
   std::string ensemble_text;  // "RUN:CHECKPOINT, ..." recorded with the evaluation
