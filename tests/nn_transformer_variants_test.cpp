@@ -182,5 +182,26 @@ TEST_F(Variants, FairseqInitGivesUnitScaleTokenVectors) {
   EXPECT_NEAR((plain->embedding->weight * std::sqrt(64.0)).std().item<double>(), 8.0, 0.2);
 }
 
+TEST_F(Variants, GlorotUniformKeepsPositionsVisibleAtMulti30KWidth) {
+  // transformer_multi30k_de_en_glorot.yaml's reason (issue 17): at d_model 256 the default N(0, 1)
+  // embeddings, scaled by sqrt(256), have an RMS of 16, 23 times the sinusoidal positional
+  // encoding's (1/sqrt(2)), so the first block sees which words but hardly where; glorot_uniform's
+  // U(-0.05, 0.05) ones, scaled, have an RMS of 0.05 / sqrt(3) * 16 = 0.46, below the encoding's.
+  const int64_t h = 256;
+  const double pe_rms = 1.0 / std::sqrt(2.0);
+  PositionalEncoding pe(h, 0.0, 64);
+  pe->eval();
+  const auto encoding = pe->forward(torch::zeros({1, 64, h}));  // [1, 64, H]: the encoding alone
+  EXPECT_NEAR(encoding.pow(2).mean().sqrt().item<double>(), pe_rms, 0.01);
+  auto rms_of_scaled_embedding = [&](TransformerInit init) {
+    TransformerEncoder enc(TransformerOptions(8000, h, 512, 8, 1).init(init), dot);
+    return (enc->embedding->weight * std::sqrt(static_cast<double>(h))).pow(2).mean().sqrt().item<double>();
+  };
+  EXPECT_NEAR(rms_of_scaled_embedding(TransformerInit::Default) / pe_rms, 16.0 * std::sqrt(2.0), 0.3);
+  const double glorot = rms_of_scaled_embedding(TransformerInit::GlorotUniform);
+  EXPECT_NEAR(glorot, 0.05 / std::sqrt(3.0) * 16.0, 0.01);
+  EXPECT_LT(glorot, pe_rms);
+}
+
 }  // namespace
 }  // namespace attnlab::nn

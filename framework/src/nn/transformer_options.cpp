@@ -43,7 +43,9 @@ config::Binding<TransformerVariantConfig> transformer_variant_binding() {
               {{"default", TransformerInit::Default},
                {"glorot_uniform", TransformerInit::GlorotUniform},
                {"fairseq", TransformerInit::Fairseq}},
-              "default: LibTorch's initialisation (embeddings normal(0, 1)); glorot_uniform: Keras's defaults "
+              "default: LibTorch's initialisation, d2l's (embeddings normal(0, 1): once scaled by "
+              "sqrt(num_hiddens) they drown the positional encoding; for translation, prefer glorot_uniform, "
+              "+8 BLEU on Multi30K, README); glorot_uniform: Keras's defaults "
               "(Glorot-uniform kernels, also per head; zero biases; embeddings uniform(-0.05, 0.05)); fairseq: "
               "the same kernels and biases, embeddings normal(0, num_hiddens^-1/2), unit scale once scaled by "
               "sqrt(num_hiddens)")
