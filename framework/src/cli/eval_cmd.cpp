@@ -80,11 +80,16 @@ std::string available_checkpoints(const std::string& dir) {
   return names.empty() ? "its checkpoint folder is empty" : fmt::format("it has {}", fmt::join(names, ", "));
 }
 
+/// Where checkpoint `which` of `run` lives: <run>.ckpt/<which>.pt (not checked).
+std::string checkpoint_path(const std::string& run, const std::string& which) {
+  return train::checkpoint_dir(run) + "/" + which + ".pt";
+}
+
 /// RUN.h5.ckpt/<which>.pt, checked: a name (not a path) of a readable checkpoint file.
 std::string checkpoint_file(const std::string& run, const std::string& which) {
   ATTNLAB_CHECK(!which.empty() && which.find_first_of("/\\") == std::string::npos && which.front() != '.', ConfigError,
                 "checkpoint '{}' of {}: name a checkpoint of the run (best, last, epoch-N, average), not a path", which, run);
-  const auto ckpt = train::checkpoint_dir(run) + "/" + which + ".pt";
+  const auto ckpt = checkpoint_path(run, which);
   const auto why = files::problem(ckpt, files::Want::File);
   ATTNLAB_CHECK(why != "no such file", DataError,
                 "no checkpoint {} for run {} ({}; trainers that checkpoint write last.pt and best.pt every epoch, "
@@ -257,7 +262,7 @@ int cmd_eval(int argc, char** argv) {
     checkpoint_file(member_run, member_ckpt);
   }
   train::Setup setup = load_run(run, which, overrides, plugin_dirs);
-  const auto ckpt = train::checkpoint_dir(run) + "/" + which + ".pt";  // load_run checked it
+  const auto ckpt = checkpoint_path(run, which);  // load_run checked it
   std::vector<train::Setup> members;  // kept alive: their registries own the plugin code
   int64_t parameters = setup.model->num_parameters();
   std::string ensemble_text;  // "RUN:CHECKPOINT, ..." recorded with the evaluation
