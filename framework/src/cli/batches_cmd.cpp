@@ -7,7 +7,7 @@
 
 #include <attnlab/config/load.hpp>
 #include <attnlab/results/results.hpp>
-#include <attnlab/train/experiment.hpp>
+#include <attnlab/run/experiment.hpp>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -15,7 +15,7 @@
 
 #include <iostream>
 
-#include "train/setup.hpp"
+#include "run/setup.hpp"
 
 namespace attnlab::cli {
 
@@ -37,7 +37,7 @@ int cmd_batches(int argc, char** argv) {
       "Example:\n  runner batches experiments/transformer_multi30k_de_en.yaml --epochs 2 -o m30k_batches.h5");
   if (auto code = parse_command_line(app, argc, argv, "runner batches")) return *code;
   std::string experiment;
-  train::Setup setup = train::setup_experiment(positional, plugin_dirs, experiment);
+  run::Setup setup = run::setup_experiment(positional, plugin_dirs, experiment);
   const auto& info = setup.ctx.data;
   const auto seed = static_cast<uint64_t>(setup.ctx.seed);
 

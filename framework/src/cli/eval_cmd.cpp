@@ -11,7 +11,7 @@
 #include <attnlab/files.hpp>
 #include <attnlab/results/reader.hpp>
 #include <attnlab/train/checkpoint.hpp>
-#include <attnlab/train/experiment.hpp>
+#include <attnlab/run/experiment.hpp>
 #include <attnlab/train/translate.hpp>
 
 #include <fmt/format.h>
@@ -24,7 +24,7 @@
 #include <filesystem>
 #include <iostream>
 
-#include "train/setup.hpp"
+#include "run/setup.hpp"
 
 namespace attnlab::cli {
 namespace {
@@ -101,16 +101,16 @@ std::string checkpoint_file(const std::string& run, const std::string& which) {
 
 /// A run to decode with: its stored /config with `overrides` applied, built (dataset and model on
 /// its device), and the weights of its checkpoint `which` loaded.
-train::Setup load_run(const std::string& run, const std::string& which, const std::vector<std::string>& overrides,
+run::Setup load_run(const std::string& run, const std::string& which, const std::vector<std::string>& overrides,
                    const std::vector<std::string>& plugin_dirs) {
   const std::string stored =
       results::read_isolated(run, [&] { return results::ResultsReader(run, results::ReadCheck::none).config(); });
   ATTNLAB_CHECK(!stored.empty(), ResultsError, "results file {} holds no /config to rebuild the run from", run);
   config::Node root = config::parse_yaml(stored, run + ":/config");
   for (const auto& o : overrides) config::apply_override(root, o);
-  config::Options top(root, train::experiment_schema(), "the stored experiment", {});
+  config::Options top(root, run::experiment_schema(), "the stored experiment", {});
   const auto ckpt = checkpoint_file(run, which);
-  train::Setup setup = train::build_setup(top, plugin_dirs);
+  run::Setup setup = run::build_setup(top, plugin_dirs);
   ATTNLAB_CHECK(setup.model, ConfigError, "run {} has no encoder + decoder model to translate with", run);
   train::load_model_weights(ckpt, *setup.model);
   return setup;
@@ -131,7 +131,7 @@ std::pair<std::string, std::string> parse_member(const std::string& spec, const 
 }
 
 /// Why `member` cannot decode with `main` (ids that mean other tokens, another device), or "".
-std::string ensemble_mismatch(const train::Setup& main, const train::Setup& member) {
+std::string ensemble_mismatch(const run::Setup& main, const run::Setup& member) {
   const auto a = main.dataset->info(), b = member.dataset->info();
   if (a.src_vocab_size != b.src_vocab_size || a.tgt_vocab_size != b.tgt_vocab_size) {
     return fmt::format("its vocabularies have {} source and {} target tokens, the run's {} and {}", b.src_vocab_size,
@@ -159,7 +159,7 @@ std::string ensemble_mismatch(const train::Setup& main, const train::Setup& memb
 
 /// Decodes the val split with each of `alphas` and sets `to.length_penalty` to the first with the
 /// best BLEU; returns "alpha: val BLEU" for each, comma-separated.
-std::string pick_length_penalty(train::Setup& setup, const std::vector<double>& alphas, train::TranslateOptions& to,
+std::string pick_length_penalty(run::Setup& setup, const std::vector<double>& alphas, train::TranslateOptions& to,
                                 bool quiet) {
   std::string tried;
   double best_bleu = -1.0;
@@ -261,9 +261,9 @@ int cmd_eval(int argc, char** argv) {
                            [&] { return results::ResultsReader(member_run, results::ReadCheck::none).config(); });
     checkpoint_file(member_run, member_ckpt);
   }
-  train::Setup setup = load_run(run, which, overrides, plugin_dirs);
+  run::Setup setup = load_run(run, which, overrides, plugin_dirs);
   const auto ckpt = checkpoint_path(run, which);  // load_run checked it
-  std::vector<train::Setup> members;  // kept alive: their registries own the plugin code
+  std::vector<run::Setup> members;  // kept alive: their registries own the plugin code
   int64_t parameters = setup.model->num_parameters();
   std::string ensemble_text;  // "RUN:CHECKPOINT, ..." recorded with the evaluation
   for (const auto& [member_run, member_ckpt] : member_specs) {

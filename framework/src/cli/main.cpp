@@ -2,7 +2,7 @@
 //   runner EXPERIMENT.yaml [key.path=value ...] [--results PATH] [--resume RUN.h5] [--plugin-path DIR ...]
 //   runner <subcommand> ...
 #include <attnlab/error.hpp>
-#include <attnlab/train/experiment.hpp>
+#include <attnlab/run/experiment.hpp>
 
 #include <c10/util/Exception.h>
 #include <fmt/format.h>
@@ -43,7 +43,7 @@ std::string join_args(int argc, char** argv) {
 int run_experiment(int argc, char** argv) {
   using namespace attnlab;
   CLI::App app{"attnlab runner: attention experiments from YAML files"};
-  train::RunOptions ro;
+  run::RunOptions ro;
   std::vector<std::string> positional;
   app.add_option("experiment", positional, "experiment YAML file, then key.path=value overrides")->required();
   std::string results_path;
@@ -66,7 +66,7 @@ int run_experiment(int argc, char** argv) {
   ro.command_line = join_args(argc, argv);
   if (!results_path.empty()) ro.results_path = results_path;
   if (!resume_path.empty()) ro.resume_path = resume_path;
-  return train::run_experiment(ro);
+  return run::run_experiment(ro);
 }
 
 int dispatch(int argc, char** argv) {

@@ -1,7 +1,7 @@
 #include "cli/commands.hpp"
 
 #include <attnlab/plugin/registry.hpp>
-#include <attnlab/train/experiment.hpp>
+#include <attnlab/run/experiment.hpp>
 
 #include <CLI/CLI.hpp>
 
@@ -75,7 +75,7 @@ int show(const std::vector<std::string>& plugin_dirs, const std::string& name) {
   }
   if (name == "experiment") {
     std::cout << "experiment file (top level)\n";
-    print_schema(train::experiment_schema());
+    print_schema(run::experiment_schema());
     return 0;
   }
   // A name may be "kind/name" or a bare name (all kinds that have it).

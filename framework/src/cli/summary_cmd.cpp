@@ -3,7 +3,7 @@
 #include "cli/commands.hpp"
 
 #include <attnlab/config/load.hpp>
-#include <attnlab/train/experiment.hpp>
+#include <attnlab/run/experiment.hpp>
 
 #include <CLI/CLI.hpp>
 #include <c10/util/Type.h>
@@ -14,7 +14,7 @@
 #include <iostream>
 #include <unordered_set>
 
-#include "train/setup.hpp"
+#include "run/setup.hpp"
 
 namespace attnlab::cli {
 namespace {
@@ -59,7 +59,7 @@ int cmd_summary(int argc, char** argv) {
   app.footer("Example:\n  runner summary experiments/transformer_tf_lab.yaml");
   if (auto code = parse_command_line(app, argc, argv, "runner summary")) return *code;
   std::string experiment;
-  train::Setup setup = train::setup_experiment(positional, plugin_dirs, experiment);
+  run::Setup setup = run::setup_experiment(positional, plugin_dirs, experiment);
   std::shared_ptr<torch::nn::Module> model;
   if (setup.model) model = setup.model.ptr();
   if (setup.custom) model = setup.custom;

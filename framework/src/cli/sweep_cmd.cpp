@@ -23,7 +23,7 @@
 #include "cli/sweep_manifest.hpp"
 #include "cli/sweep_slurm.hpp"
 #include "cli/sweep_spec.hpp"
-#include "train/setup.hpp"
+#include "run/setup.hpp"
 
 namespace attnlab::cli {
 namespace {
@@ -42,7 +42,7 @@ bool check_runs(const Manifest& m, const std::vector<std::string>& plugin_dirs) 
     overrides.insert(overrides.end(), r.overrides.begin(), r.overrides.end());
     try {
       const auto root = config::load_experiment(m.spec.experiment, overrides);
-      train::validate_experiment(root, registry);
+      run::validate_experiment(root, registry);
       sets_threads = sets_threads || root.has("threads");
     } catch (const ConfigError& e) {
       throw ConfigError(fmt::format("sweep run '{}': {}", r.name, e.what()));

@@ -1,10 +1,10 @@
-#include "train/progress.hpp"
+#include "run/progress.hpp"
 
 #include <fmt/format.h>
 
 #include <iostream>
 
-namespace attnlab::train {
+namespace attnlab::run {
 
 namespace {
 std::string hms(double s) {
@@ -13,7 +13,7 @@ std::string hms(double s) {
 }
 }  // namespace
 
-void Progress::epoch(const EpochReport& r) {
+void Progress::epoch(const train::EpochReport& r) {
   elapsed_ += r.seconds;
   ++epochs_;
   if (quiet_) return;
@@ -33,4 +33,4 @@ void Progress::epoch(const EpochReport& r) {
   std::cout << line << std::endl;
 }
 
-}  // namespace attnlab::train
+}  // namespace attnlab::run

@@ -1,5 +1,6 @@
 #pragma once
-// Runs one experiment file end to end: config -> plugins -> data -> model -> trainer -> results.
+// Runs one experiment file end to end: config -> plugins -> data -> model -> trainer -> results
+// (docs/ARCHITECTURE.md, "The run room").
 #include <attnlab/config/node.hpp>
 #include <attnlab/config/schema.hpp>
 
@@ -7,7 +8,7 @@
 #include <string>
 #include <vector>
 
-namespace attnlab::train {
+namespace attnlab::run {
 
 struct RunOptions {
   std::string experiment_path;
@@ -28,4 +29,4 @@ config::Schema experiment_schema();
 /// Throws ConfigError/PluginError/DataError for problems found before the results file exists.
 int run_experiment(const RunOptions& options);
 
-}  // namespace attnlab::train
+}  // namespace attnlab::run

@@ -1,11 +1,11 @@
 // Registry, device, dataset and model from a validated experiment.
-#include "train/setup.hpp"
+#include "run/setup.hpp"
 
-#include "train/evaluate.hpp"
+#include "run/evaluate.hpp"
 
 #include <attnlab/config/load.hpp>
 #include <attnlab/error.hpp>
-#include <attnlab/train/experiment.hpp>
+#include <attnlab/run/experiment.hpp>
 #include <attnlab/train/trainer.hpp>
 
 #include <attnlab/train/distributed.hpp>
@@ -22,7 +22,7 @@
 #include <optional>
 #include <thread>
 
-namespace attnlab::train {
+namespace attnlab::run {
 namespace {
 
 /// cpu, cuda or auto. A process of a data-parallel run (torchrun: WORLD_SIZE > 1) takes the GPU
@@ -31,7 +31,7 @@ namespace {
 torch::Device pick_device(const config::Options& opts) {
   const auto want = opts.get_string("device");
   if (want == "cpu") return torch::kCPU;
-  const auto denv = DistributedEnv::from_environment();
+  const auto denv = train::DistributedEnv::from_environment();
   const bool ranks = denv && denv->world_size > 1;
   const int64_t gpus = torch::cuda::is_available() ? static_cast<int64_t>(torch::cuda::device_count()) : 0;
   if (want == "cuda" && gpus == 0) opts.fail("device", "device 'cuda' was asked for but no CUDA device is available");
@@ -72,7 +72,7 @@ void apply_threads(const config::Options& top) {
   const auto asked_or_auto = asked_threads(top);
   if (!asked_or_auto || *asked_or_auto <= 0) return;
   const int64_t asked = *asked_or_auto;
-  const int64_t cores = train::cores();
+  const int64_t cores = run::cores();
   if (asked > cores) {
     spdlog::warn("{}: threads: {} is more than this machine's {} cores; using {}", top.resolved().at("threads").where(),
                  asked, cores, cores);
@@ -239,4 +239,4 @@ Setup setup_experiment(const std::vector<std::string>& args, const std::vector<s
   return build_setup(top, plugin_dirs);
 }
 
-}  // namespace attnlab::train
+}  // namespace attnlab::run

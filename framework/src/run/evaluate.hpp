@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-namespace attnlab::train {
+namespace attnlab::run {
 
 struct EvalSpec {
   struct Pair {
@@ -40,4 +40,4 @@ void evaluate_split(const EvalSpec& spec, nn::EncoderDecoder& model, const data:
                     results::Results& results, const std::string& checkpoint, bool quiet,
                     const std::atomic<bool>* stop = nullptr);
 
-}  // namespace attnlab::train
+}  // namespace attnlab::run

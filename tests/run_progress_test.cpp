@@ -5,11 +5,11 @@
 #include <iostream>
 #include <sstream>
 
-#include "train/progress.hpp"
+#include "run/progress.hpp"
 
 namespace {
 using attnlab::train::EpochReport;
-using attnlab::train::Progress;
+using attnlab::run::Progress;
 
 std::string lines_of(Progress& p, int64_t first, int64_t last, double seconds) {
   std::ostringstream captured;

@@ -4,12 +4,12 @@
 
 #include <chrono>
 
-namespace attnlab::train {
+namespace attnlab::run {
 
 class Progress {
  public:
   Progress(int64_t max_epochs, bool quiet) : max_epochs_(max_epochs), quiet_(quiet) {}
-  void epoch(const EpochReport& r);
+  void epoch(const train::EpochReport& r);
 
  private:
   int64_t max_epochs_;
@@ -18,4 +18,4 @@ class Progress {
   int64_t epochs_ = 0;    // how many it reported (a resumed run starts after its checkpoint)
 };
 
-}  // namespace attnlab::train
+}  // namespace attnlab::run

@@ -1,4 +1,4 @@
-#include <attnlab/train/experiment.hpp>
+#include <attnlab/run/experiment.hpp>
 
 #include <attnlab/config/load.hpp>
 #include <attnlab/data/dataset.hpp>
@@ -28,13 +28,13 @@
 #include <cstdlib>
 #include <filesystem>
 
-#include "train/distributed_run.hpp"
-#include "train/evaluate.hpp"
-#include "train/op_counts.hpp"
-#include "train/progress.hpp"
-#include "train/setup.hpp"
+#include "run/distributed_run.hpp"
+#include "run/evaluate.hpp"
+#include "run/op_counts.hpp"
+#include "run/progress.hpp"
+#include "run/setup.hpp"
 
-namespace attnlab::train {
+namespace attnlab::run {
 namespace fs = std::filesystem;
 using config::Node;
 
@@ -86,7 +86,7 @@ void throw_if_stopped(const char* phase) {
 }
 
 /// The first non-finite loss in an epoch's report ("val loss is nan at epoch 3"), or "".
-std::string non_finite_loss(const EpochReport& r) {
+std::string non_finite_loss(const train::EpochReport& r) {
   for (const auto* group : {&r.train, &r.val}) {
     for (const auto& [name, value] : *group) {
       if (name.ends_with("loss") && !std::isfinite(value)) {
@@ -180,7 +180,7 @@ void check_results_path(const std::string& path, bool resume) {
   const auto why = files::problem(path, resume ? files::Want::File : files::Want::FileToWrite);
   ATTNLAB_CHECK(why.empty(), ResultsError, "{} {}: {}", resume ? "cannot resume" : "cannot write results file", path,
                 why);
-  const auto dir = checkpoint_dir(path);
+  const auto dir = train::checkpoint_dir(path);
   const auto dir_why = files::problem(dir, files::Want::DirectoryToMake);
   ATTNLAB_CHECK(dir_why.empty(), ResultsError, "checkpoint folder {} of results file {}: {}", dir, path, dir_why);
 }
@@ -188,7 +188,7 @@ void check_results_path(const std::string& path, bool resume) {
 /// `--resume RUN.h5`: the file is this experiment's results file and its checkpoint exists.
 /// Returns the stored resolved config.
 std::string check_resumable(const std::string& path, const std::string& name, const RunOptions& ro,
-                            const Trainer& trainer, const TrainContext& tc) {
+                            const train::Trainer& trainer, const train::TrainContext& tc) {
   ATTNLAB_CHECK(!ro.results_path || *ro.results_path == path, ConfigError,
                 "--resume {} continues that results file; --results {} names another", path, *ro.results_path);
   ATTNLAB_CHECK(trainer.can_resume(), ConfigError,
@@ -199,7 +199,7 @@ std::string check_resumable(const std::string& path, const std::string& name, co
   });
   ATTNLAB_CHECK(experiment == name, ConfigError, "cannot resume {}: it holds experiment '{}', this is '{}'", path,
                 experiment, name);
-  const auto last = checkpoint_dir(path) + "/last.pt";
+  const auto last = train::checkpoint_dir(path) + "/last.pt";
   const auto why = files::problem(last, files::Want::File);
   ATTNLAB_CHECK(why != "no such file", DataError, "cannot resume {}: no checkpoint {} (it is written after each epoch)",
                 path, last);
@@ -209,7 +209,7 @@ std::string check_resumable(const std::string& path, const std::string& name, co
                                              : static_cast<const torch::nn::Module*>(tc.custom.get());
   if (module != nullptr) {
     try {
-      check_model_fits(last, *module);
+      train::check_model_fits(last, *module);
     } catch (const DataError& e) {
       throw ConfigError(fmt::format("cannot resume {} with this experiment: {}", path, e.what()));
     }
@@ -248,24 +248,24 @@ namespace {
 
 /// A rank other than 0: it trains its shards and takes part in every collective, writes nothing,
 /// and leaves the evaluation to rank 0. Errors leave as exceptions (exit 1, the runner prints them).
-int run_rank(Trainer& trainer, TrainContext& tc, Distributed& dist, const nn::EncoderDecoder& model,
+int run_rank(train::Trainer& trainer, train::TrainContext& tc, train::Distributed& dist, const nn::EncoderDecoder& model,
              const std::shared_ptr<nn::Model>& custom) {
   std::string diverged;
-  tc.on_epoch = [&](const EpochReport& r) {  // the reduced numbers: every rank decides alike
+  tc.on_epoch = [&](const train::EpochReport& r) {  // the reduced numbers: every rank decides alike
     test_exit_at_epoch(r.epoch);
     if (diverged.empty()) {
       diverged = non_finite_loss(r);
       if (!diverged.empty()) g_stop.store(true);
     }
   };
-  FitResult fit;
+  train::FitResult fit;
   try {
     fit = fit_with(trainer, tc);
   } catch (const Interrupted&) {
     return diverged.empty() ? 130 : 2;
   }
-  if (fit == FitResult::Diverged || !diverged.empty()) return 2;
-  if (fit == FitResult::Interrupted || g_stop.load()) return 130;
+  if (fit == train::FitResult::Diverged || !diverged.empty()) return 2;
+  if (fit == train::FitResult::Interrupted || g_stop.load()) return 130;
   check_ranks_agree(dist, model, custom);
   return 0;
 }
@@ -297,14 +297,14 @@ int run_experiment(const RunOptions& ro) {
   if ((!eval_spec.samples.empty() || !eval_spec.split.empty()) && !model) {
     top.fail("evaluate", "translating samples or a split needs an encoder + decoder model");
   }
-  TrainContext tc;
+  train::TrainContext tc;
   tc.model = model;
   tc.custom = custom;
   tc.build = &ctx;
   tc.dataset = dataset.get();
   tc.device = ctx.device;
-  tc.precision = parse_precision(top.get_string("precision"));
-  apply_precision(tc.precision);
+  tc.precision = train::parse_precision(top.get_string("precision"));
+  train::apply_precision(tc.precision);
   tc.seed = seed;
   tc.stop = &g_stop;
   // The trainer-model-dataset contract, before anything is written: one error naming them all.
@@ -322,9 +322,9 @@ int run_experiment(const RunOptions& ro) {
   // torchrun (WORLD_SIZE and the rest in the environment): join the process group before anything
   // is written (docs/DISTRIBUTED.md). Every rank has built the same dataset, model and trainer.
   int restart_count = 0;
-  const auto denv = DistributedEnv::from_environment();
+  const auto denv = train::DistributedEnv::from_environment();
   if (denv) restart_count = denv->restart_count;
-  std::unique_ptr<Distributed> dist =
+  std::unique_ptr<train::Distributed> dist =
       denv ? join_if_distributed(*denv, *trainer, top.node("trainer"), ctx.device, ro.quiet) : nullptr;
   tc.distributed = dist.get();
 
@@ -335,7 +335,7 @@ int run_experiment(const RunOptions& ro) {
     const std::string fixed = ro.results_path ? *ro.results_path : results_opts.get_string("path");
     std::string verdict;
     if (tc.writes_files() && !fixed.empty() && trainer->can_resume() &&
-        files::problem(checkpoint_dir(fixed) + "/last.pt", files::Want::File).empty()) {
+        files::problem(train::checkpoint_dir(fixed) + "/last.pt", files::Want::File).empty()) {
       verdict = fixed;
     }
     if (dist) verdict = dist->share(verdict);
@@ -357,7 +357,7 @@ int run_experiment(const RunOptions& ro) {
   }
   if (path.empty()) path = default_results_path(name);
   if (dist) path = dist->share(path);  // rank 0's choice (a default name holds the time)
-  tc.checkpoint_dir = checkpoint_dir(path);
+  tc.checkpoint_dir = train::checkpoint_dir(path);
   SignalScope signals;  // before the file exists: a signal from here on ends the run "interrupted"
   if (!tc.writes_files()) return run_rank(*trainer, tc, *dist, model, custom);
   // The results file's writer lock is taken before it is created or opened: a second run on the
@@ -378,7 +378,7 @@ int run_experiment(const RunOptions& ro) {
   if (resume_path) {
     res.set_status(results::Status::Running);
     res.set_attr("resume_command_line", ro.command_line);
-    if (const auto stale = set_aside_evals(res); !stale.empty() && !ro.quiet) {
+    if (const auto stale = train::set_aside_evals(res); !stale.empty() && !ro.quiet) {
       spdlog::warn(
           "{}: moved {} to /eval_stale: they scored checkpoints this resume replaces; score the run again "
           "with `runner eval` when it ends",
@@ -391,7 +391,7 @@ int run_experiment(const RunOptions& ro) {
   res.set_attr("description", top.get_string("description"));
   res.set_attr("seed", static_cast<int64_t>(seed));
   res.set_attr("device", ctx.device.str());
-  res.set_attr("precision", std::string(precision_name(tc.precision)));
+  res.set_attr("precision", std::string(train::precision_name(tc.precision)));
   res.set_attr("attnlab_version", kVersion);
   res.set_attr("torch_version", kTorchVersion);
   res.set_attr("git_commit", git_commit());
@@ -419,7 +419,7 @@ int run_experiment(const RunOptions& ro) {
   // Any loss that is not finite, train or validation, from any trainer, ends the run "diverged":
   // the epoch's numbers are kept, and the trainer is asked to stop as a signal would.
   std::string diverged;
-  tc.on_epoch = [&](const EpochReport& r) {
+  tc.on_epoch = [&](const train::EpochReport& r) {
     for (const auto& [k, v] : r.train) res.append_metric("train", k, v);
     for (const auto& [k, v] : r.val) res.append_metric("val", k, v);
     res.append_metric("epoch", "seconds", r.seconds);
@@ -443,24 +443,24 @@ int run_experiment(const RunOptions& ro) {
     res.set_status(results::Status::Failed);
   };
 
-  FitResult fit;
+  train::FitResult fit;
   try {
     fit = fit_with(*trainer, tc);
     record_distributed(res, dist.get(), /*trained=*/true, ro.quiet);
   } catch (const Interrupted& e) {
     if (diverged.empty()) return interrupted(e.what());
-    fit = FitResult::Diverged;
+    fit = train::FitResult::Diverged;
   } catch (const std::exception& e) {
     failed(e);
     throw;
   }
-  if (fit == FitResult::Diverged || !diverged.empty()) {
+  if (fit == train::FitResult::Diverged || !diverged.empty()) {
     res.set_attr("diverged", diverged.empty() ? std::string("train loss is not finite") : diverged);
     res.set_status(results::Status::Diverged);
     spdlog::error("training diverged ({}); results in {}", diverged.empty() ? "loss is not finite" : diverged, path);
     return 2;
   }
-  if (fit == FitResult::Interrupted || g_stop.load()) return interrupted("interrupted during training");
+  if (fit == train::FitResult::Interrupted || g_stop.load()) return interrupted("interrupted during training");
   if (dist) {
     try {
       check_ranks_agree(*dist, model, custom);
@@ -491,4 +491,4 @@ int run_experiment(const RunOptions& ro) {
   return 0;
 }
 
-}  // namespace attnlab::train
+}  // namespace attnlab::run

@@ -5,7 +5,7 @@
 #include <memory>
 #include <string>
 
-namespace attnlab::train {
+namespace attnlab::run {
 
 class OpCounter {
  public:
@@ -26,4 +26,4 @@ class OpCounter {
   uint64_t handle_ = 0;
 };
 
-}  // namespace attnlab::train
+}  // namespace attnlab::run

@@ -1,4 +1,4 @@
-#include "train/op_counts.hpp"
+#include "run/op_counts.hpp"
 
 #include <attnlab/error.hpp>
 
@@ -14,7 +14,7 @@
 #include <utility>
 #include <vector>
 
-namespace attnlab::train {
+namespace attnlab::run {
 namespace {
 
 // What is counted, by name, and how many aten ops ran outside any other (what the model's code
@@ -95,4 +95,4 @@ void OpCounter::epoch(int64_t epoch) {
       aten, top_level, backward, names);
 }
 
-}  // namespace attnlab::train
+}  // namespace attnlab::run

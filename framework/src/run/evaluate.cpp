@@ -1,4 +1,4 @@
-#include "train/evaluate.hpp"
+#include "run/evaluate.hpp"
 
 #include <attnlab/config/schema.hpp>
 #include <attnlab/files.hpp>
@@ -14,7 +14,7 @@
 #include <filesystem>
 #include <iostream>
 
-namespace attnlab::train {
+namespace attnlab::run {
 
 EvalSpec parse_evaluate(const config::Node& node) {
   using namespace config;
@@ -66,13 +66,13 @@ void evaluate(const EvalSpec& spec, nn::EncoderDecoder& model, const data::Datas
   torch::Tensor predicted;  // [B, steps]
   {
     nn::RecordingScope scope(record ? &recorder : nullptr);
-    predicted = greedy_decode(model, batch.src, batch.src_valid_lens, info.bos_id, steps);
+    predicted = train::greedy_decode(model, batch.src, batch.src_valid_lens, info.bos_id, steps);
   }
 
   std::vector<results::Sample> rows;
   double total = 0.0;
   for (size_t i = 0; i < spec.samples.size(); ++i) {
-    auto ids = until_eos(predicted[static_cast<int64_t>(i)], info.eos_id);
+    auto ids = train::until_eos(predicted[static_cast<int64_t>(i)], info.eos_id);
     results::Sample s{spec.samples[i].src, spec.samples[i].ref, dataset.decode_target(ids), 0.0};
     s.bleu = metrics::d2l_bleu(s.hypothesis, s.reference, static_cast<int>(spec.bleu_k));
     total += s.bleu;
@@ -86,7 +86,7 @@ void evaluate(const EvalSpec& spec, nn::EncoderDecoder& model, const data::Datas
     const int64_t used = std::min<int64_t>(steps, static_cast<int64_t>(ids.size()) + 1);
     std::vector<std::string> dec_inputs{"<bos>"};
     for (int64_t t = 0; t + 1 < used; ++t) dec_inputs.push_back(dataset.decode_target({ids[t]}));
-    write_attention(results, sources[i], recorder, static_cast<int64_t>(i),
+    train::write_attention(results, sources[i], recorder, static_cast<int64_t>(i),
                     {{nn::Side::Source, dataset.source_tokens(sources[i])}, {nn::Side::Target, dec_inputs}});
   }
   results.write_samples(rows);
@@ -105,16 +105,16 @@ void evaluate_split(const EvalSpec& spec, nn::EncoderDecoder& model, const data:
   const auto why = files::problem(checkpoint, files::Want::File);
   ATTNLAB_CHECK(why.empty() || why == "no such file", DataError, "checkpoint {}: {}", checkpoint, why);
   if (why.empty()) {
-    load_model_weights(checkpoint, *model);
+    train::load_model_weights(checkpoint, *model);
     which = std::filesystem::path(checkpoint).stem().string();
   }
   const auto split = spec.split == "train" ? data::Split::Train : spec.split == "val" ? data::Split::Val : data::Split::Test;
-  TranslateOptions to{
+  train::TranslateOptions to{
       .beam_size = spec.beam_size, .length_penalty = spec.length_penalty, .max_steps = spec.num_steps, .stop = stop};
-  auto t = translate_split(model, dataset, split, to);
-  auto s = score_translation(t);
+  auto t = train::translate_split(model, dataset, split, to);
+  auto s = train::score_translation(t);
   const auto name = spec.beam_size > 1 ? fmt::format("{}_beam{}", spec.split, spec.beam_size) : spec.split;
-  write_eval(results, name, t, s, spec.split, to, which);
+  train::write_eval(results, name, t, s, spec.split, to, which);
   if (!quiet) {
     std::cout << fmt::format("{} ({} checkpoint, {}): {} ({})", spec.split, which,
                              spec.beam_size > 1 ? fmt::format("beam {}", spec.beam_size) : std::string("greedy"),
@@ -123,4 +123,4 @@ void evaluate_split(const EvalSpec& spec, nn::EncoderDecoder& model, const data:
   }
 }
 
-}  // namespace attnlab::train
+}  // namespace attnlab::run

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-namespace attnlab::train {
+namespace attnlab::run {
 
 struct Setup {
   std::unique_ptr<plugin::Registry> registry;  // first: destroyed last, after the plugin objects
@@ -58,4 +58,4 @@ std::string settle_threads(const config::Options& top, int64_t num_parameters);
 Setup setup_experiment(const std::vector<std::string>& args, const std::vector<std::string>& plugin_dirs,
                        std::string& experiment);
 
-}  // namespace attnlab::train
+}  // namespace attnlab::run

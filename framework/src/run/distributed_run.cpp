@@ -1,4 +1,4 @@
-#include "train/distributed_run.hpp"
+#include "run/distributed_run.hpp"
 
 #include <attnlab/error.hpp>
 
@@ -11,7 +11,7 @@
 #include "core/env.hpp"
 #include "train/distributed_nccl.hpp"
 
-namespace attnlab::train {
+namespace attnlab::run {
 namespace {
 
 /// The plugin named by a component node: a scalar name or a map's `plugin:`.
@@ -33,7 +33,7 @@ std::vector<torch::Tensor> trained_state(const nn::EncoderDecoder& model, const 
 
 }  // namespace
 
-std::unique_ptr<Distributed> join_if_distributed(const DistributedEnv& env, const Trainer& trainer,
+std::unique_ptr<train::Distributed> join_if_distributed(const train::DistributedEnv& env, const train::Trainer& trainer,
                                                  const config::Node& trainer_node, torch::Device device, bool quiet) {
   if (env.world_size <= 1) return nullptr;  // WORLD_SIZE=1: one process, as without torchrun
   if (!trainer.supports_distributed()) {
@@ -42,12 +42,12 @@ std::unique_ptr<Distributed> join_if_distributed(const DistributedEnv& env, cons
         "torchrun); run it as one process (at 'trainer')",
         trainer_node.location().str(), plugin_name(trainer_node), env.rank, env.world_size));
   }
-  ATTNLAB_CHECK(device.is_cpu() || nccl_built(), ConfigError,
+  ATTNLAB_CHECK(device.is_cpu() || train::nccl_built(), ConfigError,
                 "a data-parallel run on {} needs NCCL, but this runner was built without it (CMake found no "
                 "nccl.h of the torch wheel's nvidia-nccl package); train with device: cpu (Gloo), or rebuild",
                 device.str());
   const double timeout = env::seconds("ATTNLAB_DISTRIBUTED_TIMEOUT", 1, 86400).value_or(300.0);
-  auto dist = join_process_group(env, device, timeout);
+  auto dist = train::join_process_group(env, device, timeout);
   if (!quiet && dist->writes_files()) {
     spdlog::info("data-parallel: {} processes ({}), each on 1/{} of every batch", dist->world_size(), dist->backend(),
                  dist->world_size());
@@ -55,7 +55,7 @@ std::unique_ptr<Distributed> join_if_distributed(const DistributedEnv& env, cons
   return dist;
 }
 
-FitResult fit_with(Trainer& trainer, TrainContext& tc) {
+train::FitResult fit_with(train::Trainer& trainer, train::TrainContext& tc) {
   if (tc.distributed == nullptr) return trainer.fit(tc);
   try {
     return trainer.fit(tc);
@@ -73,14 +73,14 @@ FitResult fit_with(Trainer& trainer, TrainContext& tc) {
   }
 }
 
-void check_ranks_agree(Distributed& dist, const nn::EncoderDecoder& model, const std::shared_ptr<nn::Model>& custom) {
+void check_ranks_agree(train::Distributed& dist, const nn::EncoderDecoder& model, const std::shared_ptr<nn::Model>& custom) {
   ATTNLAB_CHECK(dist.agree(trained_state(model, custom)), Error,
                 "distributed run: the ranks' weights differ after training (rank {} of {}); the gradient "
                 "all-reduce did not make their steps equal",
                 dist.rank(), dist.world_size());
 }
 
-void record_distributed(results::Results& res, Distributed* dist, bool trained, bool quiet) {
+void record_distributed(results::Results& res, train::Distributed* dist, bool trained, bool quiet) {
   if (!trained) {
     res.set_attr("distributed_world_size", static_cast<int64_t>(dist ? dist->world_size() : 1));
     res.set_attr("distributed_backend", dist ? dist->backend() : std::string("none"));
@@ -88,7 +88,7 @@ void record_distributed(results::Results& res, Distributed* dist, bool trained, 
   }
   if (dist == nullptr) return;
   res.set_attr("distributed_rows_per_rank", dist->max_shard_rows());
-  const AllReduceStats s = dist->all_reduce_stats();
+  const train::AllReduceStats s = dist->all_reduce_stats();
   res.set_attr("distributed_gradient_bytes", s.gradient_bytes);
   res.set_attr("distributed_buckets", s.buckets);
   res.set_attr("distributed_steps_timed", s.steps);
@@ -104,4 +104,4 @@ void record_distributed(results::Results& res, Distributed* dist, bool trained, 
   }
 }
 
-}  // namespace attnlab::train
+}  // namespace attnlab::run
