@@ -183,3 +183,29 @@ TEST(ConfigBinding, AnOptionalFloatIsNullUntilGivenAndCheckedWhenGiven) {
   message = error_of([&] { Options(encoder_node("    dropout: null\n"), s, "enc"); });
   EXPECT_TRUE(contains(message, "expected a number, found")) << message;
 }
+
+TEST(ConfigBinding, ARequiredOptionHasNoDefaultAndIsMissedByName) {
+  struct Section {
+    std::string experiment;  // required: its initializer is no default
+    Node dataset;            // a required map
+    int64_t seed = 0;
+  };
+  const auto b = Binding<Section>()
+                     .required("experiment", &Section::experiment, "experiment name")
+                     .node("dataset", &Section::dataset, Type::Map, std::nullopt, "dataset plugin")
+                     .option("seed", &Section::seed, "seed", {.min = 0});
+  const Schema s = b.schema();
+  EXPECT_FALSE(spec_named(s, "experiment").default_value.has_value());
+  EXPECT_EQ(spec_named(s, "experiment").type, Type::String);
+  EXPECT_FALSE(spec_named(s, "dataset").default_value.has_value());
+  EXPECT_EQ(spec_named(s, "seed").default_value, "0");
+
+  const Node given = parse_yaml("experiment: x\ndataset: {plugin: corners}\n", "exp.yaml");
+  const Section read = b.read(Options(given, s, "the experiment"));
+  EXPECT_EQ(read.experiment, "x");
+  EXPECT_EQ(read.dataset.at("plugin").str(), "corners");
+  const auto missing = error_of([&] { Options(parse_yaml("dataset: {}\n", "exp.yaml"), s, "the experiment"); });
+  EXPECT_TRUE(contains(missing, "'experiment'")) << missing;
+  const auto no_map = error_of([&] { Options(parse_yaml("experiment: x\n", "exp.yaml"), s, "the experiment"); });
+  EXPECT_TRUE(contains(no_map, "'dataset'")) << no_map;
+}

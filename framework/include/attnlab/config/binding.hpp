@@ -15,10 +15,10 @@
 // The name is written once, in the binding; the type comes from the field's type (an integer
 // field is an int option, bounded to what the field can hold; floating point a float, and
 // std::optional<floating point> a float that may be null; bool a bool; std::string a string;
-// config::Node a map, list or any), and the default from the
-// struct's initializer (or from the defaults the binding was made with). Code reads fields, so a
-// mistyped option name cannot exist past compilation. `fail(o, &T::field, msg)` reports a
-// cross-field error (num_heads not dividing num_hiddens) at the field's YAML place.
+// config::Node a map, list or any), and the default from the struct's initializer (or from the
+// defaults the binding was made with); `required(...)` declares one without a default. Code reads
+// fields, so a mistyped option name cannot exist past compilation. `fail(o, &T::field, msg)`
+// reports a cross-field error (num_heads not dividing num_hiddens) at the field's YAML place.
 #include <attnlab/config/node.hpp>
 #include <attnlab/config/schema.hpp>
 
@@ -108,6 +108,16 @@ class Binding {
     return *this;
   }
 
+  /// An option the user must give (no default; `runner plugins` shows "(required)"), stored in
+  /// `field`: a number, bool or string field, as option() takes.
+  template <class V, class C>
+  Binding& required(std::string name, V C::*field, std::string description,
+                    Bounds bounds = {}) requires std::is_base_of_v<C, T> {
+    option(std::move(name), field, std::move(description), bounds);
+    entries_.back().spec.default_value = std::nullopt;
+    return *this;
+  }
+
   /// A string option with fixed choices, stored in `field` as the value each choice maps to (an
   /// enum, a bool). The default is the choice whose value the defaults hold.
   template <class V, class C>
@@ -128,9 +138,9 @@ class Binding {
   }
 
   /// A map, list or any YAML value handed on as a Node (validated by whoever reads it); the
-  /// default is YAML text, since a Node has no place of its own.
+  /// default is YAML text, since a Node has no place of its own (std::nullopt: required).
   template <class C>
-  Binding& node(std::string name, Node C::*field, Type type, std::string default_yaml,
+  Binding& node(std::string name, Node C::*field, Type type, std::optional<std::string> default_yaml,
                 std::string description) requires std::is_base_of_v<C, T> {
     OptionSpec spec{std::move(name), type, std::move(default_yaml), std::move(description)};
     add(std::move(spec), field, [](const Options& o, const std::string& n) { return o.node(n); });
