@@ -9,16 +9,11 @@
 #include <vector>
 
 #include "core/env.hpp"
+#include "run/setup.hpp"
 #include "train/distributed_nccl.hpp"
 
 namespace attnlab::run {
 namespace {
-
-/// The plugin named by a component node: a scalar name or a map's `plugin:`.
-std::string plugin_name(const config::Node& node) {
-  if (node.is_scalar()) return node.str();
-  return node.is_map() && node.has("plugin") ? node.at("plugin").str() : std::string("?");
-}
 
 std::vector<torch::Tensor> trained_state(const nn::EncoderDecoder& model, const std::shared_ptr<nn::Model>& custom) {
   std::vector<torch::Tensor> state;
@@ -80,15 +75,9 @@ void check_ranks_agree(train::Distributed& dist, const nn::EncoderDecoder& model
                 dist.rank(), dist.world_size());
 }
 
-void record_distributed(results::Results& res, train::Distributed* dist, bool trained, bool quiet) {
-  if (!trained) {
-    res.set_attr("distributed_world_size", static_cast<int64_t>(dist ? dist->world_size() : 1));
-    res.set_attr("distributed_backend", dist ? dist->backend() : std::string("none"));
-    return;
-  }
-  if (dist == nullptr) return;
-  res.set_attr("distributed_rows_per_rank", dist->max_shard_rows());
-  const train::AllReduceStats s = dist->all_reduce_stats();
+void record_distributed(results::Results& res, train::Distributed& dist, bool quiet) {
+  res.set_attr("distributed_rows_per_rank", dist.max_shard_rows());
+  const train::AllReduceStats s = dist.all_reduce_stats();
   res.set_attr("distributed_gradient_bytes", s.gradient_bytes);
   res.set_attr("distributed_buckets", s.buckets);
   res.set_attr("distributed_steps_timed", s.steps);

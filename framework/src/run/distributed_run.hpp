@@ -30,9 +30,9 @@ train::FitResult fit_with(train::Trainer& trainer, train::TrainContext& tc);
 /// Throws an Error naming the rank when they differ.
 void check_ranks_agree(train::Distributed& dist, const nn::EncoderDecoder& model, const std::shared_ptr<nn::Model>& custom);
 
-/// The run's distributed_* attributes (docs/RESULTS.md): world size and backend (1 and "none"
-/// without torchrun) before training; after it, with `trained`, rows per rank and how the
-/// gradient all-reduce overlapped backward (also logged unless `quiet`).
-void record_distributed(results::Results& res, train::Distributed* dist, bool trained, bool quiet = true);
+/// After training, the run's distributed_* attributes of how it went (docs/RESULTS.md): rows per
+/// rank and how the gradient all-reduce overlapped backward (also logged unless `quiet`). World
+/// size and backend are among the run's attributes (RunAttributes).
+void record_distributed(results::Results& res, train::Distributed& dist, bool quiet);
 
 }  // namespace attnlab::run

@@ -1,5 +1,6 @@
 #include "run/evaluate.hpp"
 
+#include <attnlab/config/binding.hpp>
 #include <attnlab/config/schema.hpp>
 #include <attnlab/files.hpp>
 #include <attnlab/metrics/bleu.hpp>
@@ -16,32 +17,55 @@
 
 namespace attnlab::run {
 
+namespace {
+
+/// The `evaluate:` section: EvalSpec's options, with samples and attention as given (YAML).
+struct EvaluateSection : EvalSpec {
+  config::Node samples_yaml, attention_yaml;
+};
+
+const config::Binding<EvaluateSection>& evaluate_binding() {
+  using E = EvaluateSection;
+  static const auto b =
+      config::Binding<E>()
+          .node("samples", &E::samples_yaml, config::Type::List, "[]",
+                "sentence pairs to translate: [{src: ..., ref: ...}]")
+          .node("attention", &E::attention_yaml, config::Type::List, "[]",
+                "sources (from samples) whose attention is recorded")
+          .option("bleu_k", &E::bleu_k, "BLEU n-gram order (d2l's k)", {.min = 1, .max = 4})
+          .option("num_steps", &E::num_steps, "decoding steps (0 = the dataset's num_steps)", {.min = 0})
+          .choice("split", &E::split,
+                  {{"none", std::nullopt},
+                   {"train", data::Split::Train},
+                   {"val", data::Split::Val},
+                   {"test", data::Split::Test}},
+                  "translate this whole split with the best checkpoint and store /eval/<split> (sacreBLEU)")
+          .option("beam_size", &E::beam_size, "split translation: beam size (1 = greedy)", {.min = 1})
+          .option("length_penalty", &E::length_penalty, "split translation: GNMT length penalty alpha", {.min = 0.0});
+  return b;
+}
+
+/// One of `samples:`.
+const config::Binding<EvalSpec::Pair>& pair_binding() {
+  using P = EvalSpec::Pair;
+  static const auto b = config::Binding<P>()
+                            .required("src", &P::src, "source sentence")
+                            .required("ref", &P::ref, "reference translation");
+  return b;
+}
+
+}  // namespace
+
 EvalSpec parse_evaluate(const config::Node& node) {
-  using namespace config;
-  Options opts(node,
-               {opt_node("samples", Type::List, "[]", "sentence pairs to translate: [{src: ..., ref: ...}]"),
-                opt_node("attention", Type::List, "[]", "sources (from samples) whose attention is recorded"),
-                opt_int("bleu_k", 2, "BLEU n-gram order (d2l's k)", 1, 4),
-                opt_int("num_steps", 0, "decoding steps (0 = the dataset's num_steps)", 0),
-                opt_enum("split", "none", {"none", "train", "val", "test"},
-                         "translate this whole split with the best checkpoint and store /eval/<split> (sacreBLEU)"),
-                opt_int("beam_size", 1, "split translation: beam size (1 = greedy)", 1),
-                opt_float("length_penalty", 0.6, "split translation: GNMT length penalty alpha", 0.0)},
-               "the evaluate section", {});
-  EvalSpec spec;
-  spec.bleu_k = opts.get_int("bleu_k");
-  spec.num_steps = opts.get_int("num_steps");
-  if (opts.get_string("split") != "none") spec.split = opts.get_string("split");
-  spec.beam_size = opts.get_int("beam_size");
-  spec.length_penalty = opts.get_float("length_penalty");
-  const auto& samples = opts.node("samples");
+  const config::Options opts(node, evaluate_binding().schema(), "the evaluate section", {});
+  const EvaluateSection section = evaluate_binding().read(opts);
+  EvalSpec spec = section;
+  const auto& samples = section.samples_yaml;
   for (size_t i = 0; i < samples.size(); ++i) {
-    Options pair(samples[i], {opt_string("src", std::nullopt, "source sentence"),
-                              opt_string("ref", std::nullopt, "reference translation")},
-                 "an evaluate sample", {});
-    spec.samples.push_back({pair.get_string("src"), pair.get_string("ref")});
+    const config::Options pair(samples[i], pair_binding().schema(), "an evaluate sample", {});
+    spec.samples.push_back(pair_binding().read(pair));
   }
-  const auto& att = opts.node("attention");
+  const auto& att = section.attention_yaml;
   for (size_t i = 0; i < att.size(); ++i) {
     const auto& src = att[i].str();
     bool known = std::any_of(spec.samples.begin(), spec.samples.end(), [&](const auto& p) { return p.src == src; });
@@ -99,7 +123,7 @@ void evaluate(const EvalSpec& spec, nn::EncoderDecoder& model, const data::Datas
 void evaluate_split(const EvalSpec& spec, nn::EncoderDecoder& model, const data::Dataset& dataset,
                     results::Results& results, const std::string& checkpoint, bool quiet,
                     const std::atomic<bool>* stop) {
-  if (spec.split.empty()) return;
+  if (!spec.split) return;
   std::string which = "final";
   // best.pt when training wrote one; a symlink loop or a FIFO there is an error, not "no best.pt".
   const auto why = files::problem(checkpoint, files::Want::File);
@@ -108,15 +132,16 @@ void evaluate_split(const EvalSpec& spec, nn::EncoderDecoder& model, const data:
     train::load_model_weights(checkpoint, *model);
     which = std::filesystem::path(checkpoint).stem().string();
   }
-  const auto split = spec.split == "train" ? data::Split::Train : spec.split == "val" ? data::Split::Val : data::Split::Test;
+  const data::Split split = *spec.split;
+  const std::string split_name = data::split_name(split);
   train::TranslateOptions to{
       .beam_size = spec.beam_size, .length_penalty = spec.length_penalty, .max_steps = spec.num_steps, .stop = stop};
   auto t = train::translate_split(model, dataset, split, to);
   auto s = train::score_translation(t);
-  const auto name = spec.beam_size > 1 ? fmt::format("{}_beam{}", spec.split, spec.beam_size) : spec.split;
-  train::write_eval(results, name, t, s, spec.split, to, which);
+  const auto name = spec.beam_size > 1 ? fmt::format("{}_beam{}", split_name, spec.beam_size) : split_name;
+  train::write_eval(results, name, t, s, split_name, to, which);
   if (!quiet) {
-    std::cout << fmt::format("{} ({} checkpoint, {}): {} ({})", spec.split, which,
+    std::cout << fmt::format("{} ({} checkpoint, {}): {} ({})", split_name, which,
                              spec.beam_size > 1 ? fmt::format("beam {}", spec.beam_size) : std::string("greedy"),
                              s.bleu.format(), s.bleu.signature)
               << std::endl;

@@ -6,6 +6,7 @@
 #include <attnlab/results/results.hpp>
 
 #include <atomic>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,13 +21,15 @@ struct EvalSpec {
   int64_t bleu_k = 2;
   int64_t num_steps = 0;  // 0 = the dataset's num_steps
   /// `split: test`: after training, translate that whole split with the best checkpoint (greedy,
-  /// or beam search when beam_size > 1) and record /eval/<split>[_beam<N>] (as `runner eval`).
-  std::string split;
+  /// or beam search when beam_size > 1) and record /eval/<split>[_beam<N>] (as `runner eval`);
+  /// none by default.
+  std::optional<data::Split> split;
   int64_t beam_size = 1;
   double length_penalty = 0.6;
 };
 
-/// Validates the `evaluate:` node (unknown keys, types, attention sources that are not samples).
+/// Validates the `evaluate:` node (unknown keys, types, attention sources that are not samples);
+/// its options are declared once, in evaluate.cpp's binding.
 EvalSpec parse_evaluate(const config::Node& node);
 
 /// Greedy-translates the samples, writes /samples and /attention, prints d2l-style lines

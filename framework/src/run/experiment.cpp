@@ -1,130 +1,35 @@
+// run_experiment as its phases: load and validate, build, join the process group, choose the
+// results file, open it, record the run's attributes, fit, evaluate, finish (run/experiment.hpp).
 #include <attnlab/run/experiment.hpp>
 
 #include <attnlab/config/load.hpp>
-#include <attnlab/data/dataset.hpp>
 #include <attnlab/files.hpp>
-#include <attnlab/nn/encoder_decoder.hpp>
 #include <attnlab/plugin/registry.hpp>
 #include <attnlab/results/reader.hpp>
-#include <attnlab/results/results.hpp>
 #include <attnlab/train/checkpoint.hpp>
 #include <attnlab/train/distributed.hpp>
 #include <attnlab/train/trainer.hpp>
-#include <attnlab/train/translate.hpp>
-#include <attnlab/version.hpp>
 
-#include <fmt/chrono.h>
 #include <fmt/format.h>
-#include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 #include <torch/torch.h>
 
-#include <array>
-#include <atomic>
-#include <cctype>
-#include <chrono>
-#include <cmath>
-#include <csignal>
-#include <cstdlib>
-#include <filesystem>
+#include <memory>
+#include <optional>
 
 #include "run/distributed_run.hpp"
 #include "run/evaluate.hpp"
+#include "run/lifecycle.hpp"
 #include "run/op_counts.hpp"
 #include "run/progress.hpp"
+#include "run/record.hpp"
+#include "run/sections.hpp"
 #include "run/setup.hpp"
 
 namespace attnlab::run {
-namespace fs = std::filesystem;
 using config::Node;
 
 namespace {
-
-std::atomic<bool> g_stop{false};
-extern "C" void on_signal(int) { g_stop.store(true); }
-
-/// Installs SIGINT/SIGTERM/SIGHUP handlers that ask the run to stop; restores the old ones.
-/// Installed before the results file exists, so no signal can leave a file saying "running".
-class SignalScope {
- public:
-  SignalScope() {
-    g_stop.store(false);
-    for (size_t i = 0; i < kSignals.size(); ++i) old_[i] = std::signal(kSignals[i], on_signal);
-  }
-  ~SignalScope() {
-    for (size_t i = 0; i < kSignals.size(); ++i) std::signal(kSignals[i], old_[i]);
-  }
-  SignalScope(const SignalScope&) = delete;
-  SignalScope& operator=(const SignalScope&) = delete;
-
- private:
-  static constexpr std::array<int, 3> kSignals{SIGINT, SIGTERM, SIGHUP};
-  std::array<void (*)(int), 3> old_{};
-};
-
-/// Fault injection for the tests of the signal paths: ATTNLAB_TEST_SIGNAL_AT=<point> sends this
-/// process SIGTERM at that point ("results_created": just after the results file is created;
-/// "evaluate_split": as the split evaluation starts), where a real signal's timing is a race.
-void test_signal_at(const char* point) {
-  const char* at = std::getenv("ATTNLAB_TEST_SIGNAL_AT");
-  if (at != nullptr && std::string(at) == point) std::raise(SIGTERM);
-}
-
-/// Tests of torchrun restarts: ATTNLAB_TEST_RANK_EXIT_AT_EPOCH=N makes a rank other than 0 of the
-/// first attempt (TORCHELASTIC_RESTART_COUNT=0) die after epoch N, as a crashed worker would.
-void test_exit_at_epoch(int64_t epoch) {
-  const char* at = std::getenv("ATTNLAB_TEST_RANK_EXIT_AT_EPOCH");
-  const char* attempt = std::getenv("TORCHELASTIC_RESTART_COUNT");
-  if (at != nullptr && attempt != nullptr && std::string(attempt) == "0" && std::to_string(epoch) == at) {
-    std::_Exit(3);
-  }
-}
-
-/// Throws Interrupted when a signal asked the run to stop (between the phases after training).
-void throw_if_stopped(const char* phase) {
-  if (g_stop.load()) throw Interrupted(fmt::format("interrupted during {}", phase));
-}
-
-/// The first non-finite loss in an epoch's report ("val loss is nan at epoch 3"), or "".
-std::string non_finite_loss(const train::EpochReport& r) {
-  for (const auto* group : {&r.train, &r.val}) {
-    for (const auto& [name, value] : *group) {
-      if (name.ends_with("loss") && !std::isfinite(value)) {
-        return fmt::format("{} {} is {} at epoch {}", group == &r.train ? "train" : "val", name, value, r.epoch);
-      }
-    }
-  }
-  return {};
-}
-
-/// The experiment name as a file name in results/: only ASCII letters, digits, '-', '_' and '.'
-/// are kept (the rest, '/' included, become '_'), a leading '.' becomes '_', at most 100 bytes;
-/// "" is "experiment". So `experiment: ../../etc/x` writes results/_._.._etc_x-<time>.h5.
-std::string file_stem(const std::string& experiment) {
-  std::string out;
-  for (unsigned char ch : experiment.substr(0, 100)) {
-    const bool keep = ch < 0x80 && (std::isalnum(ch) || ch == '-' || ch == '_' || ch == '.');
-    out += keep ? static_cast<char>(ch) : '_';
-  }
-  if (!out.empty() && out.front() == '.') out.front() = '_';
-  return out.empty() ? "experiment" : out;
-}
-
-std::string default_results_path(const std::string& experiment) {
-  auto now = std::chrono::system_clock::now();
-  auto stamp = fmt::format("{:%Y%m%d-%H%M%S}", fmt::gmtime(std::chrono::system_clock::to_time_t(now)));
-  const std::string stem = file_stem(experiment);
-  auto path = fs::path("results") / fmt::format("{}-{}.h5", stem, stamp);
-  std::error_code ec;  // a symlink loop at results/ is reported by name when the file is created
-  for (int i = 2; fs::exists(path, ec); ++i) path = fs::path("results") / fmt::format("{}-{}-{}.h5", stem, stamp, i);
-  return path.string();
-}
-
-/// The plugin named by a component node: a scalar name or a map's `plugin:`.
-std::string plugin_name(const Node& node) {
-  if (node.is_scalar()) return node.str();
-  return node.is_map() && node.has("plugin") ? node.at("plugin").str() : std::string("?");
-}
 
 /// What the experiment's model section builds, for messages: "model 'x'", "encoder 'a' + decoder
 /// 'b'" or "no model".
@@ -135,17 +40,6 @@ std::string describe_model(const Node& model) {
                        model.has("decoder") ? plugin_name(model.at("decoder")) : "?");
   }
   return "no model";
-}
-
-std::string git_commit() {
-  std::string out;
-  if (FILE* p = popen("git rev-parse --short HEAD 2>/dev/null", "r")) {
-    char buf[64];
-    while (fgets(buf, sizeof buf, p)) out += buf;
-    pclose(p);
-  }
-  while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
-  return out;
 }
 
 /// The experiment as it ran: the file after defaults and overrides, with every framework and
@@ -173,17 +67,33 @@ Node resolved_config(const config::Options& top, const plugin::Registry& registr
   return root;
 }
 
-/// Before anything is fetched or built: ResultsError naming `path` when it cannot be this run's
-/// results file (for --resume an existing regular file, else a regular file or nothing yet) or its
-/// checkpoint folder cannot be one (a symlink loop, a file, a FIFO there).
-void check_results_path(const std::string& path, bool resume) {
-  const auto why = files::problem(path, resume ? files::Want::File : files::Want::FileToWrite);
-  ATTNLAB_CHECK(why.empty(), ResultsError, "{} {}: {}", resume ? "cannot resume" : "cannot write results file", path,
-                why);
-  const auto dir = train::checkpoint_dir(path);
-  const auto dir_why = files::problem(dir, files::Want::DirectoryToMake);
-  ATTNLAB_CHECK(dir_why.empty(), ResultsError, "checkpoint folder {} of results file {}: {}", dir, path, dir_why);
-}
+// ---- The phases' products, each phase's output the next one's input.
+
+/// Phase 1: the experiment loaded and checked; nothing built, fetched or written.
+struct Plan {
+  config::Options top;     // the experiment after defaults and overrides, validated
+  ExperimentConfig e;      // its top level, read
+  std::string fixed_path;  // --results, else results.path, else "" (a default name is chosen later)
+  EvalSpec eval;
+};
+
+/// Phase 2: everything the run trains with, built, and the trainer's check passed.
+struct Built {
+  Setup setup;  // first: its registry outlives the plugin objects below
+  std::shared_ptr<train::Trainer> trainer;
+  train::TrainContext tc;
+  int64_t num_parameters = 0;
+  std::string threads_choice;
+};
+
+/// Phase 3: the process group under torchrun (null without), and where the run is recorded.
+struct Group {
+  std::unique_ptr<train::Distributed> dist;
+  int restart_count = 0;                    // TORCHELASTIC_RESTART_COUNT
+  std::optional<std::string> resume_path;   // --resume, or a torchrun restart's fixed path
+  std::string path;                         // the results file, the same on every rank
+  std::string stored_config;                // a resumed run's /config, as stored
+};
 
 /// `--resume RUN.h5`: the file is this experiment's results file and its checkpoint exists.
 /// Returns the stored resolved config.
@@ -217,209 +127,156 @@ std::string check_resumable(const std::string& path, const std::string& name, co
   return stored_config;
 }
 
-}  // namespace
-
-config::Schema experiment_schema() {
-  using namespace config;
-  return {
-      opt_string("experiment", std::nullopt, "experiment name (results file prefix)"),
-      opt_string("description", "", "one line about the experiment"),
-      opt_int("seed", 0, "seed for torch, data order and dropout", 0),
-      opt_enum("device", "cpu", {"cpu", "cuda", "auto"}, "where to train: cpu, cuda, or auto (cuda when available)"),
-      opt_enum("precision", "fp32", {"fp32", "tf32", "bf16"},
-               "training arithmetic: fp32 (IEEE float32 everywhere), tf32 (float32 matmuls on TF32 tensor cores), "
-               "bf16 (autocast to bfloat16 in the forward pass and loss; fp32 weights and Adam); "
-               "attnlab/train/precision.hpp"),
-      opt_string("threads", "0",
-                 "intra-op CPU threads: N (capped at the cores), 0 = torch's default (one per core), or auto (one "
-                 "thread below 250,000 parameters, else one per core; recorded as the threads attribute)"),
-      opt_string("data_dir", "datasets", "where datasets are fetched to and read from"),
-      opt_node("dataset", Type::Map, std::nullopt, "dataset plugin and its options ({plugin: name, ...})"),
-      opt_node("model", Type::Map, "{}",
-               "{encoder: {plugin: ...}, decoder: {plugin: ...}}, or {plugin: <model plugin>, ...}, or {} when "
-               "the trainer builds its own model"),
-      opt_node("trainer", Type::Map, std::nullopt, "trainer plugin and its options"),
-      opt_node("evaluate", Type::Map, "{}", "after training: samples to translate, attention to record"),
-      opt_node("results", Type::Map, "{}", "results file: {path: ...}"),
-  };
-}
-
-namespace {
-
-/// A rank other than 0: it trains its shards and takes part in every collective, writes nothing,
-/// and leaves the evaluation to rank 0. Errors leave as exceptions (exit 1, the runner prints them).
-int run_rank(train::Trainer& trainer, train::TrainContext& tc, train::Distributed& dist, const nn::EncoderDecoder& model,
-             const std::shared_ptr<nn::Model>& custom) {
-  std::string diverged;
-  tc.on_epoch = [&](const train::EpochReport& r) {  // the reduced numbers: every rank decides alike
-    test_exit_at_epoch(r.epoch);
-    if (diverged.empty()) {
-      diverged = non_finite_loss(r);
-      if (!diverged.empty()) g_stop.store(true);
-    }
-  };
-  train::FitResult fit;
-  try {
-    fit = fit_with(trainer, tc);
-  } catch (const Interrupted&) {
-    return diverged.empty() ? 130 : 2;
-  }
-  if (fit == train::FitResult::Diverged || !diverged.empty()) return 2;
-  if (fit == train::FitResult::Interrupted || g_stop.load()) return 130;
-  check_ranks_agree(dist, model, custom);
-  return 0;
-}
-
-}  // namespace
-
-int run_experiment(const RunOptions& ro) {
+/// Phase 1. The experiment file with its overrides, the top level and the results and evaluate
+/// sections validated, the results path checked.
+Plan load_and_validate(const RunOptions& ro) {
   Node root = config::load_experiment(ro.experiment_path, ro.overrides);
   config::Options top(root, experiment_schema(), "the experiment", {});
-  const auto name = top.get_string("experiment");
-  const config::Options results_opts = results_options(top);
-  auto eval_spec = parse_evaluate(top.node("evaluate"));
-
-  if (ro.resume_path || ro.results_path || !results_opts.get_string("path").empty()) {
-    check_results_path(ro.resume_path    ? *ro.resume_path
-                       : ro.results_path ? *ro.results_path
-                                         : results_opts.get_string("path"),
-                       ro.resume_path.has_value());
+  const ResultsConfig results = results_config(top);
+  Plan plan{std::move(top), {}, "", {}};
+  plan.e = experiment_config(plan.top);
+  plan.eval = parse_evaluate(plan.e.evaluate);
+  plan.fixed_path = ro.results_path ? *ro.results_path : results.path;
+  if (ro.resume_path || !plan.fixed_path.empty()) {
+    check_results_path(ro.resume_path ? *ro.resume_path : plan.fixed_path, ro.resume_path.has_value());
   }
+  return plan;
+}
 
-  const auto seed = static_cast<uint64_t>(top.get_int("seed"));
-  Setup setup = build_setup(top, ro.plugin_dirs);
-  plugin::Registry& registry = *setup.registry;
-  const plugin::BuildContext& ctx = setup.ctx;
-  auto& dataset = setup.dataset;
-  nn::EncoderDecoder model = setup.model;
-  std::shared_ptr<nn::Model> custom = setup.custom;
-  auto trainer = registry.create<train::Trainer>(top.node("trainer"), ctx);
-  if ((!eval_spec.samples.empty() || !eval_spec.split.empty()) && !model) {
-    top.fail("evaluate", "translating samples or a split needs an encoder + decoder model");
+/// Phase 2. Registry, dataset and model (build_setup), the trainer, its context and its check
+/// (one error naming trainer, model and dataset), the precision and the threads.
+Built build(const Plan& plan, const RunOptions& ro) {
+  Built b{build_setup(plan.top, ro.plugin_dirs), nullptr, {}, 0, ""};
+  const plugin::BuildContext& ctx = b.setup.ctx;
+  b.trainer = b.setup.registry->create<train::Trainer>(plan.e.trainer, ctx);
+  if ((!plan.eval.samples.empty() || plan.eval.split) && !b.setup.model) {
+    experiment_binding().fail(plan.top, &ExperimentConfig::evaluate,
+                              "translating samples or a split needs an encoder + decoder model");
   }
-  train::TrainContext tc;
-  tc.model = model;
-  tc.custom = custom;
+  train::TrainContext& tc = b.tc;
+  tc.model = b.setup.model;
+  tc.custom = b.setup.custom;
   tc.build = &ctx;
-  tc.dataset = dataset.get();
+  tc.dataset = b.setup.dataset.get();
   tc.device = ctx.device;
-  tc.precision = train::parse_precision(top.get_string("precision"));
+  tc.precision = plan.e.precision;
   train::apply_precision(tc.precision);
-  tc.seed = seed;
-  tc.stop = &g_stop;
+  tc.seed = static_cast<uint64_t>(plan.e.seed);
+  tc.stop = &stop_flag();
   // The trainer-model-dataset contract, before anything is written: one error naming them all.
   try {
-    trainer->check(tc);
+    b.trainer->check(tc);
   } catch (const ConfigError& e) {
-    const Node& t = top.node("trainer");
+    const Node& t = plan.e.trainer;
     throw ConfigError(fmt::format("{}: trainer '{}' cannot train {} on dataset '{}': {} (at 'trainer')",
-                                  t.location().str(), plugin_name(t), describe_model(top.node("model")),
-                                  setup.dataset_name, e.what()));
+                                  t.location().str(), plugin_name(t), describe_model(plan.e.model),
+                                  b.setup.dataset_name, e.what()));
   }
-  const int64_t num_parameters = trainer->num_parameters(tc);
-  const std::string threads_choice = settle_threads(top, num_parameters);
+  b.num_parameters = b.trainer->num_parameters(tc);
+  b.threads_choice = settle_threads(plan.top, b.num_parameters);
+  return b;
+}
 
-  // torchrun (WORLD_SIZE and the rest in the environment): join the process group before anything
-  // is written (docs/DISTRIBUTED.md). Every rank has built the same dataset, model and trainer.
-  int restart_count = 0;
+/// Phase 3. Under torchrun (WORLD_SIZE and the rest in the environment), join the process group
+/// before anything is written (docs/DISTRIBUTED.md); every rank has built the same dataset, model
+/// and trainer. Then the results file: --resume's (checked to be resumable), a torchrun restart's
+/// (rank 0 decides for all), the fixed path, or a default name, rank 0's on every rank.
+Group join_group(const Plan& plan, Built& b, const RunOptions& ro) {
+  Group g;
+  train::TrainContext& tc = b.tc;
   const auto denv = train::DistributedEnv::from_environment();
-  if (denv) restart_count = denv->restart_count;
-  std::unique_ptr<train::Distributed> dist =
-      denv ? join_if_distributed(*denv, *trainer, top.node("trainer"), ctx.device, ro.quiet) : nullptr;
-  tc.distributed = dist.get();
-
+  if (denv) g.restart_count = denv->restart_count;
+  if (denv) g.dist = join_if_distributed(*denv, *b.trainer, plan.e.trainer, tc.device, ro.quiet);
+  tc.distributed = g.dist.get();
   // A torchrun restart (--max-restarts) of a run with a fixed results path continues the attempt
-  // that failed from its last checkpoint, as --resume would; rank 0 decides for all.
-  std::optional<std::string> resume_path = ro.resume_path;
-  if (restart_count > 0 && !resume_path) {
-    const std::string fixed = ro.results_path ? *ro.results_path : results_opts.get_string("path");
+  // that failed from its last checkpoint, as --resume would.
+  g.resume_path = ro.resume_path;
+  if (g.restart_count > 0 && !g.resume_path) {
     std::string verdict;
-    if (tc.writes_files() && !fixed.empty() && trainer->can_resume() &&
-        files::problem(train::checkpoint_dir(fixed) + "/last.pt", files::Want::File).empty()) {
-      verdict = fixed;
+    if (tc.writes_files() && !plan.fixed_path.empty() && b.trainer->can_resume() &&
+        files::problem(train::checkpoint_dir(plan.fixed_path) + "/last.pt", files::Want::File).empty()) {
+      verdict = plan.fixed_path;
     }
-    if (dist) verdict = dist->share(verdict);
+    if (g.dist) verdict = g.dist->share(verdict);
     if (!verdict.empty()) {
-      resume_path = verdict;
+      g.resume_path = verdict;
       if (!ro.quiet && tc.writes_files()) {
-        spdlog::info("torchrun restart {}: resuming {} from its last checkpoint", restart_count, verdict);
+        spdlog::info("torchrun restart {}: resuming {} from its last checkpoint", g.restart_count, verdict);
       }
     }
   }
-
-  // Everything is valid: from here on the run is recorded.
-  std::string path = ro.results_path ? *ro.results_path : results_opts.get_string("path");
-  std::string stored_config;
-  if (resume_path) {
-    path = *resume_path;
-    stored_config = check_resumable(path, name, ro, *trainer, tc);
+  g.path = plan.fixed_path;
+  if (g.resume_path) {
+    g.path = *g.resume_path;
+    g.stored_config = check_resumable(g.path, plan.e.experiment, ro, *b.trainer, tc);
     tc.resume = true;
   }
-  if (path.empty()) path = default_results_path(name);
-  if (dist) path = dist->share(path);  // rank 0's choice (a default name holds the time)
-  tc.checkpoint_dir = train::checkpoint_dir(path);
-  SignalScope signals;  // before the file exists: a signal from here on ends the run "interrupted"
-  if (!tc.writes_files()) return run_rank(*trainer, tc, *dist, model, custom);
-  // The results file's writer lock is taken before it is created or opened: a second run on the
-  // path of a live one is refused ("another run is writing FILE (pid N)") and touches nothing.
-  auto res_ptr = resume_path ? std::make_unique<results::Results>(path, results::Results::Open::Existing)
-                             : std::make_unique<results::Results>(path, name);
-  results::Results& res = *res_ptr;
-  test_signal_at("results_created");
-  if (!resume_path && files::problem(tc.checkpoint_dir, files::Want::Directory).empty()) {
-    // A new run in place of an old one: its checkpoints describe the run whose file was just
-    // replaced, and evaluating its best.pt as this run's would be a lie.
-    std::error_code ec;
-    fs::remove_all(tc.checkpoint_dir, ec);
-    ATTNLAB_CHECK(!ec, ResultsError, "cannot remove the previous run's checkpoints {}: {}", tc.checkpoint_dir,
-                  ec.message());
-    if (!ro.quiet) spdlog::info("removed the previous run's checkpoints {}", tc.checkpoint_dir);
-  }
-  if (resume_path) {
-    res.set_status(results::Status::Running);
-    res.set_attr("resume_command_line", ro.command_line);
-    if (const auto stale = train::set_aside_evals(res); !stale.empty() && !ro.quiet) {
-      spdlog::warn(
-          "{}: moved {} to /eval_stale: they scored checkpoints this resume replaces; score the run again "
-          "with `runner eval` when it ends",
-          path, fmt::join(stale, ", "));
-    }
-    if (restart_count > 0) res.set_attr("torchrun_restart_count", static_cast<int64_t>(restart_count));
-  } else {
-    res.set_attr("command_line", ro.command_line);
-  }
-  res.set_attr("description", top.get_string("description"));
-  res.set_attr("seed", static_cast<int64_t>(seed));
-  res.set_attr("device", ctx.device.str());
-  res.set_attr("precision", std::string(train::precision_name(tc.precision)));
-  res.set_attr("attnlab_version", kVersion);
-  res.set_attr("torch_version", kTorchVersion);
-  res.set_attr("git_commit", git_commit());
-  res.set_attr("experiment_file", ro.experiment_path);
-  res.set_attr("plugins", registry.used());
-  res.set_attr("num_parameters", num_parameters);
-  res.set_attr("threads", static_cast<int64_t>(torch::get_num_threads()));
-  if (!threads_choice.empty()) res.set_attr("threads_choice", threads_choice);
-  record_distributed(res, dist.get(), /*trained=*/false);
-  const auto config_yaml = config::to_yaml(resolved_config(top, registry));
-  if (resume_path && config_yaml != stored_config && !ro.quiet) {
-    spdlog::warn("resuming {} with a configuration that differs from the stored one; /config now holds the new one",
-                 path);
-  }
-  res.write_config(config_yaml);
-  res.flush();
+  if (g.path.empty()) g.path = default_results_path(plan.e.experiment);
+  if (g.dist) g.path = g.dist->share(g.path);  // rank 0's choice (a default name holds the time)
+  tc.checkpoint_dir = train::checkpoint_dir(g.path);
+  return g;
+}
 
-  Progress progress(trainer->max_epochs(), ro.quiet);
-  if (!ro.quiet) {
-    spdlog::info("{}: {} parameters on {}, results -> {}", name, num_parameters, ctx.device.str(), path);
-    if (!threads_choice.empty()) spdlog::info("threads {}", threads_choice);
+/// Phase 5's content: what the file says about the run before it trains.
+RunAttributes run_attributes(const Plan& plan, const Built& b, const Group& g, const RunOptions& ro) {
+  RunAttributes a;
+  a.command_line = ro.command_line;
+  a.resumed = g.resume_path.has_value();
+  a.torchrun_restarts = g.restart_count;
+  a.description = plan.e.description;
+  a.seed = plan.e.seed;
+  a.device = b.setup.ctx.device.str();
+  a.precision = train::precision_name(b.tc.precision);
+  a.experiment_file = ro.experiment_path;
+  a.plugins = b.setup.registry->used();
+  a.num_parameters = b.num_parameters;
+  a.threads = torch::get_num_threads();
+  a.threads_choice = b.threads_choice;
+  a.world_size = g.dist ? g.dist->world_size() : 1;
+  a.backend = g.dist ? g.dist->backend() : std::string("none");
+  a.config_yaml = config::to_yaml(resolved_config(plan.top, *b.setup.registry));
+  if (a.resumed && a.config_yaml != g.stored_config && !ro.quiet) {
+    spdlog::warn("resuming {} with a configuration that differs from the stored one; /config now holds the new one",
+                 g.path);
   }
-  tc.results = &res;
+  return a;
+}
+
+/// A rank other than 0: it trains its shards and takes part in every collective, writes nothing,
+/// and leaves the evaluation to rank 0. Errors leave as exceptions (exit 1, the runner prints them).
+int train_rank(Built& b, train::Distributed& dist) {
+  DivergenceWatch watch;
+  b.tc.on_epoch = [&](const train::EpochReport& r) {  // the reduced numbers: every rank decides alike
+    test_exit_at_epoch(r.epoch);
+    watch.epoch(r);
+  };
+  train::FitResult fit;
+  try {
+    fit = fit_with(*b.trainer, b.tc);
+  } catch (const Interrupted&) {
+    return watch.diverged() ? 2 : 130;
+  }
+  if (fit == train::FitResult::Diverged || watch.diverged()) return 2;
+  if (fit == train::FitResult::Interrupted || stop_flag().load()) return 130;
+  check_ranks_agree(dist, b.setup.model, b.setup.custom);
+  return 0;
+}
+
+/// Phase 6. Training, each epoch's report appended to the file; then, under torchrun, the ranks'
+/// weights checked to agree. Returns the exit code when training ended the run (diverged,
+/// interrupted), nothing when it goes on.
+std::optional<int> fit_model(RunRecord& run, Built& b, const Group& g, const Plan& plan, const RunOptions& ro) {
+  results::Results& res = run.results();
+  Progress progress(b.trainer->max_epochs(), ro.quiet);
+  if (!ro.quiet) {
+    spdlog::info("{}: {} parameters on {}, results -> {}", plan.e.experiment, b.num_parameters,
+                 b.setup.ctx.device.str(), run.path());
+    if (!b.threads_choice.empty()) spdlog::info("threads {}", b.threads_choice);
+  }
+  b.tc.results = &res;
   const auto op_counter = OpCounter::from_environment();  // bench/run's op counts
-  // Any loss that is not finite, train or validation, from any trainer, ends the run "diverged":
-  // the epoch's numbers are kept, and the trainer is asked to stop as a signal would.
-  std::string diverged;
-  tc.on_epoch = [&](const train::EpochReport& r) {
+  DivergenceWatch watch;
+  b.tc.on_epoch = [&](const train::EpochReport& r) {
     for (const auto& [k, v] : r.train) res.append_metric("train", k, v);
     for (const auto& [k, v] : r.val) res.append_metric("val", k, v);
     res.append_metric("epoch", "seconds", r.seconds);
@@ -427,68 +284,73 @@ int run_experiment(const RunOptions& ro) {
     res.flush();
     if (op_counter) op_counter->epoch(r.epoch);
     progress.epoch(r);
-    if (diverged.empty()) {
-      diverged = non_finite_loss(r);
-      if (!diverged.empty()) g_stop.store(true);
-    }
+    watch.epoch(r);
   };
-  const auto interrupted = [&](const std::string& why) {
-    res.set_attr("interrupted_during", why);
-    res.set_status(results::Status::Interrupted);
-    if (!ro.quiet) spdlog::warn("{}; partial results in {}", why, path);
-    return 130;
-  };
-  const auto failed = [&](const std::exception& e) {
-    res.set_attr("error", message_without_backtrace(e));
-    res.set_status(results::Status::Failed);
-  };
-
   train::FitResult fit;
   try {
-    fit = fit_with(*trainer, tc);
-    record_distributed(res, dist.get(), /*trained=*/true, ro.quiet);
+    fit = fit_with(*b.trainer, b.tc);
+    if (g.dist) record_distributed(res, *g.dist, ro.quiet);
   } catch (const Interrupted& e) {
-    if (diverged.empty()) return interrupted(e.what());
+    if (!watch.diverged()) return run.interrupted(e.what());
     fit = train::FitResult::Diverged;
   } catch (const std::exception& e) {
-    failed(e);
+    run.failed(e);
     throw;
   }
-  if (fit == train::FitResult::Diverged || !diverged.empty()) {
-    res.set_attr("diverged", diverged.empty() ? std::string("train loss is not finite") : diverged);
-    res.set_status(results::Status::Diverged);
-    spdlog::error("training diverged ({}); results in {}", diverged.empty() ? "loss is not finite" : diverged, path);
-    return 2;
+  if (fit == train::FitResult::Diverged || watch.diverged()) {
+    return run.diverged(watch.diverged() ? watch.why() : std::string("train loss is not finite"));
   }
-  if (fit == train::FitResult::Interrupted || g_stop.load()) return interrupted("interrupted during training");
-  if (dist) {
+  if (fit == train::FitResult::Interrupted || stop_flag().load()) return run.interrupted("interrupted during training");
+  if (g.dist) {
     try {
-      check_ranks_agree(*dist, model, custom);
+      check_ranks_agree(*g.dist, b.setup.model, b.setup.custom);
       res.set_attr("distributed_weights_agree", static_cast<int64_t>(1));
     } catch (const std::exception& e) {
-      failed(e);
+      run.failed(e);
       throw;
     }
   }
+  return std::nullopt;
+}
+
+/// Phase 7. The trainer's own evaluation, then the `evaluate:` section (samples, a split with the
+/// best checkpoint); a signal between them ends the run interrupted.
+std::optional<int> evaluate_model(RunRecord& run, Built& b, const Plan& plan, const RunOptions& ro) {
   try {
-    trainer->evaluate(tc);
+    b.trainer->evaluate(b.tc);
     throw_if_stopped("the trainer's evaluation");
-    if (model) {
-      evaluate(eval_spec, model, *dataset, res, ro.quiet);
+    if (nn::EncoderDecoder& model = b.setup.model) {
+      evaluate(plan.eval, model, *b.setup.dataset, run.results(), ro.quiet);
       throw_if_stopped("translating the evaluate samples");
       test_signal_at("evaluate_split");
-      evaluate_split(eval_spec, model, *dataset, res, tc.checkpoint_dir + "/best.pt", ro.quiet, &g_stop);
+      evaluate_split(plan.eval, model, *b.setup.dataset, run.results(), b.tc.checkpoint_dir + "/best.pt", ro.quiet,
+                     &stop_flag());
       throw_if_stopped("the split evaluation");
     }
   } catch (const Interrupted& e) {
-    return interrupted(e.what());
+    return run.interrupted(e.what());
   } catch (const std::exception& e) {
-    failed(e);
+    run.failed(e);
     throw;
   }
-  res.set_status(results::Status::Completed);
-  if (!ro.quiet) spdlog::info("completed; results in {}", path);
-  return 0;
+  return std::nullopt;
+}
+
+}  // namespace
+
+int run_experiment(const RunOptions& ro) {
+  const Plan plan = load_and_validate(ro);
+  Built built = build(plan, ro);
+  Group group = join_group(plan, built, ro);
+  SignalScope signals;  // before the file exists: a signal from here on ends the run "interrupted"
+  if (!built.tc.writes_files()) return train_rank(built, *group.dist);
+  // Everything is valid: from here on the run is recorded.
+  RunRecord run(group.path, plan.e.experiment, group.resume_path.has_value(), ro.quiet);
+  test_signal_at("results_created");
+  run.record(run_attributes(plan, built, group, ro));
+  if (const auto end = fit_model(run, built, group, plan, ro)) return *end;
+  if (const auto end = evaluate_model(run, built, plan, ro)) return *end;
+  return run.completed();
 }
 
 }  // namespace attnlab::run

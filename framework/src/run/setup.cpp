@@ -2,6 +2,7 @@
 #include "run/setup.hpp"
 
 #include "run/evaluate.hpp"
+#include "run/sections.hpp"
 
 #include <attnlab/config/load.hpp>
 #include <attnlab/error.hpp>
@@ -28,19 +29,20 @@ namespace {
 /// cpu, cuda or auto. A process of a data-parallel run (torchrun: WORLD_SIZE > 1) takes the GPU
 /// cuda:LOCAL_RANK and makes it current; auto then means CUDA when this machine has a GPU for each
 /// of its processes (LOCAL_WORLD_SIZE), so every rank decides alike.
-torch::Device pick_device(const config::Options& opts) {
-  const auto want = opts.get_string("device");
+torch::Device pick_device(const config::Options& top) {
+  const std::string want = experiment_config(top).device;
+  const auto fail = [&](const std::string& message) { experiment_binding().fail(top, &ExperimentConfig::device, message); };
   if (want == "cpu") return torch::kCPU;
   const auto denv = train::DistributedEnv::from_environment();
   const bool ranks = denv && denv->world_size > 1;
   const int64_t gpus = torch::cuda::is_available() ? static_cast<int64_t>(torch::cuda::device_count()) : 0;
-  if (want == "cuda" && gpus == 0) opts.fail("device", "device 'cuda' was asked for but no CUDA device is available");
+  if (want == "cuda" && gpus == 0) fail("device 'cuda' was asked for but no CUDA device is available");
   if (!ranks) return gpus > 0 ? torch::Device(torch::kCUDA) : torch::Device(torch::kCPU);
   int64_t local_ranks = denv->local_rank + 1;
   if (const char* v = std::getenv("LOCAL_WORLD_SIZE")) local_ranks = std::max<int64_t>(local_ranks, std::atoll(v));
   if (want == "auto" && gpus < local_ranks) return torch::kCPU;
   if (denv->local_rank >= gpus) {
-    opts.fail("device", fmt::format("this process is LOCAL_RANK={} of a data-parallel run, but this machine has {} "
+    fail(fmt::format("this process is LOCAL_RANK={} of a data-parallel run, but this machine has {} "
                                     "CUDA device{}: each process of a CUDA run needs a GPU of its own (NCCL cannot "
                                     "put two ranks on one device); start at most {} process{} per machine "
                                     "(torchrun --nproc_per_node={}), or train with device: cpu",
@@ -55,12 +57,13 @@ int64_t cores() { return std::max(1U, std::thread::hardware_concurrency()); }
 
 /// `threads` as a number, or nullopt for auto; a ConfigError at its place for anything else.
 std::optional<int64_t> asked_threads(const config::Options& top) {
-  const std::string text = top.get_string("threads");
+  const std::string text = experiment_config(top).threads;
   if (text == "auto") return std::nullopt;
   int64_t n = -1;
   const auto [end, err] = std::from_chars(text.data(), text.data() + text.size(), n);
   if (err != std::errc() || end != text.data() + text.size() || n < 0) {
-    top.fail("threads", fmt::format("expected a number of threads (0 = one per core) or auto, found '{}'", text));
+    experiment_binding().fail(top, &ExperimentConfig::threads,
+                              fmt::format("expected a number of threads (0 = one per core) or auto, found '{}'", text));
   }
   return n;
 }
@@ -74,8 +77,8 @@ void apply_threads(const config::Options& top) {
   const int64_t asked = *asked_or_auto;
   const int64_t cores = run::cores();
   if (asked > cores) {
-    spdlog::warn("{}: threads: {} is more than this machine's {} cores; using {}", top.resolved().at("threads").where(),
-                 asked, cores, cores);
+    const auto& where = top.resolved().at(experiment_binding().name_of(&ExperimentConfig::threads)).where();
+    spdlog::warn("{}: threads: {} is more than this machine's {} cores; using {}", where, asked, cores, cores);
   }
   torch::set_num_threads(static_cast<int>(std::min(asked, cores)));
 }
@@ -120,47 +123,46 @@ void check_fits_together(nn::EncoderDecoder& model, const plugin::BuildContext& 
 
 /// The model section as an encoder + decoder pair.
 config::Options encoder_decoder_options(const config::Node& model_node) {
-  return config::Options(model_node,
-                         config::Schema{config::opt_node("encoder", config::Type::Map, std::nullopt, "encoder plugin"),
-                                        config::opt_node("decoder", config::Type::Map, std::nullopt, "decoder plugin"),
-                                        config::opt_bool("share_embeddings", false,
-                                                         "one token embedding for source and target (the decoder "
-                                                         "adopts the encoder's; needs a dataset with one "
-                                                         "vocabulary, e.g. multi30k's shared_vocab: true)")},
+  return config::Options(model_node, model_pair_binding().schema(),
                          "the model section (an encoder + decoder, or {plugin: <model>})", std::vector<std::string>{});
 }
 
 }  // namespace
 
 void validate_sections(const config::Options& top, const plugin::Registry& registry) {
-  const config::Node& model_node = top.node("model");
-  registry.validate<data::Dataset>(top.node("dataset"));
-  if (model_node.has("plugin")) {
-    registry.validate<nn::Model>(model_node);
-  } else if (model_node.size() > 0) {
-    const auto model_opts = encoder_decoder_options(model_node);
-    registry.validate<nn::Encoder>(model_opts.node("encoder"));
-    registry.validate<nn::Decoder>(model_opts.node("decoder"));
+  const ExperimentConfig e = experiment_config(top);
+  registry.validate<data::Dataset>(e.dataset);
+  if (e.model.has("plugin")) {
+    registry.validate<nn::Model>(e.model);
+  } else if (e.model.size() > 0) {
+    const ModelPairConfig pair = model_pair_binding().read(encoder_decoder_options(e.model));
+    registry.validate<nn::Encoder>(pair.encoder);
+    registry.validate<nn::Decoder>(pair.decoder);
   }
-  registry.validate<train::Trainer>(top.node("trainer"));
+  registry.validate<train::Trainer>(e.trainer);
 }
 
 void validate_experiment(const config::Node& root, const plugin::Registry& registry) {
   config::Options top(root, experiment_schema(), "the experiment", {});
-  results_options(top);
-  parse_evaluate(top.node("evaluate"));
+  results_config(top);
+  parse_evaluate(experiment_config(top).evaluate);
   validate_sections(top, registry);
 }
 
-config::Options results_options(const config::Options& top) {
-  return config::Options(top.node("results"),
-                         {config::opt_string("path", "", "results file (default results/<experiment>-<time>.h5)")},
-                         "the results section", {});
+std::string plugin_name(const config::Node& node) {
+  if (node.is_scalar()) return node.str();
+  return node.is_map() && node.has("plugin") ? node.at("plugin").str() : std::string("?");
+}
+
+ResultsConfig results_config(const config::Options& top) {
+  const config::Options opts(experiment_config(top).results, results_binding().schema(), "the results section", {});
+  return results_binding().read(opts);
 }
 
 Setup build_setup(const config::Options& top, const std::vector<std::string>& plugin_dirs) {
+  const ExperimentConfig e = experiment_config(top);
   Setup s;
-  const auto seed = static_cast<uint64_t>(top.get_int("seed"));
+  const auto seed = static_cast<uint64_t>(e.seed);
   torch::manual_seed(seed);
   apply_threads(top);
 
@@ -171,49 +173,50 @@ Setup build_setup(const config::Options& top, const std::vector<std::string>& pl
   s.ctx.registry = s.registry.get();
   s.ctx.device = pick_device(top);
   s.ctx.seed = static_cast<int64_t>(seed);
-  s.ctx.data_dir = top.get_string("data_dir");
+  s.ctx.data_dir = e.data_dir;
 
   // Every plugin section is checked (plugin found, options valid) before the dataset fetches or
   // reads anything: a typo in `trainer:` must not wait for a download, or fail on it first.
   validate_sections(top, *s.registry);
-  const config::Node& model_node = top.node("model");
   std::optional<config::Options> model_opts;
-  if (!model_node.has("plugin") && model_node.size() > 0) model_opts.emplace(encoder_decoder_options(model_node));
+  if (!e.model.has("plugin") && e.model.size() > 0) model_opts.emplace(encoder_decoder_options(e.model));
 
-  s.dataset = s.registry->create<data::Dataset>(top.node("dataset"), s.ctx);
-  s.dataset_name = top.node("dataset").at("plugin").str();
+  s.dataset = s.registry->create<data::Dataset>(e.dataset, s.ctx);
+  s.dataset_name = e.dataset.at("plugin").str();
   try {
     s.dataset->prepare(s.ctx.data_dir);
   } catch (const Error&) {
     throw;
-  } catch (const std::exception& e) {
-    throw DataError(fmt::format("dataset '{}' failed to prepare: {}", s.dataset_name, e.what()));
+  } catch (const std::exception& ex) {
+    throw DataError(fmt::format("dataset '{}' failed to prepare: {}", s.dataset_name, ex.what()));
   }
   s.ctx.data = s.dataset->info();
   // The model: an encoder + decoder pair, a "model" plugin, or nothing (the trainer builds it).
-  if (model_node.has("plugin")) {
-    s.custom = s.registry->create<nn::Model>(model_node, s.ctx);
+  if (e.model.has("plugin")) {
+    s.custom = s.registry->create<nn::Model>(e.model, s.ctx);
     s.custom->to(s.ctx.device);
   } else if (model_opts) {
-    auto encoder = s.registry->create<nn::Encoder>(model_opts->node("encoder"), s.ctx);
-    auto decoder = s.registry->create<nn::Decoder>(model_opts->node("decoder"), s.ctx);
+    const auto& pairing = model_pair_binding();
+    const ModelPairConfig pair = pairing.read(*model_opts);
+    auto encoder = s.registry->create<nn::Encoder>(pair.encoder, s.ctx);
+    auto decoder = s.registry->create<nn::Decoder>(pair.decoder, s.ctx);
     s.model = nn::EncoderDecoder(encoder, decoder);
-    if (model_opts->get_bool("share_embeddings")) {
+    if (pair.share_embeddings) {
       if (!s.ctx.data.shared_vocab) {
-        model_opts->fail("share_embeddings",
-                         fmt::format("one embedding for source and target needs one vocabulary, but dataset '{}' "
-                                     "has two (source {} tokens, target {}): give the dataset one (multi30k: "
-                                     "shared_vocab: true)",
-                                     s.dataset_name, s.ctx.data.src_vocab_size, s.ctx.data.tgt_vocab_size));
+        pairing.fail(*model_opts, &ModelPairConfig::share_embeddings,
+                     fmt::format("one embedding for source and target needs one vocabulary, but dataset '{}' "
+                                 "has two (source {} tokens, target {}): give the dataset one (multi30k: "
+                                 "shared_vocab: true)",
+                                 s.dataset_name, s.ctx.data.src_vocab_size, s.ctx.data.tgt_vocab_size));
       }
       try {
         s.model->share_token_embeddings();
-      } catch (const ConfigError& e) {
-        model_opts->fail("share_embeddings", e.what());
+      } catch (const ConfigError& ex) {
+        pairing.fail(*model_opts, &ModelPairConfig::share_embeddings, ex.what());
       }
     }
     s.model->to(s.ctx.device);
-    check_fits_together(s.model, s.ctx, *s.registry, model_node);
+    check_fits_together(s.model, s.ctx, *s.registry, e.model);
   }
   return s;
 }
@@ -235,7 +238,7 @@ Setup setup_experiment(const std::vector<std::string>& args, const std::vector<s
   ATTNLAB_CHECK(!args.empty(), ConfigError, "an experiment file is required");
   config::Node root = config::load_experiment(args[0], {args.begin() + 1, args.end()});
   config::Options top(root, experiment_schema(), "the experiment", {});
-  experiment = top.get_string("experiment");
+  experiment = experiment_config(top).experiment;
   return build_setup(top, plugin_dirs);
 }
 

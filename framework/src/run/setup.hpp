@@ -7,6 +7,8 @@
 #include <attnlab/nn/model.hpp>
 #include <attnlab/plugin/registry.hpp>
 
+#include "run/sections.hpp"
+
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -37,8 +39,11 @@ void validate_sections(const config::Options& top, const plugin::Registry& regis
 /// section. `runner sweep` checks each run this way before starting any.
 void validate_experiment(const config::Node& root, const plugin::Registry& registry);
 
-/// The experiment's `results:` section ({path: ...}), validated.
-config::Options results_options(const config::Options& top);
+/// The plugin named by a component node (for messages): a scalar name or a map's `plugin:`, else "?".
+std::string plugin_name(const config::Node& node);
+
+/// The experiment's `results:` section ({path: ...}), validated and read.
+ResultsConfig results_config(const config::Options& top);
 
 /// `threads: auto` picks one intra-op thread for models below this many parameters and one per
 /// core otherwise. Measured on 2 cores with libgomp's default waits (bench/README.md, "threads:
