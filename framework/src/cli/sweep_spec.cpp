@@ -1,5 +1,6 @@
 #include "cli/sweep_spec.hpp"
 
+#include <attnlab/config/binding.hpp>
 #include <attnlab/config/schema.hpp>
 #include <attnlab/error.hpp>
 
@@ -194,20 +195,38 @@ bool is_sweep_file(const std::string& path) {
   }
 }
 
+namespace {
+
+/// A sweep file's `sweep:` block, each option declared once.
+struct SweepBlock {
+  std::string experiment;  // required
+  config::Node axes, overrides;
+  std::string output;
+};
+
+const config::Binding<SweepBlock>& sweep_block_binding() {
+  using B = SweepBlock;
+  static const auto b =
+      config::Binding<B>()
+          .required("experiment", &B::experiment, "experiment file, relative to the sweep file")
+          .node("axes", &B::axes, config::Type::Map, "{}", "key: [values] or key: 'a,b' / 'range(0,10)'")
+          .node("overrides", &B::overrides, config::Type::Any, "[]", "plain overrides: [k=v, ...] or {k: v}")
+          .option("output", &B::output, "the sweep folder");
+  return b;
+}
+
+}  // namespace
+
 Spec read_sweep_file(const std::string& path) {
   const auto root = config::parse_yaml(read_text(path), path);
   ATTNLAB_CHECK(root.is_map() && root.has("sweep"), ConfigError, "{}: not a sweep file (no 'sweep:' block)", path);
-  config::Options opts(root.at("sweep"),
-                       {config::opt_string("experiment", std::nullopt, "experiment file, relative to the sweep file"),
-                        config::opt_node("axes", config::Type::Map, "{}", "key: [values] or key: 'a,b' / 'range(0,10)'"),
-                        config::opt_node("overrides", config::Type::Any, "[]", "plain overrides: [k=v, ...] or {k: v}"),
-                        config::opt_string("output", "", "the sweep folder")},
-                       "the sweep block", {});
+  const auto& block = sweep_block_binding();
+  const SweepBlock given = block.read(config::Options(root.at("sweep"), block.schema(), "the sweep block", {}));
   Spec spec;
-  fs::path exp = opts.get_string("experiment");
+  fs::path exp = given.experiment;
   spec.experiment = exp.is_absolute() ? exp.string() : (fs::path(path).parent_path() / exp).lexically_normal().string();
-  spec.output = opts.get_string("output");
-  const auto& axes = opts.node("axes");
+  spec.output = given.output;
+  const auto& axes = given.axes;
   for (const auto& key : axes.keys()) {
     const auto& v = axes.at(key);
     Axis axis{key, {}};
@@ -221,7 +240,7 @@ Spec read_sweep_file(const std::string& path) {
     }
     spec.axes.push_back(std::move(axis));
   }
-  const auto& o = opts.node("overrides");
+  const auto& o = given.overrides;
   if (o.is_map()) {
     for (const auto& key : o.keys()) spec.overrides.push_back(key + "=" + flow_yaml(o.at(key)));
   } else if (o.is_seq()) {

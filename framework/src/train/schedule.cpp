@@ -1,6 +1,10 @@
 // Learning-rate schedules: constant, linear warmup, inverse square root (fairseq / Vaswani).
 #include <attnlab/train/schedule.hpp>
 
+#include <attnlab/config/binding.hpp>
+
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 
@@ -21,29 +25,40 @@ double LrSchedule::at(int64_t step) const {
   return lr;
 }
 
-config::Schema schedule_schema() {
-  using namespace config;
-  return {opt_enum("type", "constant", {"constant", "linear_warmup", "inverse_sqrt"},
-                   "learning-rate schedule: constant, linear_warmup (then constant) or inverse_sqrt (warmup, then "
-                   "1/sqrt(step))"),
-          opt_int("warmup_steps", 4000, "warmup length in optimizer steps (linear_warmup, inverse_sqrt)", 1),
-          opt_int("d_model", 0, "inverse_sqrt: > 0 uses Vaswani's factor * d_model^-0.5 scale instead of the lr", 0),
-          opt_float("factor", 1.0, "inverse_sqrt with d_model: multiplies d_model^-0.5", 0.0)};
+namespace {
+
+const config::Binding<LrSchedule>& schedule_binding() {
+  using S = LrSchedule;
+  static const auto b =
+      config::Binding<S>()
+          .choice("type", &S::type,
+                  {{"constant", S::Type::Constant},
+                   {"linear_warmup", S::Type::LinearWarmup},
+                   {"inverse_sqrt", S::Type::InverseSqrt}},
+                  "learning-rate schedule: constant, linear_warmup (then constant) or inverse_sqrt (warmup, then "
+                  "1/sqrt(step))")
+          .option("warmup_steps", &S::warmup_steps, "warmup length in optimizer steps (linear_warmup, inverse_sqrt)",
+                  {.min = 1})
+          .option("d_model", &S::d_model,
+                  "inverse_sqrt: > 0 uses Vaswani's factor * d_model^-0.5 scale instead of the lr", {.min = 0})
+          .option("factor", &S::factor, "inverse_sqrt with d_model: multiplies d_model^-0.5", {.min = 0.0});
+  return b;
 }
 
+}  // namespace
+
+config::Schema schedule_schema() { return schedule_binding().schema(); }
+
 LrSchedule parse_schedule(const config::Node& node, double lr, const std::string& owner) {
-  config::Options o(node, schedule_schema(), owner + " schedule", {});
-  LrSchedule s;
-  const auto type = o.get_string("type");
-  s.type = type == "linear_warmup" ? LrSchedule::Type::LinearWarmup
-           : type == "inverse_sqrt" ? LrSchedule::Type::InverseSqrt
-                                    : LrSchedule::Type::Constant;
+  const auto& b = schedule_binding();
+  config::Options o(node, b.schema(), owner + " schedule", {});
+  LrSchedule s = b.read(o);
   s.lr = lr;
-  s.warmup_steps = o.get_int("warmup_steps");
-  s.d_model = o.get_int("d_model");
-  s.factor = o.get_float("factor");
-  if (s.type != LrSchedule::Type::InverseSqrt && (o.given("d_model") || o.given("factor"))) {
-    o.fail(o.given("d_model") ? "d_model" : "factor", "only the inverse_sqrt schedule takes d_model and factor");
+  const std::string& d_model = b.name_of(&LrSchedule::d_model);
+  const std::string& factor = b.name_of(&LrSchedule::factor);
+  if (s.type != LrSchedule::Type::InverseSqrt && (o.given(d_model) || o.given(factor))) {
+    o.fail(o.given(d_model) ? d_model : factor,
+           fmt::format("only the inverse_sqrt schedule takes {} and {}", d_model, factor));
   }
   return s;
 }

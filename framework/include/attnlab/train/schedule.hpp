@@ -20,7 +20,7 @@ struct LrSchedule {
   enum class Type { Constant, LinearWarmup, InverseSqrt };
   Type type = Type::Constant;
   double lr = 1e-3;           // the trainer's base learning rate
-  int64_t warmup_steps = 0;   // W (>= 1 for linear_warmup and inverse_sqrt)
+  int64_t warmup_steps = 4000;  // W (>= 1; linear_warmup and inverse_sqrt)
   int64_t d_model = 0;        // > 0: Vaswani's d_model^-0.5 scale instead of lr * sqrt(W)
   double factor = 1.0;        // multiplies the Vaswani scale
 
@@ -28,7 +28,8 @@ struct LrSchedule {
   double at(int64_t step) const;
 };
 
-/// Options of the `schedule:` map.
+/// Options of the `schedule:` map: type, warmup_steps, d_model and factor, declared once as the
+/// fields above (config::Binding; the lr is the trainer's).
 config::Schema schedule_schema();
 
 /// Validates `node` (a map; null = constant) against schedule_schema(); ConfigErrors point into
