@@ -43,12 +43,15 @@ struct TrainStep::Impl {
     std::vector<torch::Tensor> inputs, outputs;  // static: copied into before, read after each replay
   };
 
-  Impl(const StepOptions& o, torch::Device d, FusedAdam& opt, std::vector<torch::Tensor> p, std::string w)
-      : options(o), device(d), optimizer(opt), params(std::move(p)), who(std::move(w)) {}
+  Impl(const StepOptions& o, torch::Device d, torch::optim::Optimizer& opt, std::vector<torch::Tensor> p,
+       std::string w)
+      : options(o), device(d), optimizer(opt), fused(dynamic_cast<FusedAdam*>(&opt)), params(std::move(p)),
+        who(std::move(w)) {}
 
   StepOptions options;
   torch::Device device;
-  FusedAdam& optimizer;
+  torch::optim::Optimizer& optimizer;
+  FusedAdam* fused;  // the optimizer when it is FusedAdam (graphs need it), else null
   std::vector<torch::Tensor> params;
   std::string who;
   StepStats stats;
@@ -79,7 +82,7 @@ struct TrainStep::Impl {
     outs[0].backward();
     if (options.gradient_clip > 0) clip_grad_norm(params, options.gradient_clip);
     if (rate) {
-      for (auto& group : optimizer.param_groups()) static_cast<torch::optim::AdamOptions&>(group.options()).lr(*rate);
+      for (auto& group : optimizer.param_groups()) group.options().set_lr(*rate);
     }
     optimizer.step();
     for (auto& t : outs) t = t.detach();
@@ -114,7 +117,7 @@ struct TrainStep::Impl {
     Graph g;
     for (const auto& t : inputs) g.inputs.push_back(t.clone());
     g.graph = std::make_unique<at::cuda::CUDAGraph>();
-    const int64_t steps_before = optimizer.steps_taken();
+    const int64_t steps_before = fused->steps_taken();
     const bool cache = at::autocast::is_autocast_cache_enabled();
     at::autocast::set_autocast_cache_enabled(false);  // casts of the weights are part of the graph
     std::string failure;
@@ -132,7 +135,7 @@ struct TrainStep::Impl {
     at::autocast::set_autocast_cache_enabled(cache);
     if (!failure.empty()) {
       (void)g.graph.release();  // half-made: its destructor would end a capture that has ended
-      optimizer.set_step_count(steps_before);
+      fused->set_step_count(steps_before);
       const auto first_line = failure.substr(0, failure.find('\n'));
       if (options.graphs == CudaGraphs::On) {
         throw Error(fmt::format(
@@ -167,7 +170,7 @@ struct TrainStep::Impl {
 
   std::vector<torch::Tensor> graphed(const std::vector<torch::Tensor>& inputs, double rate, const Body& body) {
     lr.fill_(rate);
-    step.fill_(static_cast<double>(optimizer.steps_taken() + 1));
+    step.fill_(static_cast<double>(fused->steps_taken() + 1));
     if (!warmed) {  // Adam's state, the gradients, cuBLAS's workspace on the side stream
       warmed = true;
       ++stats.eager_steps;
@@ -195,13 +198,13 @@ struct TrainStep::Impl {
     }
     g->graph->replay();
     // The capture ran step() on the host once: its count is this replay's.
-    if (!captured_now) optimizer.count_replayed_step();
+    if (!captured_now) fused->count_replayed_step();
     ++stats.replays;
     return detached_copies(g->outputs);
   }
 };
 
-TrainStep::TrainStep(const StepOptions& options, torch::Device device, FusedAdam& optimizer,
+TrainStep::TrainStep(const StepOptions& options, torch::Device device, torch::optim::Optimizer& optimizer,
                      std::vector<torch::Tensor> params, std::string who, bool distributed)
     : impl_(std::make_unique<Impl>(options, device, optimizer, std::move(params), std::move(who))) {
   auto& s = impl_->stats;
@@ -218,13 +221,19 @@ TrainStep::TrainStep(const StepOptions& options, torch::Device device, FusedAdam
                   "runs outside a graph); use cuda_graphs: auto or off",
                   impl_->who);
     s.off_because = "data-parallel run";
+  } else if (impl_->fused == nullptr) {
+    ATTNLAB_CHECK(options.graphs != CudaGraphs::On, ConfigError,
+                  "trainer '{}': cuda_graphs: on needs the optimizer to be train::FusedAdam (its learning rate "
+                  "and step count on the device), but this trainer's is another; use cuda_graphs: auto or off",
+                  impl_->who);
+    s.off_because = "the optimizer is not FusedAdam";
   } else {
     impl_->graphs = true;
     s.graphs = true;
     const auto f32 = torch::TensorOptions(torch::kFloat32).device(device);
     impl_->lr = torch::zeros({}, f32);
     impl_->step = torch::zeros({}, f32);
-    optimizer.use_device_scalars(impl_->lr, impl_->step);
+    impl_->fused->use_device_scalars(impl_->lr, impl_->step);
     impl_->device_scalars = true;
     impl_->side = c10::cuda::getStreamFromPool(/*isHighPriority=*/false, device.index());
     impl_->pool = at::cuda::graph_pool_handle();
@@ -240,7 +249,7 @@ std::vector<torch::Tensor> TrainStep::run(const std::vector<torch::Tensor>& inpu
   if (im.graphs) return im.graphed(inputs, lr, body);
   if (im.device_scalars) {  // graphs were on and a capture failed: same tensors, eagerly
     im.lr.fill_(lr);
-    im.step.fill_(static_cast<double>(im.optimizer.steps_taken() + 1));
+    im.step.fill_(static_cast<double>(im.fused->steps_taken() + 1));
     ++im.stats.eager_steps;
     return im.once(inputs, body);
   }

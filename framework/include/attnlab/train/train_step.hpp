@@ -1,8 +1,9 @@
 #pragma once
 // One optimizer step of a trainer: zero the gradients, forward pass and loss (under the run's
-// precision), backward, gradient clipping, FusedAdam at the step's learning rate. On CUDA the
-// whole step can be captured into a CUDA graph and replayed, one kernel launch from the host
-// instead of hundreds (the small models this framework is about are bound by launching them):
+// precision), backward, gradient clipping, the optimizer at the step's learning rate (FusedAdam,
+// or any torch optimizer). On CUDA, with FusedAdam, the whole step can be captured into a CUDA
+// graph and replayed, one kernel launch from the host instead of hundreds (the small models this
+// framework is about are bound by launching them):
 //
 //   cuda_graphs: auto | on | off      (a trainer option; auto = on for a one-process CUDA run)
 //
@@ -64,9 +65,11 @@ class ATTNLAB_API TrainStep {
   using Body = std::function<std::vector<torch::Tensor>(const std::vector<torch::Tensor>& inputs)>;
 
   /// `who` names the trainer in messages. `distributed`: a data-parallel run, which steps eagerly
-  /// (`cuda_graphs: on` is then a ConfigError).
-  TrainStep(const StepOptions& options, torch::Device device, FusedAdam& optimizer, std::vector<torch::Tensor> params,
-            std::string who, bool distributed = false);
+  /// (`cuda_graphs: on` is then a ConfigError). Graphs need the optimizer to be FusedAdam (its
+  /// learning rate and step count as device tensors); another optimizer (torch's SGD) steps
+  /// eagerly, and `cuda_graphs: on` is then a ConfigError.
+  TrainStep(const StepOptions& options, torch::Device device, torch::optim::Optimizer& optimizer,
+            std::vector<torch::Tensor> params, std::string who, bool distributed = false);
   ~TrainStep();
   TrainStep(const TrainStep&) = delete;
   TrainStep& operator=(const TrainStep&) = delete;
