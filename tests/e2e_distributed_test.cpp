@@ -35,6 +35,8 @@ class Distributed : public testutil::RunnerFixture {
     ATTNLAB_REQUIRE(!python.empty(), "ATTNLAB_PYTHON is not set (run through ctest)");
     torchrun_ = (fs::path(python).parent_path() / "torchrun").string();
     ATTNLAB_REQUIRE(fs::exists(torchrun_), "torchrun is not in the suite's venv: " + torchrun_);
+    one_ = tmp_ + "/one.h5";
+    two_ = tmp_ + "/two.h5";
   }
 
   /// `torchrun --standalone --nproc_per_node=N --no-python runner args...`
@@ -45,7 +47,23 @@ class Distributed : public testutil::RunnerFixture {
     return testutil::run_process(torchrun_, a, source_, tmp_);
   }
 
+  /// Trains `experiment` with `overrides` as one process into one_ and as two ranks under torchrun
+  /// into two_ (the ranks' output in pair_); both must complete, the ranks with equal weights.
+  /// Call through ASSERT_NO_FATAL_FAILURE.
+  void train_one_and_two(const std::string& experiment, const std::vector<std::string>& overrides) {
+    auto single = run(with({experiment, "--results", one_, "--quiet"}, overrides));
+    ASSERT_EQ(single.exit_code, 0) << single.err;
+    pair_ = torchrun_runner(2, with({experiment, "--results", two_}, overrides));
+    ASSERT_EQ(pair_.exit_code, 0) << pair_.out << pair_.err;
+    results::ResultsReader b(two_);
+    EXPECT_EQ(b.attr_string("status"), "completed");
+    EXPECT_EQ(b.attr_int("distributed_world_size"), 2);
+    EXPECT_EQ(b.attr_int("distributed_weights_agree"), 1);
+  }
+
   std::string torchrun_;
+  std::string one_, two_;  // the one-process and the two-rank results files
+  testutil::ProcessResult pair_;
 
   static std::vector<std::string> with(std::vector<std::string> a, const std::vector<std::string>& more) {
     a.insert(a.end(), more.begin(), more.end());
@@ -53,32 +71,35 @@ class Distributed : public testutil::RunnerFixture {
   }
 };
 
-/// Every epoch's train and validation loss of `got` equals `want`'s within 1e-5 (relative), and
-/// both have `epochs` rows.
-void expect_same_losses(const results::ResultsReader& got, const results::ResultsReader& want, size_t epochs) {
-  for (const char* group : {"train", "val"}) {
-    const auto g = got.metric(group, "loss"), w = want.metric(group, "loss");
-    ASSERT_EQ(g.size(), epochs) << group;
-    ASSERT_EQ(w.size(), epochs) << group;
+/// Every epoch's value of each "group/name" series of `got` equals `want`'s within 1e-5
+/// (relative), and both have `epochs` rows.
+void expect_same_series(const results::ResultsReader& got, const results::ResultsReader& want,
+                        const std::vector<std::string>& series, size_t epochs) {
+  for (const auto& gn : series) {
+    const auto slash = gn.find('/');
+    const auto group = gn.substr(0, slash), name = gn.substr(slash + 1);
+    const auto g = got.metric(group, name), w = want.metric(group, name);
+    ASSERT_EQ(g.size(), epochs) << gn;
+    ASSERT_EQ(w.size(), epochs) << gn;
     for (size_t i = 0; i < g.size(); ++i) {
-      EXPECT_NEAR(g[i], w[i], 1e-5 * std::max(1.0, std::abs(w[i]))) << group << " loss at epoch " << i + 1;
+      EXPECT_NEAR(g[i], w[i], 1e-5 * std::max(1.0, std::abs(w[i]))) << gn << " at epoch " << i + 1;
     }
   }
 }
 
+/// Every epoch's train and validation loss of `got` equals `want`'s within 1e-5 (relative).
+void expect_same_losses(const results::ResultsReader& got, const results::ResultsReader& want, size_t epochs) {
+  expect_same_series(got, want, {"train/loss", "val/loss"}, epochs);
+}
+
 TEST_F(Distributed, TwoRanksTakeTheStepsOfOneProcessWithTheWholeBatch) {
-  const auto one = tmp_ + "/one.h5", two = tmp_ + "/two.h5";
-  auto single = run(with({"experiments/tests/tiny_synthetic.yaml", "--results", one, "--quiet"}, kOverrides));
-  ASSERT_EQ(single.exit_code, 0) << single.err;
-  auto pair = torchrun_runner(2, with({"experiments/tests/tiny_synthetic.yaml", "--results", two}, kOverrides));
-  ASSERT_EQ(pair.exit_code, 0) << pair.out << pair.err;
+  ASSERT_NO_FATAL_FAILURE(train_one_and_two("experiments/tests/tiny_synthetic.yaml", kOverrides));
+  const auto& pair = pair_;
+  const auto& two = two_;
   EXPECT_TRUE(contains(pair.out + pair.err, "data-parallel: 2 processes (gloo)")) << pair.out << pair.err;
 
-  results::ResultsReader a(one), b(two);
-  EXPECT_EQ(b.attr_string("status"), "completed");
-  EXPECT_EQ(b.attr_int("distributed_world_size"), 2);
+  results::ResultsReader a(one_), b(two_);
   EXPECT_EQ(b.attr_string("distributed_backend"), "gloo");
-  EXPECT_EQ(b.attr_int("distributed_weights_agree"), 1);
   EXPECT_EQ(a.attr_int("distributed_world_size"), 1);
   // The same global batches, the same averaged gradients, the same steps: every epoch's train and
   // validation loss (the latter a function of the weights after the epoch) agree.
@@ -102,6 +123,46 @@ TEST_F(Distributed, TwoRanksTakeTheStepsOfOneProcessWithTheWholeBatch) {
   int files = 0;
   for (const auto& e : fs::directory_iterator(tmp_)) files += e.path().extension() == ".h5" ? 1 : 0;
   EXPECT_EQ(files, 2);
+}
+
+// Every trainer trains data-parallel through the one epoch loop (train/epoch_loop.hpp): two ranks,
+// each on half of every global batch, take the steps of one process with the whole batch. Dropout
+// is off, as above.
+
+// regression (Step-by-Step's corners, norm first): the mean of the batch MSEs, validation run whole
+// by every rank.
+TEST_F(Distributed, TheRegressionTrainerTwoRanksEqualOneProcess) {
+  ASSERT_NO_FATAL_FAILURE(train_one_and_two("experiments/corners_norm_first.yaml",
+                                            {"trainer.max_epochs=3", "dataset.n=64", "dataset.test_n=32",
+                                             "model.dropout=0", "model.ffn_dropout=0"}));
+  results::ResultsReader a(one_), b(two_);
+  EXPECT_EQ(b.attr_int("distributed_rows_per_rank"), 8);  // batches of 16
+  expect_same_series(b, a, {"train/loss", "val/loss", "val/batch_loss_eval_mode", "val/batch_loss_train_mode"}, 3);
+  expect_same_series(b, a, {"test/loss"}, 1);  // the trained model's test predictions
+  EXPECT_FALSE(fs::exists(two_ + ".ckpt"));  // checkpoints stay off unless asked, with any number of ranks
+}
+
+// seq2seq_d2l017: the book's per-sequence loss summed over the batch, on the synthetic tokens. At
+// its lr 0.005 from the first step (no warmup), Adam moves a parameter whose gradient is rounding
+// noise by about lr in the noise's direction, so the sums' different rounding in two ranks grows
+// to 5e-5 in the loss by epoch 2; lr 0.0005 keeps the two runs within 1e-7.
+TEST_F(Distributed, TheD2l017TrainerTwoRanksEqualOneProcess) {
+  ASSERT_NO_FATAL_FAILURE(train_one_and_two("experiments/tests/tiny_synthetic.yaml",
+                                            {"model.encoder.dropout=0", "model.decoder.dropout=0",
+                                             "dataset.num_train=256",
+                                             "trainer={plugin: seq2seq_d2l017, max_epochs: 2, lr: 0.0005}"}));
+  results::ResultsReader a(one_), b(two_);
+  expect_same_series(b, a, {"train/loss", "train/token_loss"}, 2);
+}
+
+// nadaraya_watson: one full-batch SGD step per epoch, each rank predicting half of the training
+// points from all the others; the loss (before the step), w (after it) and the test MSE agree.
+TEST_F(Distributed, TheNadarayaWatsonTrainerTwoRanksEqualOneProcess) {
+  ASSERT_NO_FATAL_FAILURE(train_one_and_two("experiments/nadaraya_watson.yaml", {}));
+  results::ResultsReader a(one_), b(two_);
+  EXPECT_EQ(b.attr_int("distributed_rows_per_rank"), 25);
+  expect_same_series(b, a, {"train/loss", "train/w", "test/mse"}, 5);
+  EXPECT_NEAR(b.attr_double("kernel_w"), a.attr_double("kernel_w"), 1e-5 * std::abs(a.attr_double("kernel_w")));
 }
 
 // torchrun --max-restarts: rank 1 of the first attempt dies after epoch 2; the agent stops rank 0
@@ -240,11 +301,16 @@ TEST_F(Distributed, BadEnvironmentsAndTrainersThatCannotShareAreOneLineErrors) {
     EXPECT_TRUE(contains(r.err, c.want)) << r.err;
     EXPECT_FALSE(fs::exists(tmp_ + "/bad.h5"));
   }
-  // A trainer without data-parallel support refuses two processes before anything is written.
-  const auto r =
-      torchrun_runner(2, {"experiments/corners_norm_first.yaml", "--results", tmp_ + "/c.h5", "trainer.max_epochs=1"});
+  // A trainer without data-parallel support (every trainer of the tree has it through the epoch
+  // loop; this test plugin, written as an out-of-tree trainer might be, does not) refuses two
+  // processes before anything is written.
+  const std::string plugins = testutil::env_or("ATTNLAB_TEST_PLUGIN_DIR", "");
+  ASSERT_FALSE(plugins.empty()) << "ATTNLAB_TEST_PLUGIN_DIR is not set (run through ctest)";
+  const auto r = torchrun_runner(2, {"--plugin-path", plugins + "/attnlab_trainer_test_reporting",
+                                     "experiments/tests/tiny_synthetic.yaml", "--results", tmp_ + "/c.h5",
+                                     "trainer={plugin: test_reporting, max_epochs: 1}"});
   EXPECT_NE(r.exit_code, 0);
-  EXPECT_TRUE(contains(r.out + r.err, "trainer 'regression' does not train data-parallel")) << r.out << r.err;
+  EXPECT_TRUE(contains(r.out + r.err, "trainer 'test_reporting' does not train data-parallel")) << r.out << r.err;
   EXPECT_FALSE(fs::exists(tmp_ + "/c.h5"));
   // One process under torchrun is one process: any trainer runs, nothing is joined.
   const auto alone =

@@ -2,19 +2,21 @@
 // decoder: the trainer builds its NadarayaWatson model around a scorer from the registry
 // (average pooling, the nonparametric Gaussian kernel, or the parametric one with a learnable w),
 // trains it when the scorer has parameters (leave-one-out keys from the training set, SGD, summed
-// squared error), then writes test predictions, the truth and the attention matrix.
+// squared error) through the framework's epoch loop (train/epoch_loop.hpp: data-parallel under
+// torchrun, checkpoints and patience when asked), then writes test predictions, the truth and the
+// attention matrix.
 #include <attnlab/config/binding.hpp>
 #include <attnlab/error.hpp>
 #include <attnlab/nn/attention.hpp>
 #include <attnlab/plugin/registry.hpp>
 #include <attnlab/train/attention_results.hpp>
+#include <attnlab/train/epoch_loop.hpp>
 #include <attnlab/train/trainer.hpp>
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <fmt/format.h>
 #include <torch/torch.h>
 
-#include <chrono>
 #include <cmath>
 #include <iostream>
 
@@ -76,7 +78,84 @@ double mean_entropy(const torch::Tensor& weights) {
   return -(p * torch::log(p.clamp_min(1e-30))).sum(-1).mean().item<double>();
 }
 
-struct Config {
+/// The Gaussian kernel's w (parameter or buffer "attention.scorer.w"); NaN for other scorers.
+double kernel_w(const NadarayaWatson& model) {
+  const std::string name = "attention.scorer.w";
+  const auto params = model->named_parameters();
+  if (const auto* p = params.find(name)) return p->item<double>();
+  const auto buffers = model->named_buffers();
+  if (const auto* b = buffers.find(name)) return b->item<double>();
+  return std::nan("");
+}
+
+/// The test MSE with every training point as a key.
+double test_mse(NadarayaWatson model, const Data& train, const Data& test) {
+  torch::NoGradGuard no_grad;
+  auto y_hat = model->forward_shared(test.x, train.x, train.y);  // [n_test]
+  return (y_hat - test.y).pow(2).mean().item<double>();
+}
+
+/// The book's training as hooks of the epoch loop (attnlab/train/epoch_loop.hpp): every epoch one
+/// full-batch step whose rows are the training points, each predicted from all the others
+/// (leave-one-out keys); the loss is reported as it was before the step, w after it. A
+/// data-parallel rank takes a contiguous part of the rows, with their key sets.
+class NadarayaWatsonHooks final : public train::EpochHooks {
+ public:
+  NadarayaWatsonHooks(train::TrainContext& ctx, NadarayaWatson model, const Data& train, const Data& test, bool half,
+                      bool trains)
+      : ctx_(ctx), model_(std::move(model)), train_(train), test_(test), half_(half), trains_(trains) {
+    const int64_t n = train.x.size(0);
+    auto off_diagonal = torch::eye(n, torch::TensorOptions().dtype(torch::kBool).device(ctx.device)).logical_not();
+    keys_ = train.x.repeat({n, 1}).masked_select(off_diagonal).view({n, n - 1});    // [n, n - 1]
+    values_ = train.y.repeat({n, 1}).masked_select(off_diagonal).view({n, n - 1});  // [n, n - 1]
+  }
+
+  torch::nn::Module& module() override { return *model_; }
+
+  std::vector<data::Batch> batches(const train::TrainContext&, int64_t) override {
+    data::Batch all;  // the training points as one batch's rows: x [n], y [n]
+    all.src = train_.x;
+    all.tgt_out = train_.y;
+    return {all};
+  }
+
+  void begin_epoch(int64_t) override {
+    model_->train(trains_);
+    loss_sum_ = torch::zeros({}, torch::dtype(torch::kDouble).device(ctx_.device));
+  }
+
+  std::vector<torch::Tensor> inputs(const data::Batch& rows, const train::StepShare& share, bool) override {
+    // {queries [r], their keys [r, n - 1], values [r, n - 1], targets [r]}
+    return {rows.src, keys_.slice(0, share.begin, share.end), values_.slice(0, share.begin, share.end), rows.tgt_out};
+  }
+
+  /// The summed squared error (halved with loss: half_sse): a sum over the rows either way.
+  std::vector<torch::Tensor> loss(const std::vector<torch::Tensor>& in, bool) override {
+    auto y_hat = model_->forward(in[0], in[1], in[2]);               // [r]
+    return {(y_hat - in[3]).pow(2).sum() * (half_ ? 0.5 : 1.0)};  // scalar
+  }
+
+  void after_step(const std::vector<torch::Tensor>& outs, const data::Batch&, const train::StepShare&) override {
+    loss_sum_ += outs[0].to(torch::kDouble);
+  }
+
+  void end_epoch(train::EpochReport& r, const train::EpochEnd& end) override {
+    r.train["loss"] = end.sum({loss_sum_.item<double>()})[0];  // before this epoch's step, as the book prints it
+    if (auto w = kernel_w(model_); !std::isnan(w)) r.train["w"] = w;
+    if (ctx_.results != nullptr) ctx_.results->append_metric("test", "mse", test_mse(model_, train_, test_));
+  }
+
+ private:
+  train::TrainContext& ctx_;
+  NadarayaWatson model_;
+  const Data& train_;
+  const Data& test_;
+  bool half_, trains_;
+  torch::Tensor keys_, values_;  // [n, n - 1] each: row i leaves training point i out
+  torch::Tensor loss_sum_;
+};
+
+struct Config : train::LoopConfig {
   std::string variant = "parametric";  // average | nonparametric | parametric
   config::Node scorer;                 // {} = the variant's
   int64_t max_epochs = 5;
@@ -87,8 +166,7 @@ struct Config {
 
 class NadarayaWatsonTrainer final : public train::Trainer {
  public:
-  NadarayaWatsonTrainer(const Config& c, const config::Options& o, const plugin::BuildContext& ctx)
-      : variant_(c.variant), epochs_(c.max_epochs), lr_(c.lr), half_(c.half_sse) {
+  NadarayaWatsonTrainer(const Config& c, const config::Options& o, const plugin::BuildContext& ctx) : c_(c) {
     ATTNLAB_CHECK(ctx.registry != nullptr, PluginError, "{}: {} needs a plugin registry to create its scorer",
                   o.resolved().where(), o.owner());
     nn::ScorerContext scalars;  // scalar queries (test inputs) and keys (training inputs), one head
@@ -100,7 +178,9 @@ class NadarayaWatsonTrainer final : public train::Trainer {
     trains_ = !model_->parameters().empty();
   }
 
-  int64_t max_epochs() const override { return trains_ ? epochs_ : 1; }
+  int64_t max_epochs() const override { return trains_ ? c_.max_epochs : 1; }
+  bool can_resume() const override { return c_.checkpoints; }
+  bool supports_distributed() const override { return true; }
   void check(const train::TrainContext& ctx) const override {
     ATTNLAB_CHECK(!ctx.model && !ctx.custom, ConfigError,
                   "it builds its own kernel regression model: remove the experiment's model section");
@@ -113,33 +193,17 @@ class NadarayaWatsonTrainer final : public train::Trainer {
     test_ = load(*ctx.dataset, data::Split::Test, ctx.device);
     const int64_t n = train_.x.size(0);
     ATTNLAB_CHECK(n >= 2, DataError, "nadaraya_watson needs at least 2 training points, found {}", n);
-    // Leave-one-out: training point i is predicted from every other training point.
-    auto off_diagonal = torch::eye(n, torch::TensorOptions().dtype(torch::kBool).device(ctx.device)).logical_not();
-    auto keys = train_.x.repeat({n, 1}).masked_select(off_diagonal).view({n, n - 1});    // [n, n - 1]
-    auto values = train_.y.repeat({n, 1}).masked_select(off_diagonal).view({n, n - 1});  // [n, n - 1]
     std::unique_ptr<torch::optim::SGD> opt;
-    if (trains_) opt = std::make_unique<torch::optim::SGD>(model_->parameters(), torch::optim::SGDOptions(lr_));
-    for (int64_t epoch = 1; epoch <= max_epochs(); ++epoch) {
-      const auto start = std::chrono::steady_clock::now();
-      model_->train(trains_);
-      auto y_hat = model_->forward(train_.x, keys, values);               // [n]
-      auto loss = (y_hat - train_.y).pow(2).sum() * (half_ ? 0.5 : 1.0);  // scalar
-      if (trains_) {
-        opt->zero_grad();
-        loss.backward();
-        opt->step();
-      }
-      train::EpochReport r;
-      r.epoch = epoch;
-      r.train["loss"] = loss.item<double>();  // before this epoch's step, as the book prints it
-      if (auto w = kernel_w(); !std::isnan(w)) r.train["w"] = w;
-      ctx.results->append_metric("test", "mse", test_mse());
-      r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      ctx.on_epoch(r);
-      if (!std::isfinite(r.train["loss"])) return train::FitResult::Diverged;
-      if (ctx.stopped()) return train::FitResult::Interrupted;
-    }
-    return train::FitResult::Completed;
+    if (trains_) opt = std::make_unique<torch::optim::SGD>(model_->parameters(), torch::optim::SGDOptions(c_.lr));
+    NadarayaWatsonHooks hooks(ctx, model_, train_, test_, c_.half_sse, trains_);
+    // torch's SGD steps eagerly: TrainStep's CUDA graphs need FusedAdam, so this trainer has none.
+    return train::run_epochs(ctx, hooks, opt.get(),
+                             {.who = "nadaraya_watson",
+                              .max_epochs = max_epochs(),
+                              .loop = c_,
+                              .step = {.graphs = train::CudaGraphs::Off, .precision = ctx.precision},
+                              .record_graphs = false,
+                              .schedule = {.lr = c_.lr}});
   }
 
   void evaluate(train::TrainContext& ctx) override {
@@ -163,10 +227,11 @@ class NadarayaWatsonTrainer final : public train::Trainer {
     const double mse = (y_hat - test_.y).pow(2).mean().item<double>();
     res.set_attr("test_mse", mse);
     res.set_attr("attention_entropy", entropy);
-    if (auto w = kernel_w(); !std::isnan(w)) res.set_attr("kernel_w", w);
+    const double w = kernel_w(model_);
+    if (!std::isnan(w)) res.set_attr("kernel_w", w);
     res.flush();
-    std::cout << fmt::format("nadaraya_watson {}: test MSE {:.4f}, mean attention entropy {:.3f} nats{}", variant_, mse,
-                             entropy, std::isnan(kernel_w()) ? std::string() : fmt::format(", w {:.3f}", kernel_w()))
+    std::cout << fmt::format("nadaraya_watson {}: test MSE {:.4f}, mean attention entropy {:.3f} nats{}", c_.variant,
+                             mse, entropy, std::isnan(w) ? std::string() : fmt::format(", w {:.3f}", w))
               << std::endl;
   }
 
@@ -199,22 +264,6 @@ class NadarayaWatsonTrainer final : public train::Trainer {
     return node;
   }
 
-  /// The Gaussian kernel's w (parameter or buffer "attention.scorer.w"); NaN for other scorers.
-  double kernel_w() const {
-    const std::string name = "attention.scorer.w";
-    const auto params = model_->named_parameters();
-    if (const auto* p = params.find(name)) return p->item<double>();
-    const auto buffers = model_->named_buffers();
-    if (const auto* b = buffers.find(name)) return b->item<double>();
-    return std::nan("");
-  }
-
-  double test_mse() {
-    torch::NoGradGuard no_grad;
-    auto y_hat = model_->forward_shared(test_.x, train_.x, train_.y);  // [n_test]
-    return (y_hat - test_.y).pow(2).mean().item<double>();
-  }
-
   static std::vector<std::string> labels(const torch::Tensor& x) {
     auto cpu = x.to(torch::kCPU, torch::kDouble).contiguous();
     std::vector<std::string> out;
@@ -222,10 +271,7 @@ class NadarayaWatsonTrainer final : public train::Trainer {
     return out;
   }
 
-  std::string variant_;
-  int64_t epochs_;
-  double lr_;
-  bool half_;
+  Config c_;
   bool trains_ = false;
   NadarayaWatson model_{nullptr};
   Data train_, test_;
@@ -246,14 +292,18 @@ const config::Binding<Config>& binding() {
                   "half_sse: sum of squared errors / 2; sse: the sum itself (d2l 0.17's PyTorch MSELoss(reduction="
                   "'none').sum())")
           .option("init_w", &Config::init_w,
-                  "parametric variant's initial w (negative = U(0, 1) from the seed, as torch.rand)");
+                  "parametric variant's initial w (negative = U(0, 1) from the seed, as torch.rand)")
+          .include(train::checkpoint_options("lowest training loss"))
+          .include(train::patience_option("the training loss"));
   return b;
 }
 
 config::Schema schema() { return binding().schema(); }
 
 std::shared_ptr<train::Trainer> make(const config::Options& o, const plugin::BuildContext& ctx) {
-  return std::make_shared<NadarayaWatsonTrainer>(binding().read(o), o, ctx);
+  const Config c = binding().read(o);
+  train::check_loop_options(c, o);
+  return std::make_shared<NadarayaWatsonTrainer>(c, o, ctx);
 }
 
 }  // namespace

@@ -2,13 +2,16 @@
 // mini-batches; training is teacher-forced in train mode, validation predicts autoregressively in
 // eval mode (the book's model switches on self.training). Per epoch it also records the loss of
 // the first validation batch in train mode (dropout on, teacher forcing) and in eval mode: the
-// book's observation that dropout makes the training-mode loss the larger one.
+// book's observation that dropout makes the training-mode loss the larger one. The epoch loop is the
+// framework's (train/epoch_loop.hpp): data-parallel under torchrun, CUDA graphs, and checkpoints
+// and patience when asked (both off by default: the book's runs keep no checkpoints).
 // evaluate(): test predictions, their labels (corner directions) and attention into the results.
 #include <attnlab/config/binding.hpp>
 #include <attnlab/data/labels.hpp>
 #include <attnlab/error.hpp>
 #include <attnlab/nn/regression.hpp>
 #include <attnlab/train/attention_results.hpp>
+#include <attnlab/train/epoch_loop.hpp>
 #include <attnlab/train/optim.hpp>
 #include <attnlab/train/train_step.hpp>
 #include <attnlab/train/trainer.hpp>
@@ -16,8 +19,9 @@
 #include <fmt/format.h>
 #include <torch/torch.h>
 
-#include <chrono>
+#include <algorithm>
 #include <cmath>
+#include <map>
 
 namespace {
 using namespace attnlab;
@@ -30,6 +34,15 @@ torch::Tensor masked_mse(const torch::Tensor& pred, const torch::Tensor& target,
   auto mask = (steps < valid_lens.unsqueeze(1)).unsqueeze(2).to(pred.dtype());  // [B, T, 1]
   auto count = mask.sum() * static_cast<double>(pred.size(2));                  // valid values
   return ((pred - target).pow(2) * mask).sum() / count.clamp_min(1.0);
+}
+
+/// The squared errors summed over the valid target steps (the numerator of masked_mse), for a
+/// data-parallel rank's part of a batch. pred, target [B, T, F], valid_lens [B] or undefined -> scalar
+torch::Tensor masked_sse(const torch::Tensor& pred, const torch::Tensor& target, const torch::Tensor& valid_lens) {
+  if (!valid_lens.defined()) return (pred - target).pow(2).sum();
+  auto steps = torch::arange(pred.size(1), valid_lens.options()).unsqueeze(0);  // [1, T]
+  auto mask = (steps < valid_lens.unsqueeze(1)).unsqueeze(2).to(pred.dtype());  // [B, T, 1]
+  return ((pred - target).pow(2) * mask).sum();
 }
 
 /// "(-1.02, 0.97)" for a point [F]
@@ -46,33 +59,104 @@ std::vector<std::string> point_labels(const torch::Tensor& seq) {  // seq [T, F]
   return out;
 }
 
-double seconds_since(std::chrono::steady_clock::time_point t) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
-}
-
-struct Config : train::GraphConfig {
+struct Config : train::GraphConfig, train::LoopConfig {
   int64_t max_epochs = 50;
   double lr = 0.01;
   int64_t attention_samples = 4;
   bool validate = true;
 };
 
+/// The book's training as hooks of the epoch loop (attnlab/train/epoch_loop.hpp): teacher-forced
+/// steps, the epoch's train loss as the mean of its batches' losses, the validation losses.
+class RegressionHooks final : public train::EpochHooks {
+ public:
+  RegressionHooks(const Config& c, train::TrainContext& ctx, std::shared_ptr<nn::SequenceRegressor> model)
+      : c_(c), ctx_(ctx), model_(std::move(model)) {}
+
+  torch::nn::Module& module() override { return *model_; }
+
+  void begin_epoch(int64_t epoch) override {
+    EpochHooks::begin_epoch(epoch);
+    loss_sum_ = torch::zeros({}, torch::dtype(torch::kDouble).device(ctx_.device));  // on device, read once
+    batches_ = 0;
+  }
+
+  /// The batch's mean squared error divides by its valid values.
+  double normalizer(const data::Batch& global) const override {
+    const auto& t = global.tgt_out;  // [B, T, F]
+    if (!global.tgt_valid_lens.defined()) return static_cast<double>(t.numel());
+    return static_cast<double>(global.tgt_valid_lens.sum().item<int64_t>() * t.size(2));
+  }
+
+  std::vector<torch::Tensor> inputs(const data::Batch& rows, const train::StepShare&, bool) override {
+    auto b = rows.to(ctx_.device);
+    std::vector<torch::Tensor> in{b.src, b.tgt_in, b.tgt_out};
+    if (b.tgt_valid_lens.defined()) in.push_back(b.tgt_valid_lens);
+    return in;
+  }
+
+  std::vector<torch::Tensor> loss(const std::vector<torch::Tensor>& in, bool summed) override {
+    auto pred = model_->forward(in[0], in[1]);  // [B, T, F]
+    const auto lens = in.size() > 3 ? in[3] : torch::Tensor();
+    return {summed ? masked_sse(pred, in[2], lens) : masked_mse(pred, in[2], lens)};
+  }
+
+  void after_step(const std::vector<torch::Tensor>& outs, const data::Batch&, const train::StepShare& share) override {
+    // One process: the batch's mean; a data-parallel rank: its share of that mean.
+    loss_sum_ += share.whole ? outs[0].to(torch::kDouble) : outs[0].to(torch::kDouble) / share.normalizer;
+    if (share.begin == 0) ++batches_;  // every global batch once, on the rank holding its first row
+  }
+
+  void end_epoch(train::EpochReport& r, const train::EpochEnd& end) override {
+    const auto all = end.sum({loss_sum_.item<double>(), static_cast<double>(batches_)});
+    r.train["loss"] = all[0] / std::max(all[1], 1.0);  // the book's mean of batch losses
+    r.train["seconds"] = end.seconds();
+    if (c_.validate && ctx_.dataset->has_split(data::Split::Val)) validation(r.val);
+  }
+
+ private:
+  /// Every rank of a data-parallel run computes the whole validation with the same weights.
+  void validation(std::map<std::string, double>& out) {
+    torch::NoGradGuard no_grad;
+    auto batches = ctx_.dataset->batches(data::Split::Val, false, ctx_.seed);
+    if (batches.empty()) return;
+    model_->eval();
+    double sum = 0.0;
+    for (const auto& cpu_batch : batches) {
+      auto b = cpu_batch.to(ctx_.device);
+      sum += masked_mse(model_->predict(b.src, b.tgt_out.size(1)), b.tgt_out, b.tgt_valid_lens).item<double>();
+    }
+    out["loss"] = sum / static_cast<double>(batches.size());
+    // The first validation batch as the book's model sees it in each mode.
+    auto first = batches.front().to(ctx_.device);
+    out["batch_loss_eval_mode"] =
+        masked_mse(model_->predict(first.src, first.tgt_out.size(1)), first.tgt_out, first.tgt_valid_lens)
+            .item<double>();
+    model_->train();
+    out["batch_loss_train_mode"] =
+        masked_mse(model_->forward(first.src, first.tgt_in), first.tgt_out, first.tgt_valid_lens).item<double>();
+  }
+
+  const Config& c_;
+  train::TrainContext& ctx_;
+  std::shared_ptr<nn::SequenceRegressor> model_;
+  torch::Tensor loss_sum_;
+  int64_t batches_ = 0;
+};
+
 class RegressionTrainer final : public train::Trainer {
  public:
-  explicit RegressionTrainer(const Config& c)
-      : max_epochs_(c.max_epochs),
-        lr_(c.lr),
-        attention_samples_(c.attention_samples),
-        validate_(c.validate),
-        graphs_(c) {}
+  explicit RegressionTrainer(const Config& c) : c_(c) {}
 
-  int64_t max_epochs() const override { return max_epochs_; }
+  int64_t max_epochs() const override { return c_.max_epochs; }
+  bool can_resume() const override { return c_.checkpoints; }
+  bool supports_distributed() const override { return true; }
 
   void check(const train::TrainContext& ctx) const override {
     regressor(ctx);
     ATTNLAB_CHECK(ctx.dataset != nullptr && ctx.dataset->info().num_features > 0, ConfigError,
                   "it regresses continuous sequences, but the dataset has no features (a token dataset?)");
-    train::check_graph_options(graphs_, ctx);
+    train::check_graph_options(c_, ctx);
   }
 
   int64_t num_parameters(const train::TrainContext& ctx) const override {
@@ -81,41 +165,14 @@ class RegressionTrainer final : public train::Trainer {
 
   train::FitResult fit(train::TrainContext& ctx) override {
     auto model = regressor(ctx);
-    train::FusedAdam opt(model->parameters(), torch::optim::AdamOptions(lr_));
-    train::TrainStep stepper(train::step_options(graphs_, /*gradient_clip=*/0.0, ctx.precision), ctx.device, opt,
-                             model->parameters(), "regression");
-    const train::TrainStep::Body body = [&](const std::vector<torch::Tensor>& in) {
-      auto pred = model->forward(in[0], in[1]);  // [B, T, F]
-      return std::vector<torch::Tensor>{masked_mse(pred, in[2], in.size() > 3 ? in[3] : torch::Tensor())};
-    };
-    const bool has_val = validate_ && ctx.dataset->has_split(data::Split::Val);
-    for (int64_t epoch = 1; epoch <= max_epochs_; ++epoch) {
-      const auto start = std::chrono::steady_clock::now();
-      model->train();
-      auto loss_sum = torch::zeros({}, torch::dtype(torch::kDouble).device(ctx.device));  // on device, read once
-      int64_t batches = 0;
-      for (const auto& cpu_batch : ctx.dataset->batches(data::Split::Train, true, ctx.seed + epoch)) {
-        if (ctx.stopped()) return train::FitResult::Interrupted;
-        auto b = cpu_batch.to(ctx.device);
-        std::vector<torch::Tensor> inputs{b.src, b.tgt_in, b.tgt_out};
-        if (b.tgt_valid_lens.defined()) inputs.push_back(b.tgt_valid_lens);
-        loss_sum += stepper.run(inputs, lr_, body)[0].to(torch::kDouble);
-        ++batches;
-      }
-      if (ctx.results != nullptr) stepper.record(*ctx.results);
-      train::EpochReport r;
-      r.epoch = epoch;
-      const double train_loss = loss_sum.item<double>() /
-                                static_cast<double>(std::max<int64_t>(batches, 1));  // the book's mean of batch losses
-      r.train["loss"] = train_loss;
-      r.train["seconds"] = seconds_since(start);
-      if (has_val) validation(ctx, *model, r.val);
-      r.seconds = seconds_since(start);
-      ctx.on_epoch(r);
-      if (!std::isfinite(train_loss)) return train::FitResult::Diverged;
-      if (ctx.stopped()) return train::FitResult::Interrupted;
-    }
-    return train::FitResult::Completed;
+    train::FusedAdam opt(model->parameters(), torch::optim::AdamOptions(c_.lr));
+    RegressionHooks hooks(c_, ctx, model);
+    return train::run_epochs(ctx, hooks, &opt,
+                             {.who = "regression",
+                              .max_epochs = c_.max_epochs,
+                              .loop = c_,
+                              .step = train::step_options(c_, /*gradient_clip=*/0.0, ctx.precision),
+                              .schedule = {.lr = c_.lr}});
   }
 
   void evaluate(train::TrainContext& ctx) override {
@@ -170,31 +227,11 @@ class RegressionTrainer final : public train::Trainer {
     return model;
   }
 
-  void validation(train::TrainContext& ctx, nn::SequenceRegressor& model, std::map<std::string, double>& out) {
-    torch::NoGradGuard no_grad;
-    auto batches = ctx.dataset->batches(data::Split::Val, false, ctx.seed);
-    if (batches.empty()) return;
-    model.eval();
-    double sum = 0.0;
-    for (const auto& cpu_batch : batches) {
-      auto b = cpu_batch.to(ctx.device);
-      sum += masked_mse(model.predict(b.src, b.tgt_out.size(1)), b.tgt_out, b.tgt_valid_lens).item<double>();
-    }
-    out["loss"] = sum / static_cast<double>(batches.size());
-    // The first validation batch as the book's model sees it in each mode.
-    auto first = batches.front().to(ctx.device);
-    out["batch_loss_eval_mode"] =
-        masked_mse(model.predict(first.src, first.tgt_out.size(1)), first.tgt_out, first.tgt_valid_lens).item<double>();
-    model.train();
-    out["batch_loss_train_mode"] =
-        masked_mse(model.forward(first.src, first.tgt_in), first.tgt_out, first.tgt_valid_lens).item<double>();
-  }
-
   /// Attention of the first attention_samples rows: "test 0 (clockwise)" -> encoder_self,
   /// decoder_self, decoder_cross, each [layers, heads, Q, K] with the points as labels.
   void record_attention(train::TrainContext& ctx, nn::SequenceRegressor& model, const torch::Tensor& src,
                         const torch::Tensor& pred, const std::vector<std::string>& label_text) {
-    const int64_t k = std::min<int64_t>(attention_samples_, src.size(0));
+    const int64_t k = std::min<int64_t>(c_.attention_samples, src.size(0));
     if (k <= 0) return;
     auto s = src.narrow(0, 0, k);  // [k, S, F]
     nn::AttentionRecorder recorder;
@@ -213,11 +250,7 @@ class RegressionTrainer final : public train::Trainer {
     }
   }
 
-  int64_t max_epochs_;
-  double lr_;
-  int64_t attention_samples_;
-  bool validate_;
-  train::GraphConfig graphs_;
+  Config c_;
 };
 
 const config::Binding<Config>& binding() {
@@ -227,7 +260,9 @@ const config::Binding<Config>& binding() {
           .option("lr", &Config::lr, "Adam learning rate", {.min = 0.0})
           .option("attention_samples", &Config::attention_samples,
                   "test sequences whose attention is recorded after training", {.min = 0})
-          .option("validate", &Config::validate, "compute the validation losses after every epoch"),
+          .option("validate", &Config::validate, "compute the validation losses after every epoch")
+          .include(train::checkpoint_options("lowest validation loss"))
+          .include(train::patience_option("val/loss (train/loss without validation)")),
       /*pads=*/false);
   return b;
 }
@@ -235,7 +270,9 @@ const config::Binding<Config>& binding() {
 config::Schema schema() { return binding().schema(); }
 
 std::shared_ptr<train::Trainer> make(const config::Options& o, const plugin::BuildContext&) {
-  return std::make_shared<RegressionTrainer>(binding().read(o));
+  const Config c = binding().read(o);
+  train::check_loop_options(c, o);
+  return std::make_shared<RegressionTrainer>(c);
 }
 
 }  // namespace

@@ -13,7 +13,7 @@
 // CUDA the whole step is a replayed CUDA graph per batch shape (cuda_graphs: auto), the batches
 // padded to a few shapes (cuda_graph_pad), under the experiment's precision.
 #include <attnlab/config/binding.hpp>
-#include <attnlab/train/checkpoint.hpp>
+#include <attnlab/train/epoch_loop.hpp>
 #include <attnlab/train/loss.hpp>
 #include <attnlab/train/optim.hpp>
 #include <attnlab/train/schedule.hpp>
@@ -22,17 +22,16 @@
 #include <attnlab/train/translate.hpp>
 
 #include <fmt/format.h>
-#include <spdlog/spdlog.h>
 #include <torch/torch.h>
 
-#include <chrono>
+#include <algorithm>
 #include <cmath>
-#include <filesystem>
+#include <map>
 
 namespace {
 using namespace attnlab;
 
-struct Config : train::GraphConfig {
+struct Config : train::GraphConfig, train::LoopConfig {
   int64_t max_epochs = 30;
   double lr = 0.001;
   double adam_beta1 = 0.9;
@@ -42,236 +41,121 @@ struct Config : train::GraphConfig {
   double rdrop_alpha = 0;
   bool validate = true;
   config::Node schedule;
-  bool checkpoints = true;
-  int64_t keep_checkpoints = 0;
   bool val_bleu = false;
   bool best_by_bleu = false;
-  int64_t patience = 0;
 };
 
-class Seq2SeqTrainer final : public train::Trainer {
+/// The seq2seq trainer's part of the epoch loop (attnlab/train/epoch_loop.hpp): teacher-forced
+/// steps on token batches (padded to bucket shapes under CUDA graphs), the epoch's train loss and
+/// tokens/s, validation loss and BLEU, best.pt by val/loss or val/bleu.
+class Seq2SeqHooks final : public train::EpochHooks {
  public:
-  Seq2SeqTrainer(const Config& c, train::LrSchedule schedule)
-      : max_epochs_(c.max_epochs),
-        clip_(c.gradient_clip),
-        smoothing_(c.label_smoothing),
-        rdrop_(c.rdrop_alpha),
-        betas_(c.adam_beta1, c.adam_beta2),
-        validate_(c.validate),
-        checkpoints_(c.checkpoints),
-        keep_(c.keep_checkpoints),
-        by_bleu_(c.best_by_bleu),
-        val_bleu_(c.val_bleu || by_bleu_),
-        patience_(c.patience),
-        graphs_(c),
-        schedule_(schedule) {}
+  Seq2SeqHooks(const Config& c, train::TrainContext& ctx)
+      : c_(c),
+        ctx_(ctx),
+        model_(ctx.model),
+        objective_{.pad = ctx.dataset->info().pad_id,
+                   .probabilities = model_->decoder().outputs_probabilities(),
+                   .label_smoothing = c.label_smoothing} {}
 
-  int64_t max_epochs() const override { return max_epochs_; }
-  bool can_resume() const override { return checkpoints_; }
-  bool supports_distributed() const override { return true; }
+  torch::nn::Module& module() override { return *model_; }
 
-  void check(const train::TrainContext& ctx) const override {
-    ATTNLAB_CHECK(ctx.model, ConfigError,
-                  "it trains an encoder + decoder: the experiment needs model: {{encoder: ..., decoder: ...}}");
-    ATTNLAB_CHECK(ctx.dataset != nullptr && ctx.dataset->info().tgt_vocab_size > 0, ConfigError,
-                  "it trains on token sequences, but the dataset has no target vocabulary");
-    ATTNLAB_CHECK(!val_bleu_ || ctx.dataset->has_split(data::Split::Val), ConfigError,
-                  "{} translates the validation split, but the dataset has none",
-                  by_bleu_ ? "best_by: bleu" : "val_bleu: true");
-    ATTNLAB_CHECK(!val_bleu_ || validate_, ConfigError, "{} is a validation metric, but validate: false",
-                  by_bleu_ ? "best_by: bleu" : "val_bleu: true");
-    train::check_graph_options(graphs_, ctx);
+  void begin_epoch(int64_t epoch) override {
+    EpochHooks::begin_epoch(epoch);
+    loss_sum_ = torch::zeros({}, torch::dtype(torch::kDouble).device(ctx_.device));  // on device, read once
+    tokens_ = 0;
   }
 
-  train::FitResult fit(train::TrainContext& ctx) override {
-    check(ctx);
-    auto& model = ctx.model;
-    const auto pad = ctx.dataset->info().pad_id;
-    const train::TokenLoss objective{
-        .pad = pad, .probabilities = model->decoder().outputs_probabilities(), .label_smoothing = smoothing_};
-    train::FusedAdam opt(model->parameters(), torch::optim::AdamOptions(schedule_.at(1)).betas(betas_));
-    auto params = model->parameters();
-    const bool checkpointing = checkpoints_ && !ctx.checkpoint_dir.empty();
-    const auto last_path = (std::filesystem::path(ctx.checkpoint_dir) / "last.pt").string();
-    const auto best_path = (std::filesystem::path(ctx.checkpoint_dir) / "best.pt").string();
-    train::TrainingState st;
-    if (ctx.resume) {
-      st = train::load_checkpoint(last_path, *model, &opt);
-      if (ctx.results != nullptr) ctx.results->truncate_metrics(st.metric_rows);
-      if (ctx.writes_files()) spdlog::info("resuming after epoch {} (step {}) from {}", st.epoch, st.step, last_path);
+  double normalizer(const data::Batch& global) const override {
+    return static_cast<double>(global.tgt_valid_lens.sum().item<int64_t>());  // a mean over the target tokens
+  }
+
+  std::vector<torch::Tensor> inputs(const data::Batch& rows, const train::StepShare&, bool graphed) override {
+    data::Batch shaped = rows;
+    if (graphed) {  // every batch padded to the most rows seen and to lengths of a few multiples
+      bucket_rows_ = std::max(bucket_rows_, rows.size());
+      shaped = data::pad_to_bucket(rows, bucket_rows_, c_.cuda_graph_pad, objective_.pad);
     }
-    // Data-parallel (torchrun): every rank starts from rank 0's weights, trains on its shard of
-    // each global batch, and the reducer averages the gradients during backward.
-    train::Distributed* dist = ctx.distributed;
-    if (dist != nullptr) dist->attach(params, model->buffers());
-    // Forward, loss, backward, clipping and Adam: eagerly, or as a replayed CUDA graph per
-    // (padded) batch shape (attnlab/train/train_step.hpp).
-    train::TrainStep stepper(train::step_options(graphs_, clip_, ctx.precision), ctx.device, opt, params, "seq2seq",
-                             dist != nullptr);
-    int64_t bucket_rows = 0;  // with graphs: every batch padded to the most rows seen
-    for (int64_t epoch = st.epoch + 1; epoch <= max_epochs_; ++epoch) {
-      const auto start = std::chrono::steady_clock::now();
-      model->train();
-      auto loss_sum = torch::zeros({}, torch::dtype(torch::kDouble).device(ctx.device));  // on device, read once
-      int64_t tokens = 0;
-      for (const auto& global : ctx.dataset->batches(data::Split::Train, true, ctx.seed + epoch)) {
-        if (dist != nullptr ? dist->should_stop(ctx.stopped()) : ctx.stopped()) return train::FitResult::Interrupted;
-        const data::Batch cpu_batch = dist != nullptr ? dist->shard(global) : global;
-        data::Batch shaped = cpu_batch;
-        if (stepper.graphed()) {
-          bucket_rows = std::max(bucket_rows, cpu_batch.size());
-          shaped = data::pad_to_bucket(cpu_batch, bucket_rows, graphs_.cuda_graph_pad, pad);
-        }
-        auto b = shaped.to(ctx.device, true);
-        const std::vector<torch::Tensor> inputs{b.src, b.src_valid_lens, b.tgt_in, b.tgt_out};
-        const double lr = schedule_.at(++st.step);
-        int64_t n = 0;  // tokens the loss counts
-        if (dist == nullptr) {
-          const auto outs = stepper.run(inputs, lr, [&](const std::vector<torch::Tensor>& in) {
-            return std::vector<torch::Tensor>{loss(*model, in, objective)};  // mean over non-pad
-          });
-          n = cpu_batch.tgt_valid_lens.sum().item<int64_t>();  // CPU tensor: no device sync
-          loss_sum += outs[0].to(torch::kDouble) * static_cast<double>(n);
-        } else {
-          // This rank's share of the global batch's mean: its token sum times world / global
-          // tokens, so that the reducer's average over ranks is the one-process gradient.
-          const double scale = dist->loss_scale(global);
-          const auto outs = stepper.run(
-              inputs, lr,
-              [&](const std::vector<torch::Tensor>& in) {
-                auto sum = loss(*model, in, summed(objective));
-                return std::vector<torch::Tensor>{sum * scale, sum};
-              },
-              [&] { dist->prepare_for_backward(); });
-          if (scale > 0) {
-            n = cpu_batch.tgt_valid_lens.sum().item<int64_t>();
-            loss_sum += outs[1].to(torch::kDouble);
-          }
-        }
-        if (ctx.results != nullptr) ctx.results->append_metric("step", "lr", lr);
-        tokens += n;
-      }
-      if (ctx.results != nullptr) stepper.record(*ctx.results);
-      // The one read of the epoch; it waits for the device, so the time below includes its work.
-      double loss_total = loss_sum.item<double>(), token_total = static_cast<double>(tokens);
-      if (dist != nullptr) {  // every rank's share: the epoch's numbers are the whole epoch's
-        const auto all = dist->sum({loss_total, token_total});
-        loss_total = all[0];
-        token_total = all[1];
-      }
-      const double train_loss = loss_total / std::max(token_total, 1.0);
-      const double train_seconds = seconds_since(start);
-      train::EpochReport r;
-      r.epoch = epoch;
-      r.train["loss"] = train_loss;
-      r.train["tokens_per_s"] = token_total / std::max(train_seconds, 1e-9);
-      r.train["seconds"] = train_seconds;
-      const bool has_val = validate_ && ctx.dataset->has_split(data::Split::Val);
-      if (has_val) validation_loss(ctx, objective, r.val);
-      if (has_val && val_bleu_) r.val["bleu"] = validation_bleu(ctx);
-      r.seconds = seconds_since(start);
-      ctx.on_epoch(r);
-      if (!std::isfinite(train_loss)) return train::FitResult::Diverged;
-      // The checkpoint follows the flushed metrics, so it never claims rows the file lacks.
-      st.epoch = epoch;
-      const double metric = !has_val ? train_loss : by_bleu_ ? -r.val["bleu"] : r.val["loss"];
-      const bool best = std::isfinite(metric) && metric < st.best_metric;
-      if (best) {
-        st.best_metric = metric;
-        st.best_epoch = epoch;
-      }
-      if (checkpointing && ctx.writes_files()) {
-        if (ctx.results != nullptr) st.metric_rows = ctx.results->metric_rows();
-        // epoch-N.pt before last.pt: a run killed between the two redoes epoch N on resume.
-        if (keep_ > 0) keep_epoch(ctx.checkpoint_dir, epoch, *model, st);
-        train::save_checkpoint(last_path, *model, &opt, st);
-        if (best) train::copy_checkpoint(last_path, best_path);
-      }
-      if (ctx.stopped()) return train::FitResult::Interrupted;
-      if (patience_ > 0 && epoch < max_epochs_ && epoch - st.best_epoch >= patience_) {
-        if (ctx.writes_files()) {
-          spdlog::info("stopping early after epoch {}: {} has not improved for {} epochs (best {:.4g} at epoch {})",
-                       epoch,
-                       by_bleu_  ? "val/bleu"
-                       : has_val ? "val/loss"
-                                 : "train/loss",
-                       patience_, by_bleu_ ? -st.best_metric : st.best_metric, st.best_epoch);
-        }
-        if (ctx.results != nullptr) ctx.results->set_attr("stopped_early_after_epoch", epoch);
-        break;
-      }
-    }
-    return train::FitResult::Completed;
+    auto b = shaped.to(ctx_.device, true);
+    return {b.src, b.src_valid_lens, b.tgt_in, b.tgt_out};
+  }
+
+  /// The training objective of one batch {src, src_valid_lens, tgt_in, tgt_out}: the mean token
+  /// loss (`summed`: the sum), or with rdrop_alpha > 0 R-Drop's, the batch run twice as one of twice
+  /// the rows, so that every pair meets two independent dropout masks.
+  std::vector<torch::Tensor> loss(const std::vector<torch::Tensor>& in, bool summed) override {
+    const train::TokenLoss how = summed ? sum_of(objective_) : objective_;
+    if (c_.rdrop_alpha == 0) return {train::token_loss(model_->forward(in[0], in[1], in[2]), in[3], how)};  // [B, T, V]
+    const auto twice = [](const torch::Tensor& t) { return torch::cat({t, t}); };
+    const auto out = model_->forward(twice(in[0]), twice(in[1]), twice(in[2]));  // [2B, T, V]
+    const auto halves = out.chunk(2, 0);
+    return {train::rdrop_loss(halves[0], halves[1], in[3], how, c_.rdrop_alpha)};
+  }
+
+  void after_step(const std::vector<torch::Tensor>& outs, const data::Batch& rows,
+                  const train::StepShare& share) override {
+    const int64_t n = rows.tgt_valid_lens.sum().item<int64_t>();  // CPU tensor: no device sync
+    // One process: the mean over the batch's tokens; a data-parallel run: this rank's sum.
+    loss_sum_ += share.whole ? outs[0].to(torch::kDouble) * static_cast<double>(n) : outs[0].to(torch::kDouble);
+    tokens_ += n;
+  }
+
+  void end_epoch(train::EpochReport& r, const train::EpochEnd& end) override {
+    // The one read of the epoch; it waits for the device, so the time below includes its work.
+    const auto all = end.sum({loss_sum_.item<double>(), static_cast<double>(tokens_)});
+    const double train_loss = all[0] / std::max(all[1], 1.0);
+    const double train_seconds = end.seconds();
+    r.train["loss"] = train_loss;
+    r.train["tokens_per_s"] = all[1] / std::max(train_seconds, 1e-9);
+    r.train["seconds"] = train_seconds;
+    const bool has_val = c_.validate && ctx_.dataset->has_split(data::Split::Val);
+    if (has_val) validation_loss(r.val);
+    if (has_val && val_bleu()) r.val["bleu"] = validation_bleu();
+  }
+
+  train::Selection selection(const train::EpochReport& r) const override {
+    if (!c_.best_by_bleu || !r.val.count("bleu")) return EpochHooks::selection(r);
+    return {"val/bleu", r.val.at("bleu"), /*higher_is_better=*/true};
   }
 
  private:
-  static double seconds_since(std::chrono::steady_clock::time_point t) {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
-  }
+  bool val_bleu() const { return c_.val_bleu || c_.best_by_bleu; }
 
-  /// epoch-<epoch>.pt: the model's weights and the training state, no Adam moments (a third of
-  /// last.pt's size); epoch files older than the last keep_ epochs are removed, whatever K an
-  /// earlier session of a resumed run kept.
-  void keep_epoch(const std::string& dir, int64_t epoch, const torch::nn::Module& model,
-                  const train::TrainingState& st) const {
-    train::save_checkpoint(train::epoch_checkpoint_path(dir, epoch), model, nullptr, st);
-    for (const auto& kept : train::kept_checkpoints(dir)) {
-      if (kept.epoch > epoch - keep_) continue;
-      std::error_code ec;
-      std::filesystem::remove(kept.path, ec);
-      if (ec) spdlog::warn("could not remove the old checkpoint {}: {}", kept.path, ec.message());
-    }
-  }
-
-  /// val/bleu: sacreBLEU of greedy translations of the validation split, in eval mode. Every rank
-  /// of a data-parallel run translates the whole split with the same weights, so all agree.
-  static double validation_bleu(train::TrainContext& ctx) {
-    ctx.model->eval();
-    const auto t = train::translate_split(ctx.model, *ctx.dataset, data::Split::Val, {});
-    ctx.model->train();
-    return train::score_translation(t).bleu.score;
-  }
-
-  /// The training objective of one batch {src, src_valid_lens, tgt_in, tgt_out}: the token loss,
-  /// or with rdrop_alpha > 0 R-Drop's, the batch run twice as one of twice the rows, so that every
-  /// pair meets two independent dropout masks.
-  torch::Tensor loss(nn::EncoderDecoderImpl& model, const std::vector<torch::Tensor>& in,
-                     const train::TokenLoss& how) const {
-    if (rdrop_ == 0) return train::token_loss(model.forward(in[0], in[1], in[2]), in[3], how);  // [B, T, V]
-    const auto twice = [](const torch::Tensor& t) { return torch::cat({t, t}); };
-    const auto out = model.forward(twice(in[0]), twice(in[1]), twice(in[2]));  // [2B, T, V]
-    const auto halves = out.chunk(2, 0);
-    return train::rdrop_loss(halves[0], halves[1], in[3], how, rdrop_);
-  }
-
-  static train::TokenLoss summed(train::TokenLoss how) {
+  static train::TokenLoss sum_of(train::TokenLoss how) {
     how.reduce = train::TokenLoss::Reduce::sum;
     return how;
   }
 
+  /// val/bleu: sacreBLEU of greedy translations of the validation split, in eval mode. Every rank
+  /// of a data-parallel run translates the whole split with the same weights, so all agree.
+  double validation_bleu() {
+    model_->eval();
+    const auto t = train::translate_split(model_, *ctx_.dataset, data::Split::Val, {});
+    model_->train();
+    return train::score_translation(t).bleu.score;
+  }
+
   /// val/loss: the cross-entropy without label smoothing, comparable across runs and what best.pt
   /// is chosen by; with smoothing also val/smoothed_loss, the training objective on this split.
-  void validation_loss(train::TrainContext& ctx, const train::TokenLoss& objective,
-                       std::map<std::string, double>& out) {
-    auto& model = ctx.model;
-    model->eval();
+  void validation_loss(std::map<std::string, double>& out) {
+    model_->eval();
     torch::NoGradGuard no_grad;
-    const bool smoothing = objective.label_smoothing > 0;
-    train::TokenLoss plain = summed(objective);
+    const bool smoothing = objective_.label_smoothing > 0;
+    train::TokenLoss plain = sum_of(objective_);
     plain.label_smoothing = 0;
-    auto sums = torch::zeros({2}, torch::dtype(torch::kDouble).device(ctx.device));  // plain, smoothed
+    auto sums = torch::zeros({2}, torch::dtype(torch::kDouble).device(ctx_.device));  // plain, smoothed
     int64_t tokens = 0;
-    train::Distributed* dist = ctx.distributed;
-    for (const auto& global : ctx.dataset->batches(data::Split::Val, false, 0)) {
+    train::Distributed* dist = ctx_.distributed;
+    for (const auto& global : ctx_.dataset->batches(data::Split::Val, false, 0)) {
       if (dist != nullptr && dist->loss_scale(global) == 0) continue;  // none of this batch is ours
       const data::Batch cpu_batch = dist != nullptr ? dist->shard(global) : global;
-      auto b = cpu_batch.to(ctx.device, true);
-      auto out = model->forward(b.src, b.src_valid_lens, b.tgt_in);  // [B, T, V]
+      auto b = cpu_batch.to(ctx_.device, true);
+      auto out = model_->forward(b.src, b.src_valid_lens, b.tgt_in);  // [B, T, V]
       sums[0] += train::token_loss(out, b.tgt_out, plain).to(torch::kDouble);
-      if (smoothing) sums[1] += train::token_loss(out, b.tgt_out, summed(objective)).to(torch::kDouble);
+      if (smoothing) sums[1] += train::token_loss(out, b.tgt_out, sum_of(objective_)).to(torch::kDouble);
       tokens += cpu_batch.tgt_valid_lens.sum().item<int64_t>();
     }
-    model->train();
+    model_->train();
     const auto host = sums.cpu();
     double plain_total = host[0].item<double>(), smoothed_total = host[1].item<double>();
     double count = static_cast<double>(tokens);
@@ -285,14 +169,53 @@ class Seq2SeqTrainer final : public train::Trainer {
     if (smoothing) out["smoothed_loss"] = count > 0 ? smoothed_total / count : std::nan("");
   }
 
-  int64_t max_epochs_;
-  double clip_, smoothing_, rdrop_;
-  std::tuple<double, double> betas_;
-  bool validate_, checkpoints_;
-  int64_t keep_;
-  bool by_bleu_, val_bleu_;
-  int64_t patience_;
-  train::GraphConfig graphs_;
+  const Config& c_;
+  train::TrainContext& ctx_;
+  nn::EncoderDecoder model_;
+  const train::TokenLoss objective_;
+  torch::Tensor loss_sum_;
+  int64_t tokens_ = 0;
+  int64_t bucket_rows_ = 0;  // with graphs: every batch padded to the most rows seen
+};
+
+class Seq2SeqTrainer final : public train::Trainer {
+ public:
+  Seq2SeqTrainer(const Config& c, train::LrSchedule schedule) : c_(c), schedule_(schedule) {}
+
+  int64_t max_epochs() const override { return c_.max_epochs; }
+  bool can_resume() const override { return c_.checkpoints; }
+  bool supports_distributed() const override { return true; }
+
+  void check(const train::TrainContext& ctx) const override {
+    ATTNLAB_CHECK(ctx.model, ConfigError,
+                  "it trains an encoder + decoder: the experiment needs model: {{encoder: ..., decoder: ...}}");
+    ATTNLAB_CHECK(ctx.dataset != nullptr && ctx.dataset->info().tgt_vocab_size > 0, ConfigError,
+                  "it trains on token sequences, but the dataset has no target vocabulary");
+    const bool val_bleu = c_.val_bleu || c_.best_by_bleu;
+    ATTNLAB_CHECK(!val_bleu || ctx.dataset->has_split(data::Split::Val), ConfigError,
+                  "{} translates the validation split, but the dataset has none",
+                  c_.best_by_bleu ? "best_by: bleu" : "val_bleu: true");
+    ATTNLAB_CHECK(!val_bleu || c_.validate, ConfigError, "{} is a validation metric, but validate: false",
+                  c_.best_by_bleu ? "best_by: bleu" : "val_bleu: true");
+    train::check_graph_options(c_, ctx);
+  }
+
+  train::FitResult fit(train::TrainContext& ctx) override {
+    check(ctx);
+    train::FusedAdam opt(ctx.model->parameters(),
+                         torch::optim::AdamOptions(schedule_.at(1)).betas({c_.adam_beta1, c_.adam_beta2}));
+    Seq2SeqHooks hooks(c_, ctx);
+    return train::run_epochs(ctx, hooks, &opt,
+                             {.who = "seq2seq",
+                              .max_epochs = c_.max_epochs,
+                              .loop = c_,
+                              .step = train::step_options(c_, c_.gradient_clip, ctx.precision),
+                              .schedule = schedule_,
+                              .record_lr = true});
+  }
+
+ private:
+  Config c_;
   train::LrSchedule schedule_;
 };
 
@@ -322,20 +245,13 @@ const config::Binding<Config>& binding() {
           .node("schedule", &Config::schedule, config::Type::Map, "{type: constant}",
                 "learning-rate schedule: {type: constant|linear_warmup|inverse_sqrt, warmup_steps: N, d_model: D, "
                 "factor: F} (attnlab/train/schedule.hpp)")
-          .option("checkpoints", &Config::checkpoints,
-                  "write <results>.ckpt/last.pt every epoch and best.pt (lowest validation loss); needed for --resume")
-          .option("keep_checkpoints", &Config::keep_checkpoints,
-                  "also keep the weights of the last K epochs as <results>.ckpt/epoch-<N>.pt, for `runner average "
-                  "RUN.h5 --last K` (0 = none; needs checkpoints: true)",
-                  {.min = 0})
+          .include(train::checkpoint_options("lowest validation loss", {.checkpoints = true}))
           .option("val_bleu", &Config::val_bleu,
                   "translate the validation split greedily after every epoch and record val/bleu (sacreBLEU)")
           .choice("best_by", &Config::best_by_bleu, {{"loss", false}, {"bleu", true}},
                   "what picks best.pt (and what patience watches): the lowest val/loss, or the highest val/bleu "
                   "(turns val_bleu on)")
-          .option("patience", &Config::patience,
-                  "stop when the best_by metric has not improved for this many epochs (0 = train max_epochs)",
-                  {.min = 0}),
+          .include(train::patience_option("the best_by metric")),
       /*pads=*/true);
   return b;
 }
@@ -344,12 +260,7 @@ config::Schema schema() { return binding().schema(); }
 
 std::shared_ptr<train::Trainer> make(const config::Options& o, const plugin::BuildContext&) {
   const Config c = binding().read(o);
-  if (c.keep_checkpoints > 0 && !c.checkpoints) {
-    o.fail("keep_checkpoints",
-           fmt::format("keep_checkpoints: {} keeps epoch checkpoints, but checkpoints: false writes "
-                       "none: set checkpoints: true, or keep_checkpoints: 0",
-                       c.keep_checkpoints));
-  }
+  train::check_loop_options(c, o);
   return std::make_shared<Seq2SeqTrainer>(c, train::parse_schedule(c.schedule, c.lr, o.owner()));
 }
 

@@ -7,18 +7,20 @@
 //     cross-entropy divided by num_steps: the "loss 0.020" the book prints. The plain mean token
 //     cross-entropy is reported too, as train/token_loss.
 // Gradients are clipped to global norm 1 (d2l's grad_clipping), Adam, shuffled batches; no
-// validation (d2l 0.17's load_data_nmt has none).
+// validation (d2l 0.17's load_data_nmt has none). The epoch loop is the framework's
+// (train/epoch_loop.hpp): data-parallel under torchrun, CUDA graphs, and checkpoints (best.pt by the
+// training loss) and patience when asked; both are off by default, as the book has neither.
 #include <attnlab/config/binding.hpp>
 #include <attnlab/error.hpp>
 #include <attnlab/nn/fused_gru.hpp>
+#include <attnlab/train/epoch_loop.hpp>
 #include <attnlab/train/optim.hpp>
 #include <attnlab/train/train_step.hpp>
 #include <attnlab/train/trainer.hpp>
 
 #include <torch/torch.h>
 
-#include <chrono>
-#include <cmath>
+#include <algorithm>
 
 namespace {
 using namespace attnlab;
@@ -38,86 +40,105 @@ void xavier_init(torch::nn::Module& model) {
   }
 }
 
-struct Config : train::GraphConfig {
+struct Config : train::GraphConfig, train::LoopConfig {
   int64_t max_epochs = 300;
   double lr = 0.005;
   double gradient_clip = 1.0;
   bool xavier_init = true;  // init: xavier | default
 };
 
+/// d2l 0.17's train_seq2seq as hooks of the epoch loop (attnlab/train/epoch_loop.hpp). Its
+/// objective is a sum over the batch's sequences, so a data-parallel rank's is its rows' sum.
+class D2l017Hooks final : public train::EpochHooks {
+ public:
+  explicit D2l017Hooks(train::TrainContext& ctx) : ctx_(ctx), model_(ctx.model) {}
+
+  torch::nn::Module& module() override { return *model_; }
+
+  void begin_epoch(int64_t epoch) override {
+    EpochHooks::begin_epoch(epoch);
+    const auto sums = torch::dtype(torch::kDouble).device(ctx_.device);
+    loss_sum_ = torch::zeros({}, sums);   // sum of l
+    token_sum_ = torch::zeros({}, sums);  // sum of token CE
+    tokens_ = 0;
+  }
+
+  // The batches are num_steps long, so at most two shapes (full, last): no padding needed.
+  std::vector<torch::Tensor> inputs(const data::Batch& rows, const train::StepShare&, bool) override {
+    auto b = rows.to(ctx_.device, true);
+    return {b.src, b.src_valid_lens, b.tgt_in, b.tgt_out, b.tgt_valid_lens};
+  }
+
+  /// MaskedSoftmaxCELoss summed over the batch (the objective, a sum already with or without
+  /// `summed`), and the summed token cross-entropy.
+  std::vector<torch::Tensor> loss(const std::vector<torch::Tensor>& in, bool) override {
+    auto logits = model_->forward(in[0], in[1], in[2]);  // [B, T, V]
+    const int64_t batch = logits.size(0), steps = logits.size(1);
+    auto ce =
+        torch::nn::functional::cross_entropy(logits.reshape({-1, logits.size(-1)}), in[3].reshape(-1),
+                                             torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kNone))
+            .view({batch, steps});  // [B, T]
+    auto mask =
+        (torch::arange(steps, in[4].options()).unsqueeze(0) < in[4].unsqueeze(1)).to(ce.scalar_type());  // [B, T]
+    auto masked = ce * mask;                                                                             // [B, T]
+    auto l = masked.mean(1);  // [B] MaskedSoftmaxCELoss
+    return {l.sum(), masked.sum()};
+  }
+
+  void after_step(const std::vector<torch::Tensor>& outs, const data::Batch& rows, const train::StepShare&) override {
+    loss_sum_ += outs[0].to(torch::kDouble);
+    token_sum_ += outs[1].to(torch::kDouble);
+    tokens_ += rows.tgt_valid_lens.sum().item<int64_t>();  // CPU tensor: no device sync
+  }
+
+  void end_epoch(train::EpochReport& r, const train::EpochEnd& end) override {
+    // Read the sums first: that waits for the device, so the time below includes its work.
+    const auto all = end.sum({loss_sum_.item<double>(), token_sum_.item<double>(), static_cast<double>(tokens_)});
+    const double n = std::max(all[2], 1.0);
+    const double loss = all[0] / n, token_loss = all[1] / n;
+    const double seconds = end.seconds();
+    r.train["loss"] = loss;
+    r.train["token_loss"] = token_loss;
+    r.train["tokens_per_s"] = all[2] / std::max(seconds, 1e-9);
+    r.train["seconds"] = seconds;
+  }
+
+ private:
+  train::TrainContext& ctx_;
+  nn::EncoderDecoder model_;
+  torch::Tensor loss_sum_, token_sum_;
+  int64_t tokens_ = 0;
+};
+
 class Seq2SeqD2l017Trainer final : public train::Trainer {
  public:
-  explicit Seq2SeqD2l017Trainer(const Config& c)
-      : max_epochs_(c.max_epochs), lr_(c.lr), clip_(c.gradient_clip), xavier_(c.xavier_init), graphs_(c) {}
+  explicit Seq2SeqD2l017Trainer(const Config& c) : c_(c) {}
 
-  int64_t max_epochs() const override { return max_epochs_; }
+  int64_t max_epochs() const override { return c_.max_epochs; }
+  bool can_resume() const override { return c_.checkpoints; }
+  bool supports_distributed() const override { return true; }
 
   void check(const train::TrainContext& ctx) const override {
     ATTNLAB_CHECK(ctx.model, ConfigError,
                   "it trains an encoder + decoder: the experiment needs model: {{encoder: ..., decoder: ...}}");
-    train::check_graph_options(graphs_, ctx);
+    train::check_graph_options(c_, ctx);
   }
 
   train::FitResult fit(train::TrainContext& ctx) override {
     check(ctx);
-    auto& model = ctx.model;
-    if (xavier_) xavier_init(*model);
-    auto params = model->parameters();
-    train::FusedAdam opt(params, torch::optim::AdamOptions(lr_));
-    model->train();
-    // The batches are num_steps long, so at most two shapes (full, last): no padding needed.
-    train::TrainStep stepper(train::step_options(graphs_, clip_, ctx.precision), ctx.device, opt, params,
-                             "seq2seq_d2l017");
-    const train::TrainStep::Body body = [&](const std::vector<torch::Tensor>& in) {
-      auto logits = model->forward(in[0], in[1], in[2]);  // [B, T, V]
-      const int64_t batch = logits.size(0), steps = logits.size(1);
-      auto ce =
-          torch::nn::functional::cross_entropy(logits.reshape({-1, logits.size(-1)}), in[3].reshape(-1),
-                                               torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kNone))
-              .view({batch, steps});  // [B, T]
-      auto mask =
-          (torch::arange(steps, in[4].options()).unsqueeze(0) < in[4].unsqueeze(1)).to(ce.scalar_type());  // [B, T]
-      auto masked = ce * mask;                                                                             // [B, T]
-      auto l = masked.mean(1);  // [B] MaskedSoftmaxCELoss
-      return std::vector<torch::Tensor>{l.sum(), masked.sum()};
-    };
-    for (int64_t epoch = 1; epoch <= max_epochs_; ++epoch) {
-      const auto start = std::chrono::steady_clock::now();
-      auto loss_sum = torch::zeros({}, torch::dtype(torch::kDouble).device(ctx.device));   // sum of l
-      auto token_sum = torch::zeros({}, torch::dtype(torch::kDouble).device(ctx.device));  // sum of token CE
-      int64_t tokens = 0;
-      for (const auto& cpu_batch : ctx.dataset->batches(data::Split::Train, true, ctx.seed + epoch)) {
-        if (ctx.stopped()) return train::FitResult::Interrupted;
-        auto b = cpu_batch.to(ctx.device, true);
-        const auto outs = stepper.run({b.src, b.src_valid_lens, b.tgt_in, b.tgt_out, b.tgt_valid_lens}, lr_, body);
-        loss_sum += outs[0].to(torch::kDouble);
-        token_sum += outs[1].to(torch::kDouble);
-        tokens += cpu_batch.tgt_valid_lens.sum().item<int64_t>();  // CPU tensor: no device sync
-      }
-      if (ctx.results != nullptr) stepper.record(*ctx.results);
-      // Read the sums first: that waits for the device, so the time below includes its work.
-      const double n = static_cast<double>(std::max<int64_t>(tokens, 1));
-      const double loss = loss_sum.item<double>() / n, token_loss = token_sum.item<double>() / n;
-      const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      train::EpochReport r;
-      r.epoch = epoch;
-      r.train["loss"] = loss;
-      r.train["token_loss"] = token_loss;
-      r.train["tokens_per_s"] = static_cast<double>(tokens) / std::max(seconds, 1e-9);
-      r.train["seconds"] = seconds;
-      r.seconds = seconds;
-      ctx.on_epoch(r);
-      if (!std::isfinite(r.train["loss"])) return train::FitResult::Diverged;
-      if (ctx.stopped()) return train::FitResult::Interrupted;
-    }
-    return train::FitResult::Completed;
+    if (c_.xavier_init) xavier_init(*ctx.model);
+    train::FusedAdam opt(ctx.model->parameters(), torch::optim::AdamOptions(c_.lr));
+    D2l017Hooks hooks(ctx);
+    return train::run_epochs(ctx, hooks, &opt,
+                             {.who = "seq2seq_d2l017",
+                              .max_epochs = c_.max_epochs,
+                              .loop = c_,
+                              .step = train::step_options(c_, c_.gradient_clip, ctx.precision),
+                              .schedule = {.lr = c_.lr}});
   }
 
  private:
-  int64_t max_epochs_;
-  double lr_, clip_;
-  bool xavier_;
-  train::GraphConfig graphs_;
+  Config c_;
 };
 
 const config::Binding<Config>& binding() {
@@ -129,7 +150,9 @@ const config::Binding<Config>& binding() {
                   {.min = 0.0})
           .choice("init", &Config::xavier_init, {{"xavier", true}, {"default", false}},
                   "xavier: Xavier-uniform Linear and GRU weights as d2l 0.17's train_seq2seq; default: keep torch's "
-                  "initialisation"),
+                  "initialisation")
+          .include(train::checkpoint_options("lowest training loss"))
+          .include(train::patience_option("the training loss")),
       /*pads=*/false);
   return b;
 }
@@ -137,7 +160,9 @@ const config::Binding<Config>& binding() {
 config::Schema schema() { return binding().schema(); }
 
 std::shared_ptr<train::Trainer> make(const config::Options& o, const plugin::BuildContext&) {
-  return std::make_shared<Seq2SeqD2l017Trainer>(binding().read(o));
+  const Config c = binding().read(o);
+  train::check_loop_options(c, o);
+  return std::make_shared<Seq2SeqD2l017Trainer>(c);
 }
 
 }  // namespace

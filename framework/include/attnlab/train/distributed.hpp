@@ -4,10 +4,11 @@
 // backward). docs/DISTRIBUTED.md.
 //
 // A trainer that supports it (TrainContext::distributed set) trains on its rank's shard of every
-// global batch (the batch a one-process run with the same seed would take), scales its loss with
-// loss_scale() so that the averaged gradients are the global batch's, calls
+// global batch (the batch a one-process run with the same seed would take), scales its loss so
+// that the averaged gradients are the global batch's (loss_scale() for a mean token loss), calls
 // prepare_for_backward() before backward(), reduces its metrics with sum(), agrees on stopping
-// with should_stop(), and writes files only when writes_files().
+// with should_stop(), and writes files only when writes_files(). The epoch loop
+// (train/epoch_loop.hpp) does all of it for the trainers written on it.
 #include <attnlab/data/dataset.hpp>
 #include <attnlab/error.hpp>
 

@@ -1,6 +1,7 @@
 #pragma once
 // Plugin kind "trainer": fit() a model on a dataset, reporting each epoch to the results file
-// through the context. The framework runs the experiment around it (results, samples, signals).
+// through the context; fit() runs the framework's epoch loop (train/epoch_loop.hpp). The framework
+// runs the experiment around it (run/: results, samples, signals).
 #include <attnlab/data/dataset.hpp>
 #include <attnlab/nn/encoder_decoder.hpp>
 #include <attnlab/nn/model.hpp>
@@ -83,7 +84,8 @@ class Trainer {
   /// Whether fit() honours TrainContext::resume (writes checkpoints and restores them exactly).
   virtual bool can_resume() const { return false; }
   /// Whether fit() honours TrainContext::distributed (trains on shards, reduces gradients and
-  /// metrics through it). Other trainers refuse to run under torchrun with more than one process.
+  /// metrics through it): a trainer on the epoch loop (train::run_epochs) does. Other trainers
+  /// refuse to run under torchrun with more than one process.
   virtual bool supports_distributed() const { return false; }
 };
 
