@@ -117,6 +117,41 @@ TEST_F(ResumeTest, ExtendingACompletedRunEqualsTrainingLongerAtOnce) {
   expect_same_run(whole, two);
 }
 
+// The trainers that gained checkpoints with the epoch loop (train/epoch_loop.hpp) resume as exactly
+// as seq2seq: the corner regression (dropout on) and the parametric Nadaraya-Watson kernel, each 2
+// epochs then resumed to 4, equal to 4 at once; without `checkpoints: true` they write none.
+TEST_F(ResumeTest, TheRegressionAndKernelTrainersResumeBitIdenticalWhenAskedToCheckpoint) {
+  const std::vector<std::pair<std::string, std::vector<std::string>>> runs = {
+      {"experiments/tests/tiny_corners.yaml", {"val/loss", "val/batch_loss_train_mode", "test/loss"}},
+      {"experiments/nadaraya_watson.yaml", {"train/w", "test/mse"}}};
+  for (const auto& [experiment, more] : runs) {
+    const auto stem = tmp_ + "/" + fs::path(experiment).stem().string();
+    const auto whole = stem + "-whole.h5", two = stem + "-two.h5", none = stem + "-none.h5";
+    const auto go = [&](const std::string& results, std::vector<std::string> extra) {
+      std::vector<std::string> args = {experiment, "--results", results, "-q", "trainer.checkpoints=true"};
+      args.insert(args.end(), extra.begin(), extra.end());
+      const auto r = run(args);
+      EXPECT_EQ(r.exit_code, 0) << experiment << "\n" << r.out << r.err;
+    };
+    go(whole, {"trainer.max_epochs=4"});
+    go(two, {"trainer.max_epochs=2"});
+    go(two, {"trainer.max_epochs=4", "--resume", two});
+    results::ResultsReader ra(whole), rb(two);
+    EXPECT_EQ(rb.attr_string("status"), "completed") << experiment;
+    std::vector<std::string> series = {"train/loss", "epoch/index"};
+    series.insert(series.end(), more.begin(), more.end());
+    for (const auto& gn : series) {
+      const auto slash = gn.find('/');
+      const auto group = gn.substr(0, slash), name = gn.substr(slash + 1);
+      EXPECT_EQ(ra.metric(group, name), rb.metric(group, name)) << experiment << " " << gn;
+    }
+    EXPECT_EQ(rb.metric("train", "loss").size(), 4u) << experiment;
+    EXPECT_EQ(train::read_training_state(train::checkpoint_dir(two) + "/last.pt").epoch, 4) << experiment;
+    ASSERT_EQ(run({experiment, "--results", none, "-q", "trainer.max_epochs=1"}).exit_code, 0) << experiment;
+    EXPECT_FALSE(fs::exists(train::checkpoint_dir(none))) << experiment;
+  }
+}
+
 TEST_F(ResumeTest, ResumingSetsAsideEvaluationsOfTheReplacedCheckpoints) {
   const auto path = tmp_ + "/scored.h5";
   ASSERT_EQ(run(tiny(path, {"trainer.max_epochs=2"})).exit_code, 0);

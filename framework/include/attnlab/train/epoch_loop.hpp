@@ -129,11 +129,11 @@ class ATTNLAB_API EpochHooks {
 struct LoopOptions {
   std::string who;  // the trainer, in messages ("seq2seq")
   int64_t max_epochs = 1;
-  LoopConfig loop;   // checkpoints, keep_checkpoints, patience
-  StepOptions step;  // CUDA graphs, gradient clipping, precision
+  LoopConfig loop = {};   // checkpoints, keep_checkpoints, patience
+  StepOptions step = {};  // CUDA graphs, gradient clipping, precision
   /// Whether each epoch records TrainStep's cuda_graphs attributes (trainers with graph options).
   bool record_graphs = true;
-  LrSchedule schedule;     // the learning rate at each step; LrSchedule{.lr = lr} is constant
+  LrSchedule schedule = {};  // the learning rate at each step; LrSchedule{.lr = lr} is constant
   bool record_lr = false;  // /metrics/step/lr after every step
 };
 
