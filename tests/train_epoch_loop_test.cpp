@@ -305,7 +305,8 @@ TEST_F(EpochLoop, AResumedFitEqualsOneThatRanThrough) {
   ASSERT_EQ(fit(second, 4, dir_ + "/parts", true), train::FitResult::Completed);
   ASSERT_EQ(reports_.size(), 4u);
   for (size_t i = 0; i < 4; ++i) EXPECT_EQ(reports_[i].train.at("loss"), through[i].train.at("loss")) << i;
-  for (size_t i = 0; i < 2; ++i) EXPECT_TRUE(torch::equal(second.linear->parameters()[i], whole.linear->parameters()[i]));
+  for (size_t i = 0; i < 2; ++i)
+    EXPECT_TRUE(torch::equal(second.linear->parameters()[i], whole.linear->parameters()[i]));
 }
 
 }  // namespace

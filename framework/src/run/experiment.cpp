@@ -89,10 +89,10 @@ struct Built {
 /// Phase 3: the process group under torchrun (null without), and where the run is recorded.
 struct Group {
   std::unique_ptr<train::Distributed> dist;
-  int restart_count = 0;                    // TORCHELASTIC_RESTART_COUNT
-  std::optional<std::string> resume_path;   // --resume, or a torchrun restart's fixed path
-  std::string path;                         // the results file, the same on every rank
-  std::string stored_config;                // a resumed run's /config, as stored
+  int restart_count = 0;                   // TORCHELASTIC_RESTART_COUNT
+  std::optional<std::string> resume_path;  // --resume, or a torchrun restart's fixed path
+  std::string path;                        // the results file, the same on every rank
+  std::string stored_config;               // a resumed run's /config, as stored
 };
 
 /// `--resume RUN.h5`: the file is this experiment's results file and its checkpoint exists.

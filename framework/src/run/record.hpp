@@ -33,8 +33,8 @@ struct RunAttributes {
   std::vector<std::string> plugins;  // the registry's plugins the run used
   int64_t num_parameters = 0;
   int64_t threads = 0;
-  std::string threads_choice;  // threads_choice when `threads: auto` decided ("" = not written)
-  int64_t world_size = 1;      // distributed_world_size
+  std::string threads_choice;    // threads_choice when `threads: auto` decided ("" = not written)
+  int64_t world_size = 1;        // distributed_world_size
   std::string backend = "none";  // distributed_backend
   std::string config_yaml;       // /config: the experiment as it ran, every default filled in
 };

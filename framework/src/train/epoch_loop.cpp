@@ -61,9 +61,8 @@ void keep_epoch(const std::string& dir, int64_t epoch, int64_t keep, const torch
 /// One step of `rows`: through TrainStep (backward and the optimizer), or the loss alone when
 /// there is nothing to train. Returns the hooks' outputs, detached: in a data-parallel run the
 /// rows' summed loss first, whose scaled copy was what backward differentiated.
-std::vector<torch::Tensor> step(EpochHooks& hooks, TrainStep* stepper, const std::vector<torch::Tensor>& in,
-                                double lr, const StepShare& share, Distributed* dist, const LoopOptions& o,
-                                torch::Device device) {
+std::vector<torch::Tensor> step(EpochHooks& hooks, TrainStep* stepper, const std::vector<torch::Tensor>& in, double lr,
+                                const StepShare& share, Distributed* dist, const LoopOptions& o, torch::Device device) {
   if (stepper == nullptr) {
     torch::NoGradGuard no_grad;
     AutocastScope autocast(o.step.precision, device);
@@ -136,8 +135,7 @@ Selection EpochHooks::selection(const EpochReport& r) const {
   return {"train/loss", it != r.train.end() ? it->second : std::numeric_limits<double>::quiet_NaN()};
 }
 
-FitResult run_epochs(TrainContext& ctx, EpochHooks& hooks, torch::optim::Optimizer* optimizer,
-                     const LoopOptions& o) {
+FitResult run_epochs(TrainContext& ctx, EpochHooks& hooks, torch::optim::Optimizer* optimizer, const LoopOptions& o) {
   torch::nn::Module& module = hooks.module();
   const bool checkpointing = o.loop.checkpoints && !ctx.checkpoint_dir.empty();
   const auto last_path = (fs::path(ctx.checkpoint_dir) / "last.pt").string();

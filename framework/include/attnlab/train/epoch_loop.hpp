@@ -134,7 +134,7 @@ struct LoopOptions {
   /// Whether each epoch records TrainStep's cuda_graphs attributes (trainers with graph options).
   bool record_graphs = true;
   LrSchedule schedule = {};  // the learning rate at each step; LrSchedule{.lr = lr} is constant
-  bool record_lr = false;  // /metrics/step/lr after every step
+  bool record_lr = false;    // /metrics/step/lr after every step
 };
 
 /// Trains `hooks.module()` with `optimizer` as above and reports every epoch through
