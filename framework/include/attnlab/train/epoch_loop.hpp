@@ -85,9 +85,9 @@ class ATTNLAB_API EpochEnd {
   Distributed* distributed_;
 };
 
-/// A trainer's part of the loop. Hooks are called in this order each epoch: begin_epoch, then per
-/// global batch normalizer (data-parallel runs), inputs, loss (inside the step), after_step; then
-/// end_epoch and selection.
+/// A trainer's part of the loop. Hooks are called in this order each epoch: begin_epoch, batches,
+/// then per global batch normalizer (data-parallel runs), inputs, loss (inside the step),
+/// after_step; then end_epoch and selection.
 class ATTNLAB_API EpochHooks {
  public:
   virtual ~EpochHooks() = default;
