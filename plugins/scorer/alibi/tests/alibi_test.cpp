@@ -11,6 +11,7 @@
 #include <attnlab/plugin/registry.hpp>
 
 #include "testing/golden.hpp"
+#include "testing/plugins.hpp"
 #include "testing/testing.hpp"
 
 #include <cmath>
@@ -102,16 +103,13 @@ const std::vector<float> kAlibiMha = {
     0.0231499225f, -0.0288859606f, 0.0068503404f, 0.0217717215f, -0.0294617657f, 0.00882688165f};
 // (end of generated values)
 
-class Alibi : public testutil::SeededTest {
+class Alibi : public testutil::RegistryTest {
  protected:
   void SetUp() override {
-    SeededTest::SetUp();
-    registry.discover();
-    ctx.registry = &registry;
+    RegistryTest::SetUp();
     ctx.data.src_vocab_size = 11;
     ctx.data.tgt_vocab_size = 13;
   }
-  static config::Node yaml(const std::string& text) { return config::parse_yaml("x: " + text, "test.yaml").at("x"); }
   /// What a multi-head attention module of `heads` heads of size d tells its scorer.
   static nn::ScorerContext context(int64_t heads, int64_t d, Role role = Role::Self, bool causal = false) {
     nn::ScorerContext c;
@@ -124,9 +122,6 @@ class Alibi : public testutil::SeededTest {
   std::shared_ptr<nn::Scorer> alibi(const std::string& text, const nn::ScorerContext& c) {
     return registry.create<nn::Scorer>(yaml(text), ctx, c);
   }
-
-  plugin::Registry registry;
-  plugin::BuildContext ctx;
 };
 
 TEST_F(Alibi, SlopesAreThePapers) {
