@@ -407,6 +407,7 @@ int run_experiment(const RunOptions& ro) {
                  path);
   }
   res.write_config(config_yaml);
+  dataset->write_results(res);  // the dataset's own data and figures
   res.flush();
 
   Progress progress(trainer->max_epochs(), ro.quiet);
