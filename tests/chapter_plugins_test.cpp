@@ -7,6 +7,7 @@
 #include <attnlab/nn/transformer.hpp>
 #include <attnlab/plugin/registry.hpp>
 
+#include "testing/plugins.hpp"
 #include "testing/testing.hpp"
 
 #include <functional>
@@ -18,25 +19,19 @@ using namespace attnlab;
 using testutil::message_of;
 using Sizes = std::vector<int64_t>;
 
-class ChapterPlugins : public testutil::SeededTest {
+class ChapterPlugins : public testutil::RegistryTest {
  protected:
   void SetUp() override {
-    SeededTest::SetUp();
-    registry.discover();
-    ctx.registry = &registry;
+    RegistryTest::SetUp();
     ctx.data.src_vocab_size = 20;
     ctx.data.tgt_vocab_size = 21;
   }
-  config::Node yaml(const std::string& text) { return config::parse_yaml("x: " + text, "test.yaml").at("x"); }
   static nn::ScorerContext sized(int64_t q, int64_t k) {
     nn::ScorerContext c;
     c.query_size = q;
     c.key_size = k;
     return c;
   }
-
-  plugin::Registry registry;
-  plugin::BuildContext ctx;
 };
 
 TEST_F(ChapterPlugins, ScorersFromTheRegistry) {

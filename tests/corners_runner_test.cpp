@@ -1,8 +1,10 @@
 // End to end: the corner-sequence experiments through the real runner (regression trainer,
 // both model plugins), read back from their results files.
+#include <attnlab/results/tensor.hpp>
 #include <attnlab/results/reader.hpp>
 
 #include "testing/runner.hpp"
+#include "testing/results.hpp"
 #include "testing/testing.hpp"
 
 #include <filesystem>
@@ -35,10 +37,10 @@ TEST_F(CornersRunner, NormFirstRunRecordsLossesPredictionsAndAttention) {
     EXPECT_EQ(in.metric("val", m).size(), 3u) << m;
   }
   EXPECT_EQ(in.metric("test", "loss").size(), 1u);
-  EXPECT_EQ(in.tensor("predictions/test/source").sizes(), (Sizes{32, 2, 2}));
-  EXPECT_EQ(in.tensor("predictions/test/target").sizes(), (Sizes{32, 2, 2}));
-  EXPECT_EQ(in.tensor("predictions/test/prediction").sizes(), (Sizes{32, 2, 2}));
-  auto dirs = in.tensor("predictions/test/directions");
+  EXPECT_EQ(results::read_tensor(in, "predictions/test/source").sizes(), (Sizes{32, 2, 2}));
+  EXPECT_EQ(results::read_tensor(in, "predictions/test/target").sizes(), (Sizes{32, 2, 2}));
+  EXPECT_EQ(results::read_tensor(in, "predictions/test/prediction").sizes(), (Sizes{32, 2, 2}));
+  auto dirs = results::read_tensor(in, "predictions/test/directions");
   EXPECT_EQ(dirs.sizes(), (Sizes{32}));
   EXPECT_TRUE(((dirs == 0) | (dirs == 1)).all().item<bool>());
   EXPECT_EQ(in.attr_strings("directions_values"), (std::vector<std::string>{"counter-clockwise", "clockwise"}));
@@ -47,11 +49,11 @@ TEST_F(CornersRunner, NormFirstRunRecordsLossesPredictionsAndAttention) {
   ASSERT_EQ(samples.size(), 2u);
   EXPECT_EQ(samples[0].rfind("test 0 (", 0), 0u) << samples[0];
   EXPECT_EQ(in.attention_modules(samples[0]), (std::vector<std::string>{"decoder_cross", "decoder_self", "encoder_self"}));
-  auto enc = in.attention(samples[0], "encoder_self");
+  auto enc = testutil::read_attention(in, samples[0], "encoder_self");
   EXPECT_EQ(enc.weights.sizes(), (Sizes{2, 3, 2, 2}));
   ASSERT_EQ(enc.key_tokens.size(), 2u);
   EXPECT_EQ(enc.key_tokens[0].front(), '(');
-  auto cross = in.attention(samples[0], "decoder_cross");
+  auto cross = testutil::read_attention(in, samples[0], "decoder_cross");
   EXPECT_EQ(cross.key_tokens, enc.key_tokens);                         // keys: the source points
   EXPECT_EQ(cross.query_tokens.at(0), enc.key_tokens.at(1));           // first decoder input: last source point
   EXPECT_ALLCLOSE(cross.weights.sum(-1), torch::ones({2, 3, 2}), 1e-5, 1e-5);
@@ -59,7 +61,7 @@ TEST_F(CornersRunner, NormFirstRunRecordsLossesPredictionsAndAttention) {
   EXPECT_EQ(cross.query_side, "target");  // the points the decoder was fed
   EXPECT_EQ(cross.key_side, "source");
   EXPECT_EQ(enc.query_side, "source");
-  EXPECT_EQ(in.attention(samples[0], "decoder_self").key_side, "target");
+  EXPECT_EQ(testutil::read_attention(in, samples[0], "decoder_self").key_side, "target");
 }
 
 TEST_F(CornersRunner, TorchTransformerRuns) {
@@ -70,7 +72,7 @@ TEST_F(CornersRunner, TorchTransformerRuns) {
   results::ResultsReader in(path);
   EXPECT_EQ(in.attr_int("num_parameters"), 1164);
   EXPECT_EQ(in.metric("train", "loss").size(), 3u);
-  auto enc = in.attention(in.attention_samples().at(0), "encoder_self");
+  auto enc = testutil::read_attention(in, in.attention_samples().at(0), "encoder_self");
   EXPECT_EQ(enc.weights.sizes(), (Sizes{1, 3, 2, 2}));
 }
 

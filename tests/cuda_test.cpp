@@ -26,6 +26,7 @@
 #include "testing/cuda.hpp"
 #include "testing/plugins.hpp"
 #include "testing/runner.hpp"
+#include "testing/results.hpp"
 #include "testing/testing.hpp"
 
 namespace attnlab {
@@ -312,7 +313,7 @@ TEST_F(RunnerDevice, CudaRunMatchesTheCpuRunAndEvaluatesOnTheCpu) {
 
   results::ResultsReader cpu(cpu_path), gpu(gpu_path);
   expect_cuda_run_like(cpu, gpu, 2, 2e-3);
-  auto enc = gpu.attention("i'm home .", "encoder_self");
+  auto enc = testutil::read_attention(gpu, "i'm home .", "encoder_self");
   ASSERT_EQ(enc.weights.dim(), 4);
   EXPECT_TRUE(enc.weights.device().is_cpu());
   EXPECT_ALLCLOSE(enc.weights.sum(-1), torch::ones_like(enc.weights.sum(-1)), 1e-5, 1e-5);

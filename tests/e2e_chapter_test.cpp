@@ -1,6 +1,7 @@
 // End to end: every experiment of the attention chapter through the real runner binary, read back
 // from its results file. Translation runs are shortened to 2 epochs; Nadaraya-Watson runs in full
 // (5 full-batch epochs on 50 points) to check the parametric kernel learns.
+#include <attnlab/results/tensor.hpp>
 #include <attnlab/config/node.hpp>
 #include <attnlab/results/reader.hpp>
 
@@ -13,6 +14,7 @@
 #include <sstream>
 
 #include "testing/runner.hpp"
+#include "testing/results.hpp"
 #include "testing/testing.hpp"
 
 namespace {
@@ -63,10 +65,10 @@ TEST_F(ChapterRunner, NadarayaWatsonParametricLossFallsAndItsAttentionIsSharper)
   results::ResultsReader p(parametric), n(nonparametric), a(average);
   for (auto* rd : {&p, &n, &a}) {
     EXPECT_EQ(rd->attr_string("status"), "completed");
-    EXPECT_EQ(rd->tensor("predictions/test").sizes(), (std::vector<int64_t>{50}));
-    EXPECT_EQ(rd->tensor("predictions/truth").sizes(), (std::vector<int64_t>{50}));
-    EXPECT_EQ(rd->tensor("data/x_train").sizes(), (std::vector<int64_t>{50}));
-    auto att = rd->attention("test", "attention_pooling");
+    EXPECT_EQ(rd->array("predictions/test").shape, (std::vector<int64_t>{50}));
+    EXPECT_EQ(rd->array("predictions/truth").shape, (std::vector<int64_t>{50}));
+    EXPECT_EQ(rd->array("data/x_train").shape, (std::vector<int64_t>{50}));
+    auto att = testutil::read_attention(*rd, "test", "attention_pooling");
     ASSERT_EQ(att.weights.sizes(), (std::vector<int64_t>{1, 1, 50, 50}));
     EXPECT_ALLCLOSE(att.weights.sum(-1), torch::ones({1, 1, 50}), 1e-4, 1e-4);
     ASSERT_EQ(att.query_tokens.size(), 50u);
@@ -78,16 +80,16 @@ TEST_F(ChapterRunner, NadarayaWatsonParametricLossFallsAndItsAttentionIsSharper)
     EXPECT_EQ(att.key_side, "keys");       // the training inputs
   }
   // The same data in all three (one seed, one generator).
-  EXPECT_TRUE(torch::equal(p.tensor("data/y_train"), n.tensor("data/y_train")));
+  EXPECT_TRUE(torch::equal(results::read_tensor(p, "data/y_train"), results::read_tensor(n, "data/y_train")));
 
   auto loss = p.metric("train", "loss");
   ASSERT_EQ(loss.size(), 5u);
   for (size_t i = 1; i < loss.size(); ++i) EXPECT_LT(loss[i], loss[i - 1]) << "epoch " << i + 1;
   EXPECT_EQ(p.metric("train", "w").size(), 5u);
   EXPECT_EQ(n.metric("train", "loss").size(), 1u);  // nothing to train: one evaluation
-  const double hp = mean_entropy(p.attention("test", "attention_pooling").weights);
-  const double hn = mean_entropy(n.attention("test", "attention_pooling").weights);
-  const double ha = mean_entropy(a.attention("test", "attention_pooling").weights);
+  const double hp = mean_entropy(testutil::read_attention(p, "test", "attention_pooling").weights);
+  const double hn = mean_entropy(testutil::read_attention(n, "test", "attention_pooling").weights);
+  const double ha = mean_entropy(testutil::read_attention(a, "test", "attention_pooling").weights);
   EXPECT_LT(hp, hn);
   EXPECT_LT(hn, ha);
   EXPECT_NEAR(ha, std::log(50.0), 1e-4);  // uniform
@@ -102,7 +104,7 @@ TEST_F(ChapterRunner, BahdanauTwoEpochsRecordsCrossAttentionPerStep) {
   results::ResultsReader rd(experiment("bahdanau_fra_eng.yaml", {"trainer.max_epochs=2"}));
   expect_translation_run(rd);
   EXPECT_EQ(rd.attention_modules("i'm home ."), (std::vector<std::string>{"decoder_cross"}));
-  auto cross = rd.attention("i'm home .", "decoder_cross");  // [1 layer, 1 head, steps, source]
+  auto cross = testutil::read_attention(rd, "i'm home .", "decoder_cross");  // [1 layer, 1 head, steps, source]
   ASSERT_EQ(cross.weights.dim(), 4);
   EXPECT_EQ(cross.weights.size(0), 1);
   EXPECT_EQ(cross.weights.size(1), 1);
@@ -126,10 +128,10 @@ TEST_F(ChapterRunner, TransformerD2l017TwoEpochs) {
   REQUIRE_FRA_ENG();
   results::ResultsReader rd(experiment("transformer_fra_eng_d2l017.yaml", {"trainer.max_epochs=2"}));
   expect_translation_run(rd);
-  auto enc = rd.attention("i'm home .", "encoder_self");
+  auto enc = testutil::read_attention(rd, "i'm home .", "encoder_self");
   EXPECT_EQ(enc.weights.size(0), 2);  // blocks
   EXPECT_EQ(enc.weights.size(1), 4);  // heads
-  EXPECT_EQ(rd.attention("i'm home .", "decoder_cross").weights.size(3), 10);
+  EXPECT_EQ(testutil::read_attention(rd, "i'm home .", "decoder_cross").weights.size(3), 10);
 }
 
 TEST_F(ChapterRunner, TransformerWithAdditiveEncoderScorerRecordsItsWeights) {
@@ -140,7 +142,7 @@ TEST_F(ChapterRunner, TransformerWithAdditiveEncoderScorerRecordsItsWeights) {
                  {"trainer.max_epochs=2", "model.encoder.num_blks=1", "model.decoder.num_blks=1"}));
   expect_translation_run(rd);
   EXPECT_NE(rd.config().find("additive"), std::string::npos) << rd.config();
-  auto enc = rd.attention("i'm home .", "encoder_self");
+  auto enc = testutil::read_attention(rd, "i'm home .", "encoder_self");
   EXPECT_EQ(enc.weights.sizes(), (std::vector<int64_t>{1, 4, 10, 10}));
   EXPECT_ALLCLOSE(enc.weights.sum(-1), torch::ones({1, 4, 10}), 1e-4, 1e-4);
   EXPECT_LT(enc.weights.narrow(3, 4, 6).abs().max().item<float>(), 1e-5f);  // source padding masked
@@ -158,7 +160,7 @@ TEST_F(ChapterRunner, TransformerWithAlibiScorersTwoEpochs) {
     EXPECT_EQ(model.at(side).at("attention").at("scorer").at("plugin").str(), "alibi") << rd.config();
   }
   EXPECT_EQ(rd.config().find("dot_product"), std::string::npos) << rd.config();
-  auto self = rd.attention("i'm home .", "decoder_self");  // [blocks, heads, steps, steps]
+  auto self = testutil::read_attention(rd, "i'm home .", "decoder_self");  // [blocks, heads, steps, steps]
   EXPECT_EQ(self.weights.size(1), 4);
   EXPECT_ALLCLOSE(self.weights.sum(-1), torch::ones({2, 4, self.weights.size(2)}), 1e-4, 1e-4);
 }

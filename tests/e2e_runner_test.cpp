@@ -1,4 +1,5 @@
 // End to end: the real runner binary on small configs, read back from its results files.
+#include <attnlab/results/tensor.hpp>
 #include <attnlab/config/node.hpp>
 #include <attnlab/data/dataset.hpp>
 #include <attnlab/plugin/registry.hpp>
@@ -18,6 +19,7 @@
 #include <tuple>
 
 #include "testing/runner.hpp"
+#include "testing/results.hpp"
 #include "testing/testing.hpp"
 
 namespace {
@@ -68,7 +70,7 @@ TEST_F(RunnerTest, TwoEpochRunWritesACompleteResultsFile) {
   EXPECT_EQ(samples[3].source, "i'm home .");
   EXPECT_EQ(samples[3].reference, "je suis chez moi .");
   // Attention for "i'm home .": encoder [1 block, 2 heads, 9, 9] with the padded source as labels.
-  auto enc = rd.attention("i'm home .", "encoder_self");
+  auto enc = testutil::read_attention(rd, "i'm home .", "encoder_self");
   ASSERT_EQ(enc.weights.dim(), 4);
   EXPECT_EQ(enc.weights.size(0), 1);
   EXPECT_EQ(enc.weights.size(1), 2);
@@ -78,16 +80,16 @@ TEST_F(RunnerTest, TwoEpochRunWritesACompleteResultsFile) {
   EXPECT_EQ(enc.key_tokens[3], "<eos>");
   // Rows over valid keys sum to 1.
   EXPECT_ALLCLOSE(enc.weights.sum(-1), torch::ones({1, 2, 9}), 1e-4, 1e-4);
-  auto cross = rd.attention("i'm home .", "decoder_cross");
+  auto cross = testutil::read_attention(rd, "i'm home .", "decoder_cross");
   EXPECT_EQ(cross.weights.size(3), 9);
   EXPECT_EQ(cross.query_tokens.at(0), "<bos>");
-  auto self = rd.attention("i'm home .", "decoder_self");
+  auto self = testutil::read_attention(rd, "i'm home .", "decoder_self");
   EXPECT_EQ(self.weights.size(2), self.weights.size(3));
   // Each map says what it is: its layers, heads and the tokens on each axis.
   for (const auto& [module, queries, keys] :
        {std::tuple{"encoder_self", "source", "source"}, std::tuple{"decoder_self", "target", "target"},
         std::tuple{"decoder_cross", "target", "source"}}) {
-    const auto att = rd.attention("i'm home .", module);
+    const auto att = testutil::read_attention(rd, "i'm home .", module);
     EXPECT_EQ(att.layers, (std::vector<int64_t>{0})) << module;
     EXPECT_EQ(att.query_side, queries) << module;
     EXPECT_EQ(att.key_side, keys) << module;
@@ -213,13 +215,13 @@ TEST_F(RunnerTest, BatchesExportsWhatTheTrainerDraws) {
     ASSERT_EQ(expected.size(), 4u);
     for (size_t i = 0; i < expected.size(); ++i) {
       const auto at = "epoch_" + std::to_string(e) + "/" + std::to_string(i) + "/";
-      EXPECT_TRUE(torch::equal(rd.tensor(at + "src").to(torch::kLong), expected[i].src)) << at;
-      EXPECT_TRUE(torch::equal(rd.tensor(at + "tgt_in").to(torch::kLong), expected[i].tgt_in)) << at;
-      EXPECT_TRUE(torch::equal(rd.tensor(at + "tgt_out").to(torch::kLong), expected[i].tgt_out)) << at;
-      EXPECT_TRUE(torch::equal(rd.tensor(at + "tgt_valid_lens").to(torch::kLong), expected[i].tgt_valid_lens)) << at;
+      EXPECT_TRUE(torch::equal(results::read_tensor(rd, at + "src").to(torch::kLong), expected[i].src)) << at;
+      EXPECT_TRUE(torch::equal(results::read_tensor(rd, at + "tgt_in").to(torch::kLong), expected[i].tgt_in)) << at;
+      EXPECT_TRUE(torch::equal(results::read_tensor(rd, at + "tgt_out").to(torch::kLong), expected[i].tgt_out)) << at;
+      EXPECT_TRUE(torch::equal(results::read_tensor(rd, at + "tgt_valid_lens").to(torch::kLong), expected[i].tgt_valid_lens)) << at;
     }
   }
-  EXPECT_FALSE(torch::equal(rd.tensor("epoch_1/0/src"), rd.tensor("epoch_2/0/src")));  // reshuffled
+  EXPECT_FALSE(torch::equal(results::read_tensor(rd, "epoch_1/0/src"), results::read_tensor(rd, "epoch_2/0/src")));  // reshuffled
 }
 
 TEST_F(RunnerTest, ResultsFileReadsWithH5py) {

@@ -7,6 +7,7 @@
 #include <attnlab/plugin/registry.hpp>
 #include <attnlab/train/trainer.hpp>
 
+#include "testing/plugins.hpp"
 #include "testing/testing.hpp"
 
 #include <string>
@@ -16,12 +17,10 @@ namespace {
 using namespace attnlab;
 using Sizes = std::vector<int64_t>;
 
-class RegressionModels : public testutil::SeededTest {
+class RegressionModels : public testutil::RegistryTest {
  protected:
   void SetUp() override {
-    SeededTest::SetUp();
-    registry.discover();
-    ctx.registry = &registry;
+    RegistryTest::SetUp();
     ctx.data.num_features = 2;
     ctx.data.num_steps = 2;
   }
@@ -36,9 +35,6 @@ class RegressionModels : public testutil::SeededTest {
     d->prepare("");
     return d;
   }
-
-  plugin::Registry registry;
-  plugin::BuildContext ctx;
 };
 
 // ------------------------------------------------------------- golden values

@@ -2,6 +2,7 @@
 // some damaged files, which no exception catches; ResultsReader reads each file in a forked child
 // first and turns each of those ends into one ResultsError. The damaged files are the fuzzer's
 // finds, kept in fuzz/known/results_reader/.
+#include <attnlab/results/tensor.hpp>
 #include <attnlab/error.hpp>
 #include <attnlab/results/reader.hpp>
 #include <attnlab/results/results.hpp>
@@ -70,7 +71,7 @@ TEST(ResultsReadCheck, AFileClaimingGigabytesIsCalledDamagedNamingTheAllowance) 
   const auto healthy = dir + "/run.h5";
   {
     attnlab::results::Results r(healthy, "exp");
-    r.write_tensor("big", torch::zeros({4096, 1024}));  // 16 MiB of float32
+    attnlab::results::write_tensor(r, "big", torch::zeros({4096, 1024}));  // 16 MiB of float32
     r.set_status(attnlab::results::Status::Completed);
   }
   EXPECT_NO_THROW(attnlab::results::check_readable(healthy, ReadCheckLimits::for_file(healthy)));

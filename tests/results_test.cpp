@@ -1,6 +1,7 @@
 // Results writer and ResultsReader: round trip of every kind of content, status transitions,
 // appends, replace semantics, refusal of foreign files, a flushed file copied while still open
 // (a simulated kill), and the h5py layout check of tests/python/check_results.py.
+#include <attnlab/results/tensor.hpp>
 #include <attnlab/error.hpp>
 #include <attnlab/results/reader.hpp>
 #include <attnlab/results/results.hpp>
@@ -18,6 +19,7 @@
 #include "testing/testing.hpp"
 
 namespace fs = std::filesystem;
+namespace results = attnlab::results;
 using attnlab::ResultsError;
 using attnlab::results::Attention;
 using attnlab::results::Results;
@@ -70,16 +72,16 @@ torch::Tensor write_everything(Results& r) {
   r.write_samples(kSamples);
   torch::Tensor w = torch::softmax(torch::randn({2, 3, 4, 5}), -1);  // [layers, heads, queries, keys]
   r.write_attention("i'm home .", "encoder.self",
-                    {.weights = w,
+                    {.weights = results::to_float_array(w),
                      .query_tokens = {"i", "'m", "home", "."},
                      .key_tokens = {"<s>", "i", "'m", "home", "."},
                      .layers = {2, 5},
                      .query_side = "source",
                      .key_side = "source"});
-  r.write_attention("i'm home .", "decoder.cross", {.weights = w.to(torch::kDouble)});
-  r.write_attention("a/b", "m", {.weights = w.narrow(2, 0, 1), .query_tokens = {"q"}});
-  r.write_tensor("predictions/test", torch::arange(6, torch::kDouble).reshape({3, 2}));  // [3, 2]
-  r.write_tensor("/scalar", torch::tensor(7.5));
+  r.write_attention("i'm home .", "decoder.cross", {.weights = results::to_float_array(w.to(torch::kDouble))});
+  r.write_attention("a/b", "m", {.weights = results::to_float_array(w.narrow(2, 0, 1)), .query_tokens = {"q"}});
+  results::write_tensor(r, "predictions/test", torch::arange(6, torch::kDouble).reshape({3, 2}));  // [3, 2]
+  results::write_tensor(r, "/scalar", torch::tensor(7.5));
   return w;
 }
 
@@ -125,8 +127,7 @@ TEST_F(ResultsTest, RoundTripsEveryKindOfContent) {
   EXPECT_EQ(in.attention_samples(), (std::vector<std::string>{"a/b", "i'm home ."}));
   EXPECT_EQ(in.attention_modules("i'm home ."), (std::vector<std::string>{"decoder.cross", "encoder.self"}));
   Attention a = in.attention("i'm home .", "encoder.self");
-  EXPECT_EQ(a.weights.scalar_type(), torch::kFloat);
-  EXPECT_ALLCLOSE(a.weights, w);
+  EXPECT_ALLCLOSE(results::to_tensor(a.weights), w);
   EXPECT_EQ(a.query_tokens, (std::vector<std::string>{"i", "'m", "home", "."}));
   EXPECT_EQ(a.key_tokens, (std::vector<std::string>{"<s>", "i", "'m", "home", "."}));
   EXPECT_EQ(a.layers, (std::vector<int64_t>{2, 5}));
@@ -134,19 +135,19 @@ TEST_F(ResultsTest, RoundTripsEveryKindOfContent) {
   EXPECT_EQ(a.key_side, "source");
   EXPECT_EQ(in.attr_double_at("attention/i'm home ./encoder.self", "heads"), 3.0);
   Attention cross = in.attention("i'm home .", "decoder.cross");  // written as float64, stored float32
-  EXPECT_ALLCLOSE(cross.weights, w);
+  EXPECT_ALLCLOSE(results::to_tensor(cross.weights), w);
   EXPECT_TRUE(cross.query_tokens.empty());
   EXPECT_TRUE(cross.key_tokens.empty());
   EXPECT_EQ(cross.layers, (std::vector<int64_t>{0, 1}));  // not given: 0, 1, ...
   EXPECT_EQ(cross.query_side, "");                        // not given: not written
   Attention slash = in.attention("a/b", "m");
-  EXPECT_EQ(slash.weights.sizes(), (std::vector<int64_t>{2, 3, 1, 5}));
+  EXPECT_EQ(slash.weights.shape, (std::vector<int64_t>{2, 3, 1, 5}));
   EXPECT_TRUE(in.has("/attention/a_b/m"));  // '/' in a sample name becomes '_' in the link
 
   EXPECT_TRUE(in.has("predictions/test"));
   EXPECT_FALSE(in.has("predictions/train"));
-  EXPECT_ALLCLOSE(in.tensor("predictions/test"), torch::arange(6, torch::kFloat).reshape({3, 2}));
-  torch::Tensor scalar = in.tensor("scalar");
+  EXPECT_ALLCLOSE(results::read_tensor(in, "predictions/test"), torch::arange(6, torch::kFloat).reshape({3, 2}));
+  torch::Tensor scalar = results::read_tensor(in, "scalar");
   EXPECT_EQ(scalar.dim(), 0);
   EXPECT_FLOAT_EQ(scalar.item<float>(), 7.5f);
 }
@@ -211,14 +212,14 @@ TEST_F(ResultsTest, ReplacesSamplesAttentionTensorsConfigAndAttributes) {
     r.write_samples(kSamples);
     r.write_samples({{"only", "one", "row", 0.5}});
     r.write_attention("s", "m",
-                      {.weights = torch::ones({1, 1, 2, 2}),
+                      {.weights = results::to_float_array(torch::ones({1, 1, 2, 2})),
                        .query_tokens = {"a", "b"},
                        .key_tokens = {"c", "d"},
                        .query_side = "target",
                        .key_side = "source"});
-    r.write_attention("s", "m", {.weights = torch::zeros({2, 1, 3, 1}), .query_tokens = {"x", "y", "z"}});
-    r.write_tensor("predictions/test", torch::ones({4}));
-    r.write_tensor("predictions/test", torch::zeros({2, 2}));
+    r.write_attention("s", "m", {.weights = results::to_float_array(torch::zeros({2, 1, 3, 1})), .query_tokens = {"x", "y", "z"}});
+    results::write_tensor(r, "predictions/test", torch::ones({4}));
+    results::write_tensor(r, "predictions/test", torch::zeros({2, 2}));
   }
   ResultsReader in(path);
   EXPECT_EQ(in.attr_int("seed"), 7);
@@ -228,12 +229,12 @@ TEST_F(ResultsTest, ReplacesSamplesAttentionTensorsConfigAndAttributes) {
   EXPECT_EQ(samples[0].source, "only");
   EXPECT_DOUBLE_EQ(samples[0].bleu, 0.5);
   Attention a = in.attention("s", "m");
-  EXPECT_ALLCLOSE(a.weights, torch::zeros({2, 1, 3, 1}));
+  EXPECT_ALLCLOSE(results::to_tensor(a.weights), torch::zeros({2, 1, 3, 1}));
   EXPECT_EQ(a.query_tokens, (std::vector<std::string>{"x", "y", "z"}));
   EXPECT_TRUE(a.key_tokens.empty());
   EXPECT_EQ(a.layers, (std::vector<int64_t>{0, 1}));  // the replaced map's attributes went with it
   EXPECT_EQ(a.query_side, "");
-  EXPECT_ALLCLOSE(in.tensor("predictions/test"), torch::zeros({2, 2}));
+  EXPECT_ALLCLOSE(results::read_tensor(in, "predictions/test"), torch::zeros({2, 2}));
 }
 
 TEST_F(ResultsTest, ReadsAttentionWrittenBeforeLayersAndSidesWereStored) {
@@ -241,7 +242,7 @@ TEST_F(ResultsTest, ReadsAttentionWrittenBeforeLayersAndSidesWereStored) {
   {
     Results r(path, "old");
     r.write_attention("s", "m",
-                      {.weights = torch::ones({3, 1, 2, 2}),
+                      {.weights = results::to_float_array(torch::ones({3, 1, 2, 2})),
                        .query_tokens = {"a", "b"},
                        .key_tokens = {"c", "d"},
                        .layers = {4, 5, 6},
@@ -323,7 +324,7 @@ TEST_F(ResultsTest, DamagedElementCountsAreRefusedNotAllocated) {
   {
     Results r(path, "damaged");
     r.append_metric("train", "loss", 1.0);
-    r.write_tensor("predictions/test", torch::ones({2, 3}));
+    results::write_tensor(r, "predictions/test", torch::ones({2, 3}));
   }
   hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
   ASSERT_GE(f, 0);
@@ -349,32 +350,32 @@ TEST_F(ResultsTest, DamagedElementCountsAreRefusedNotAllocated) {
                 " claims 5 numbers of 8 bytes but stores 0 bytes (a damaged file?)");
   msg = error_of([&] { in.metric("train", "huge"); });
   EXPECT_NE(msg.find("claims 1099511627776 numbers of 8 bytes but stores 0 bytes"), std::string::npos) << msg;
-  msg = error_of([&] { in.tensor("predictions/huge"); });
+  msg = error_of([&] { results::read_tensor(in, "predictions/huge"); });
   EXPECT_NE(msg.find("dataset /predictions/huge in results file " + path + " claims 1099511627776 numbers"),
             std::string::npos)
       << msg;
-  EXPECT_TRUE(attnlab::testutil::AllClose(in.tensor("predictions/test"), torch::ones({2, 3})));
+  EXPECT_TRUE(attnlab::testutil::AllClose(results::read_tensor(in, "predictions/test"), torch::ones({2, 3})));
 }
 
 TEST_F(ResultsTest, ReportsBadInputAndHdf5FailuresNamingTheFile) {
   const std::string path = file("errors.h5");
   Results r(path, "errors");
   r.write_config("x: 1");
-  std::string msg = error_of([&] { r.write_attention("s", "m", {.weights = torch::ones({2, 3, 4})}); });
+  std::string msg = error_of([&] { r.write_attention("s", "m", {.weights = results::to_float_array(torch::ones({2, 3, 4}))}); });
   EXPECT_NE(msg.find("[layers, heads, queries, keys], found 3-D"), std::string::npos) << msg;
   EXPECT_NE(msg.find(path), std::string::npos) << msg;
   msg = error_of([&] {
-    r.write_attention("s", "m", {.weights = torch::ones({1, 1, 2, 3}), .query_tokens = {"only one"}});
+    r.write_attention("s", "m", {.weights = results::to_float_array(torch::ones({1, 1, 2, 3})), .query_tokens = {"only one"}});
   });
   EXPECT_NE(msg.find("has 2 queries but 1 query labels"), std::string::npos) << msg;
-  msg = error_of([&] { r.write_attention("s", "m", {.weights = torch::ones({2, 1, 2, 3}), .layers = {0, 1, 2}}); });
+  msg = error_of([&] { r.write_attention("s", "m", {.weights = results::to_float_array(torch::ones({2, 1, 2, 3})), .layers = {0, 1, 2}}); });
   EXPECT_NE(msg.find("has 2 layers but 3 layer indices"), std::string::npos) << msg;
   msg = error_of([&] { r.append_metric("train", "a/b", 1.0); });
   EXPECT_NE(msg.find("metric name must be a non-empty name without '/', found 'a/b'"), std::string::npos) << msg;
-  msg = error_of([&] { r.write_tensor("", torch::ones({1})); });
+  msg = error_of([&] { results::write_tensor(r, "", torch::ones({1})); });
   EXPECT_NE(msg.find("tensor path must be like"), std::string::npos) << msg;
   // An HDF5-level failure: /config is a dataset, so it cannot hold a child.
-  msg = error_of([&] { r.write_tensor("config/child", torch::ones({1})); });
+  msg = error_of([&] { results::write_tensor(r, "config/child", torch::ones({1})); });
   EXPECT_NE(msg.find("in results file " + path), std::string::npos) << msg;
   EXPECT_NE(msg.find("/config/child"), std::string::npos) << msg;
   // The file is still usable after a failure.
@@ -395,7 +396,7 @@ TEST_F(ResultsTest, ReportsBadInputAndHdf5FailuresNamingTheFile) {
   EXPECT_NE(msg.find("attribute 'experiment' should be one integer"), std::string::npos) << msg;
   msg = error_of([&] { in.attr_string("seed"); });
   EXPECT_NE(msg.find("has no attribute 'seed'"), std::string::npos) << msg;
-  msg = error_of([&] { in.tensor("predictions/none"); });
+  msg = error_of([&] { results::read_tensor(in, "predictions/none"); });
   EXPECT_NE(msg.find("has no dataset /predictions/none"), std::string::npos) << msg;
   msg = error_of([&] { in.attention("x", "m"); });
   EXPECT_NE(msg.find("has no attention for sample 'x'"), std::string::npos) << msg;
@@ -414,7 +415,7 @@ TEST_F(ResultsTest, FlushedFileCopiedWhileOpenIsReadable) {
   EXPECT_FALSE(in.has_attr("finished"));
   EXPECT_EQ(in.metric("train", "loss"), (std::vector<double>{3.0, 2.0, 1.0}));
   EXPECT_EQ(in.samples().size(), kSamples.size());
-  EXPECT_EQ(in.attention("i'm home .", "encoder.self").weights.sizes(), (std::vector<int64_t>{2, 3, 4, 5}));
+  EXPECT_EQ(in.attention("i'm home .", "encoder.self").weights.shape, (std::vector<int64_t>{2, 3, 4, 5}));
   EXPECT_EQ(in.config().substr(0, 16), "experiment: demo");
 }
 
@@ -430,7 +431,7 @@ TEST_F(ResultsTest, KilledWriterLeavesTheLastFlushReadable) {
       r.flush();
     }
     r.append_metric("train", "loss", 99.0);
-    r.write_tensor("predictions/test", torch::ones({64, 64}));
+    results::write_tensor(r, "predictions/test", torch::ones({64, 64}));
     kill(getpid(), SIGKILL);
     _exit(0);  // not reached
   }

@@ -7,6 +7,7 @@
 #include <attnlab/nn/transformer.hpp>
 #include <attnlab/plugin/registry.hpp>
 
+#include "testing/plugins.hpp"
 #include "testing/testing.hpp"
 
 #include <functional>
@@ -18,19 +19,14 @@ using namespace attnlab;
 using testutil::message_of;
 using Sizes = std::vector<int64_t>;
 
-class TransformerPlugins : public testutil::SeededTest {
+class TransformerPlugins : public testutil::RegistryTest {
  protected:
   void SetUp() override {
-    SeededTest::SetUp();
-    registry.discover();
-    ctx.registry = &registry;
+    RegistryTest::SetUp();
     ctx.data.src_vocab_size = 20;
     ctx.data.tgt_vocab_size = 21;
   }
   config::Node yaml(const std::string& text) { return config::parse_yaml(text, "test.yaml").at("model"); }
-
-  plugin::Registry registry;
-  plugin::BuildContext ctx;
 };
 
 TEST_F(TransformerPlugins, BuildsATrainableModel) {

@@ -6,22 +6,19 @@
 #include <attnlab/nn/transformer.hpp>
 #include <attnlab/plugin/registry.hpp>
 
+#include "testing/plugins.hpp"
 #include "testing/testing.hpp"
 
 namespace {
 using namespace attnlab;
 
-class TransformerVariantPlugins : public testutil::SeededTest {
+class TransformerVariantPlugins : public testutil::RegistryTest {
  protected:
   void SetUp() override {
-    SeededTest::SetUp();
-    registry.discover();
-    ctx.registry = &registry;
+    RegistryTest::SetUp();
     ctx.data.src_vocab_size = ctx.data.tgt_vocab_size = 29;
   }
   config::Node yaml(const std::string& text) { return config::parse_yaml(text, "test.yaml").at("model"); }
-  plugin::Registry registry;
-  plugin::BuildContext ctx;
 };
 
 TEST_F(TransformerVariantPlugins, TfLabOptionsReachTheModules) {

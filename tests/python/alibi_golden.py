@@ -1,5 +1,5 @@
-"""Golden values for tests/alibi_test.cpp: the alibi scorer plugin (ALiBi, Press, Smith and Lewis,
-"Train Short, Test Long: Attention with Linear Biases", ICLR 2022).
+"""Golden values for plugins/scorer/alibi/tests/alibi_test.cpp: the alibi scorer plugin (ALiBi,
+Press, Smith and Lewis, "Train Short, Test Long: Attention with Linear Biases", ICLR 2022).
 
 References written here, independent of the C++:
   - the slopes as the paper's authors compute them (get_slopes in ofirpress/attention_with_linear_biases,
@@ -85,7 +85,7 @@ def alibi_mha(params, queries, keys, values, valid_lens, heads, query_offset, ke
 
 
 golden = Golden("alibi_golden.py", json_flag())
-golden.block("tests/alibi_test.cpp")
+golden.block("plugins/scorer/alibi/tests/alibi_test.cpp")
 
 heads_list = [1, 2, 3, 4, 6, 8, 12, 16]
 for n in heads_list:

@@ -2,12 +2,15 @@
 # The SDK as a user gets it: install attnlab, build one of examples/out_of_tree_* against the
 # install alone (no build type given: it must come out Release), run the plugin's own tests, list
 # it with the installed runner (OPTION must be among its options) and train the example's 2-epoch
-# experiment with it (data from ATTNLAB_DATA_MIRROR into a scratch data_dir).
-#   out_of_tree.sh BUILD_DIR SOURCE_DIR EXAMPLE KIND NAME OPTION
+# experiment with it (data from ATTNLAB_DATA_MIRROR into a scratch data_dir). FIGURES, when given,
+# are the figures the run must declare: `runner plot --figures` draws each as <name>.png and
+# `runner report` puts each on its page (the tools draw what the plugins declared).
+#   out_of_tree.sh BUILD_DIR SOURCE_DIR EXAMPLE KIND NAME OPTION [FIGURES]
 #   e.g. out_of_tree.sh build . out_of_tree_scorer scorer luong_general scale
+#        out_of_tree.sh build . out_of_tree_dataset dataset noisy_sine periods noisy_sine,noisy_sine_samples
 set -euo pipefail
-[ $# -eq 6 ] || { echo "usage: out_of_tree.sh BUILD_DIR SOURCE_DIR EXAMPLE KIND NAME OPTION" >&2; exit 2; }
-build=$1 src=$2 kind=$4 name=$5 option=$6
+[ $# -eq 6 ] || [ $# -eq 7 ] || { echo "usage: out_of_tree.sh BUILD_DIR SOURCE_DIR EXAMPLE KIND NAME OPTION [FIGURES]" >&2; exit 2; }
+build=$1 src=$2 kind=$4 name=$5 option=$6 figures=${7:-}
 work=$(mktemp -d "${TMPDIR:-/tmp}/attnlab-sdk.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
@@ -42,4 +45,12 @@ grep -q -- "$option" "$work/one.txt" || { cat "$work/one.txt"; fail "$name's opt
 "$runner" compare "$work/run.h5" >"$work/compare.txt" || fail "compare"
 grep -q "completed" "$work/compare.txt" || { cat "$work/compare.txt"; fail "the run did not complete"; }
 grep -q "$name" <(strings "$work/run.h5") || fail "the results file does not record the plugin"
+if [ -n "$figures" ]; then
+  "$runner" plot "$work/run.h5" --figures -o "$work/plots" >"$work/plot.txt" || { cat "$work/plot.txt"; fail "plot --figures"; }
+  "$runner" report "$work/run.h5" -o "$work/report.html" >/dev/null || fail "report"
+  for f in ${figures//,/ }; do
+    [ -s "$work/plots/$f.png" ] || { cat "$work/plot.txt"; fail "runner plot drew no $f.png"; }
+    grep -q "\"name\":\"$f\"" "$work/report.html" || fail "runner report's page holds no figure '$f'"
+  done
+fi
 echo "out-of-tree $kind $name: built against the installed SDK, tested, trained 2 epochs"

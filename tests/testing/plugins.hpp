@@ -6,11 +6,32 @@
 #include <attnlab/nn/scorer.hpp>
 #include <attnlab/plugin/registry.hpp>
 
+#include "testing/testing.hpp"
+
 #include <cstdint>
 #include <memory>
 #include <string>
 
 namespace attnlab::testutil {
+
+/// A test that makes plugins as the runner does: the built plugins discovered (ATTNLAB_PLUGIN_PATH,
+/// set by ctest), a BuildContext that points at the registry, the seed fixed. A test sets the data
+/// sizes its plugins need in ctx.data after calling SetUp().
+class RegistryTest : public SeededTest {
+ protected:
+  void SetUp() override {
+    SeededTest::SetUp();
+    registry.discover();
+    ctx.registry = &registry;
+  }
+  /// The YAML value `text` ("additive", "{plugin: gru, num_hiddens: 8}") as a config node.
+  static config::Node yaml(const std::string& text) {
+    return config::parse_yaml("x: " + text, "test.yaml").at("x");
+  }
+
+  plugin::Registry registry;
+  plugin::BuildContext ctx;
+};
 
 /// The plugin of interface I (an encoder, a decoder, ...) that `yaml` names ("{plugin: gru,
 /// num_hiddens: 16}") from the built plugins (ATTNLAB_PLUGIN_PATH, set by ctest), for a dataset

@@ -56,7 +56,8 @@ class ATTNLAB_API Interrupted : public Error {
 };
 
 /// The message of any exception for a person or a results file: torch's errors without their C++
-/// backtrace (c10::Error::what() appends one), everything else as what() says.
+/// backtrace (c10::Error::what() appends one), everything else as what() says. Defined in
+/// libattnlab (plugin/torch_errors.cpp), not in the LibTorch-free libraries the tools use.
 ATTNLAB_API std::string message_without_backtrace(const std::exception& e);
 
 }  // namespace attnlab

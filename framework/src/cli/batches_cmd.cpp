@@ -5,6 +5,7 @@
 // the seq2seq and regression trainers draw.
 #include "cli/commands.hpp"
 
+#include <attnlab/results/tensor.hpp>
 #include <attnlab/config/load.hpp>
 #include <attnlab/results/results.hpp>
 #include <attnlab/run/experiment.hpp>
@@ -59,7 +60,7 @@ int cmd_batches(int argc, char** argv) {
       const auto at = fmt::format("epoch_{}/{}", e, i);
       for (const auto& [name, t] : {std::pair{"src", b.src}, {"src_valid_lens", b.src_valid_lens}, {"tgt_in", b.tgt_in},
                                     {"tgt_out", b.tgt_out}, {"tgt_valid_lens", b.tgt_valid_lens}}) {
-        if (t.defined()) file.write_tensor(at + "/" + name, t);
+        if (t.defined()) results::write_tensor(file, at + "/" + name, t);
       }
       if (e == 1) rows += b.size();
     }

@@ -1,4 +1,6 @@
-// runner: run an experiment file, list plugins, and the other subcommands in kCommands.
+// libexec/attnlab/runner-torch: the runner's LibTorch part. bin/runner (front.cpp) hands it what
+// needs models or plugins: running an experiment file and the subcommands runner_commands.hpp marks
+// needs_libtorch.
 //   runner EXPERIMENT.yaml [key.path=value ...] [--results PATH] [--resume RUN.h5] [--plugin-path DIR ...]
 //   runner <subcommand> ...
 #include <attnlab/error.hpp>
@@ -13,23 +15,21 @@
 #include <iostream>
 
 #include "cli/commands.hpp"
+#include "cli/runner_commands.hpp"
 
 namespace {
-using attnlab::cli::Command;
 
-const Command kCommands[] = {
-    {"plugins", "list plugins, or show one plugin's options", attnlab::cli::cmd_plugins},
-    {"compare", "compare runs from their results files (table, markdown, csv, --plot)", attnlab::cli::cmd_compare},
-    {"sweep", "run an experiment over a grid of overrides (axes), or resume a sweep folder", attnlab::cli::cmd_sweep},
-    {"report", "write one self-contained HTML page of runs: curves, tables, attention explorer",
-     attnlab::cli::cmd_report},
-    {"plot", "draw a run's attention heatmaps, loss curves and predictions", attnlab::cli::cmd_plot},
-    {"eval", "translate a split with a run's best checkpoint and score it (sacreBLEU)", attnlab::cli::cmd_eval},
-    {"average", "average the weights of a run's last K epochs (trainer.keep_checkpoints) into one checkpoint",
-     attnlab::cli::cmd_average},
-    {"summary", "print an experiment's model: layers, parameter counts, output shape", attnlab::cli::cmd_summary},
-    {"batches", "write the training batches a run draws to HDF5 (for other programs)", attnlab::cli::cmd_batches},
-};
+/// The subcommands this half runs (those runner_commands.hpp marks needs_libtorch).
+int (*command_function(std::string_view name))(int, char**) {
+  using namespace attnlab::cli;
+  if (name == "plugins") return cmd_plugins;
+  if (name == "sweep") return cmd_sweep;
+  if (name == "eval") return cmd_eval;
+  if (name == "average") return cmd_average;
+  if (name == "summary") return cmd_summary;
+  if (name == "batches") return cmd_batches;
+  return nullptr;
+}
 
 std::string join_args(int argc, char** argv) {
   std::string s;
@@ -55,7 +55,7 @@ int run_experiment(int argc, char** argv) {
   attnlab::cli::add_plugin_path_option(app, ro.plugin_dirs);
   app.add_flag("-q,--quiet", ro.quiet, "print only errors");
   std::string footer = "Subcommands (runner <name> --help):\n";
-  for (const auto& c : kCommands) footer += fmt::format("  {:<10} {}\n", c.name, c.help);
+  for (const auto& c : attnlab::cli::kCommands) footer += fmt::format("  {:<10} {}\n", c.name, c.help);
   footer +=
       "Examples:\n  runner experiments/transformer_fra_eng.yaml trainer.max_epochs=5 model.encoder.norm=first\n"
       "  runner plugins transformer";
@@ -70,10 +70,11 @@ int run_experiment(int argc, char** argv) {
 }
 
 int dispatch(int argc, char** argv) {
-  if (argc > 1) {
-    for (const auto& c : kCommands) {
-      if (std::strcmp(argv[1], c.name) == 0) return c.run(argc - 1, argv + 1);
-    }
+  if (const auto* c = argc > 1 ? attnlab::cli::find_command(argv[1]) : nullptr) {
+    if (const auto run = command_function(c->name)) return run(argc - 1, argv + 1);
+    std::cerr << "runner-torch: '" << c->name << "' is run by bin/runner itself (it needs no LibTorch): "
+              << "call runner " << c->name << std::endl;
+    return 1;
   }
   return run_experiment(argc, argv);
 }
@@ -84,20 +85,10 @@ int main(int argc, char** argv) {
   spdlog::set_pattern("[%H:%M:%S] %^%l%$ %v");
   try {
     return dispatch(argc, argv);
-  } catch (const attnlab::ConfigError& e) {
-    std::cerr << "config error: " << e.what() << std::endl;
-  } catch (const attnlab::PluginError& e) {
-    std::cerr << "plugin error: " << e.what() << std::endl;
-  } catch (const attnlab::DataError& e) {
-    std::cerr << "data error: " << e.what() << std::endl;
-  } catch (const attnlab::ResultsError& e) {
-    std::cerr << "results error: " << e.what() << std::endl;
-  } catch (const attnlab::Error& e) {
-    std::cerr << "error: " << e.what() << std::endl;
   } catch (const c10::Error& e) {
     std::cerr << "torch error: " << e.what_without_backtrace() << std::endl;
   } catch (const std::exception& e) {
-    std::cerr << "error: " << e.what() << std::endl;
+    return attnlab::tools::print_error(e);
   }
   return 1;
 }

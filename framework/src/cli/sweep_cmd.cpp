@@ -19,6 +19,7 @@
 #include <thread>
 
 #include "cli/commands.hpp"
+#include "cli/runner_commands.hpp"
 #include "cli/sweep_local.hpp"
 #include "cli/sweep_manifest.hpp"
 #include "cli/sweep_slurm.hpp"
@@ -222,7 +223,7 @@ int cmd_sweep(int argc, char** argv) {
     for (size_t i = 0; i < m.runs.size(); ++i) jobs.push_back({i, false});
   }
   dir = fs::absolute(dir).lexically_normal().string();
-  const std::string runner = fs::read_symlink("/proc/self/exe").string();
+  const std::string runner = runner_path();
   if (dry_run) {
     if (m.launcher == "slurm") {
       std::cout << (jobs.empty() ? std::string("# nothing to submit\n") : slurm_script(runner, dir, m, jobs, sbatch_args));

@@ -1,3 +1,4 @@
+#include "cli/runner_commands.hpp"
 #include "cli/sweep_local.hpp"
 
 #include <attnlab/error.hpp>
@@ -17,7 +18,7 @@
 #include <map>
 #include <thread>
 
-#include "cli/runs.hpp"
+#include "core/duration.hpp"
 
 namespace attnlab::cli::sweep {
 namespace {
@@ -170,7 +171,7 @@ std::vector<std::string> run_command(const std::string& runner, const std::strin
 }
 
 int run_local(const std::string& dir, Manifest& m, const std::vector<Job>& jobs, const LaunchOptions& options) {
-  const std::string runner = fs::read_symlink("/proc/self/exe").string();
+  const std::string runner = runner_path();
   SignalScope signals;
   ProgressLine progress(options.jobs);
   std::map<pid_t, Child> running;

@@ -219,6 +219,15 @@ void write_ints_attr(hid_t obj, const std::string& name, const std::vector<int64
         fmt::format("cannot write attribute '{}'", name));
 }
 
+void write_doubles_attr(hid_t obj, const std::string& name, const std::vector<double>& values,
+                        const std::string& file) {
+  Handle space = dataspace(file, {values.size()});
+  Handle attr = new_attr(obj, name, H5T_IEEE_F64LE, space.get(), file);
+  const double none = 0;  // HDF5 refuses a null buffer even for zero elements
+  check(H5Awrite(attr.get(), H5T_NATIVE_DOUBLE, values.empty() ? &none : values.data()), file,
+        fmt::format("cannot write attribute '{}'", name));
+}
+
 void write_double_attr(hid_t obj, const std::string& name, double value, const std::string& file) {
   Handle space = dataspace(file, {}, true);
   Handle attr = new_attr(obj, name, H5T_IEEE_F64LE, space.get(), file);
@@ -235,19 +244,37 @@ std::vector<std::string> read_strings_attr(hid_t obj, const std::string& name, c
                       [&](hid_t mem, void* buf) { return H5Aread(attr.get(), mem, buf); });
 }
 
-std::vector<int64_t> read_ints_attr(hid_t obj, const std::string& name, const std::string& file) {
+namespace {
+
+/// A numeric attribute (scalar or 1-D) as a list of `T`, read through HDF5's conversion to
+/// `memory_type`; ints_only refuses floating point.
+template <class T>
+std::vector<T> read_numbers_attr(hid_t obj, const std::string& name, hid_t memory_type, bool ints_only,
+                                 const std::string& file) {
   std::string what = fmt::format("attribute '{}'", name);
   Handle attr = check(H5Aopen(obj, name.c_str(), H5P_DEFAULT), file, fmt::format("cannot open {}", what));
   Handle type = check(H5Aget_type(attr.get()), file, fmt::format("cannot read the type of {}", what));
   Handle space = check(H5Aget_space(attr.get()), file, fmt::format("cannot read the shape of {}", what));
-  ATTNLAB_CHECK(H5Tget_class(type.get()) == H5T_INTEGER, ResultsError,
-                "{} in results file {} is not an integer (HDF5 type class {})", what, file,
-                static_cast<int>(H5Tget_class(type.get())));
-  const size_t n = stored_elements(type.get(), space.get(), H5Aget_storage_size(attr.get()), file, what, "integers");
-  std::vector<int64_t> out(n + 1);  // + 1: HDF5 refuses a null buffer even for zero elements
-  check(H5Aread(attr.get(), H5T_NATIVE_INT64, out.data()), file, fmt::format("cannot read {}", what));
+  const H5T_class_t cls = H5Tget_class(type.get());
+  ATTNLAB_CHECK(cls == H5T_INTEGER || (!ints_only && cls == H5T_FLOAT), ResultsError,
+                "{} in results file {} is not {} (HDF5 type class {})", what, file,
+                ints_only ? "an integer" : "a number", static_cast<int>(cls));
+  const size_t n = stored_elements(type.get(), space.get(), H5Aget_storage_size(attr.get()), file, what,
+                                   ints_only ? "integers" : "numbers");
+  std::vector<T> out(n + 1);  // + 1: HDF5 refuses a null buffer even for zero elements
+  check(H5Aread(attr.get(), memory_type, out.data()), file, fmt::format("cannot read {}", what));
   out.resize(n);
   return out;
+}
+
+}  // namespace
+
+std::vector<int64_t> read_ints_attr(hid_t obj, const std::string& name, const std::string& file) {
+  return read_numbers_attr<int64_t>(obj, name, H5T_NATIVE_INT64, /*ints_only=*/true, file);
+}
+
+std::vector<double> read_doubles_attr(hid_t obj, const std::string& name, const std::string& file) {
+  return read_numbers_attr<double>(obj, name, H5T_NATIVE_DOUBLE, /*ints_only=*/false, file);
 }
 
 void write_string_dataset(hid_t loc, const std::string& path, const std::vector<std::string>& values, bool scalar,
@@ -275,26 +302,40 @@ void write_double_dataset(hid_t loc, const std::string& path, const std::vector<
         file, fmt::format("cannot write dataset {}", path));
 }
 
-void write_tensor(hid_t loc, const std::string& path, const torch::Tensor& values, const std::string& file) {
-  ATTNLAB_CHECK(values.defined(), ResultsError, "cannot write {} in results file {}: the tensor is undefined", path,
-                file);
-  ATTNLAB_CHECK(!values.is_complex(), ResultsError,
-                "cannot write {} in results file {}: expected a real tensor, found dtype {}", path, file,
-                c10::toString(values.scalar_type()));
-  // Integer tensors (token ids, lengths) as int64, everything else as float32; same shape.
-  const bool integral = c10::isIntegralType(values.scalar_type(), /*includeBool=*/true);
-  torch::Tensor t = values.detach().to(torch::kCPU, integral ? torch::kLong : torch::kFloat).contiguous();
-  std::vector<hsize_t> dims(t.sizes().begin(), t.sizes().end());
+namespace {
+
+/// A dataset of `file_type` with the array's shape, written from `values` in `memory_type`.
+template <class T>
+void write_typed(hid_t loc, const std::string& path, const NdArray<T>& values, hid_t file_type, hid_t memory_type,
+                 const std::string& file) {
+  int64_t count = 1;
+  for (int64_t d : values.shape) {
+    ATTNLAB_CHECK(d >= 0, ResultsError, "cannot write {} in results file {}: a negative size {} in its shape", path,
+                  file, d);
+    count *= d;
+  }
+  ATTNLAB_CHECK(count == values.numel(), ResultsError,
+                "cannot write {} in results file {}: its shape holds {} values, found {}", path, file, count,
+                values.numel());
+  std::vector<hsize_t> dims(values.shape.begin(), values.shape.end());
   remove_if_present(loc, path, file);
-  Handle space = dataspace(file, dims, t.dim() == 0);
+  Handle space = dataspace(file, dims, values.shape.empty());
   Handle lcpl = link_props(file);
-  Handle ds = check(H5Dcreate2(loc, path.c_str(), integral ? H5T_STD_I64LE : H5T_IEEE_F32LE, space.get(), lcpl.get(),
-                               H5P_DEFAULT, H5P_DEFAULT),
-                    file, fmt::format("cannot create dataset {}", path));
-  int64_t dummy = 0;
-  const void* data = t.numel() > 0 ? t.data_ptr() : &dummy;
-  check(H5Dwrite(ds.get(), integral ? H5T_NATIVE_INT64 : H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, data), file,
-        fmt::format("cannot write dataset {}", path));
+  Handle ds = check(H5Dcreate2(loc, path.c_str(), file_type, space.get(), lcpl.get(), H5P_DEFAULT, H5P_DEFAULT), file,
+                    fmt::format("cannot create dataset {}", path));
+  T dummy{};
+  check(H5Dwrite(ds.get(), memory_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, values.empty() ? &dummy : values.values.data()),
+        file, fmt::format("cannot write dataset {}", path));
+}
+
+}  // namespace
+
+void write_array(hid_t loc, const std::string& path, const FloatArray& values, const std::string& file) {
+  write_typed(loc, path, values, H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, file);
+}
+
+void write_array(hid_t loc, const std::string& path, const IntArray& values, const std::string& file) {
+  write_typed(loc, path, values, H5T_STD_I64LE, H5T_NATIVE_INT64, file);
 }
 
 namespace {
@@ -345,7 +386,7 @@ std::vector<double> read_double_dataset(hid_t loc, const std::string& path, cons
   return out;
 }
 
-torch::Tensor read_float_tensor(hid_t loc, const std::string& path, const std::string& file) {
+FloatArray read_float_array(hid_t loc, const std::string& path, const std::string& file) {
   Handle ds = open_dataset(loc, path, file);
   require_numeric(ds.get(), path, file);
   Handle space = check(H5Dget_space(ds.get()), file, fmt::format("cannot read the shape of {}", path));
@@ -354,13 +395,14 @@ torch::Tensor read_float_tensor(hid_t loc, const std::string& path, const std::s
   std::vector<hsize_t> dims(static_cast<size_t>(rank));
   check(H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr), file,
         fmt::format("cannot read the shape of {}", path));
-  std::vector<int64_t> sizes(dims.begin(), dims.end());
-  stored_numbers(ds.get(), space.get(), path, file);     // before allocating what the shape claims
-  torch::Tensor t = torch::empty(sizes, torch::kFloat);  // the dataset's shape
+  FloatArray out;
+  out.shape.assign(dims.begin(), dims.end());  // the dataset's shape
+  // Checked against the bytes stored before allocating what the shape claims.
+  out.values.resize(stored_numbers(ds.get(), space.get(), path, file));
   float dummy = 0.0f;
-  check(H5Dread(ds.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, t.numel() > 0 ? t.data_ptr<float>() : &dummy),
+  check(H5Dread(ds.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, out.empty() ? &dummy : out.values.data()),
         file, fmt::format("cannot read dataset {}", path));
-  return t;
+  return out;
 }
 
 namespace {

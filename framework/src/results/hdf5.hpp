@@ -3,8 +3,8 @@
 // Every failing call throws ResultsError naming the file and what was being done; HDF5's own
 // error printing is silenced and its error stack is folded into the message.
 #include <attnlab/error.hpp>
+#include <attnlab/results/array.hpp>
 #include <hdf5.h>
-#include <torch/types.h>
 
 #include <cstdint>
 #include <string>
@@ -75,25 +75,29 @@ void write_strings_attr(hid_t obj, const std::string& name, const std::vector<st
 void write_int_attr(hid_t obj, const std::string& name, int64_t value, const std::string& file);
 void write_ints_attr(hid_t obj, const std::string& name, const std::vector<int64_t>& values, const std::string& file);
 void write_double_attr(hid_t obj, const std::string& name, double value, const std::string& file);
+void write_doubles_attr(hid_t obj, const std::string& name, const std::vector<double>& values,
+                        const std::string& file);
 
 /// Read a string attribute (scalar or 1-D, variable or fixed length) as a list of strings.
 std::vector<std::string> read_strings_attr(hid_t obj, const std::string& name, const std::string& file);
 /// Read an integer attribute (scalar or 1-D) as a list.
 std::vector<int64_t> read_ints_attr(hid_t obj, const std::string& name, const std::string& file);
+/// Read a numeric attribute (scalar or 1-D, integer or floating point) as a list of doubles.
+std::vector<double> read_doubles_attr(hid_t obj, const std::string& name, const std::string& file);
 
 // Datasets.
 void write_string_dataset(hid_t loc, const std::string& path, const std::vector<std::string>& values, bool scalar,
                           const std::string& file);
 void write_double_dataset(hid_t loc, const std::string& path, const std::vector<double>& values,
                           const std::string& file);
-/// Dataset with the tensor's shape (contiguous, on the CPU): int64 for integer and bool tensors,
-/// float32 for everything else.
-void write_tensor(hid_t loc, const std::string& path, const torch::Tensor& values, const std::string& file);
+/// A dataset with the array's shape: float32, or int64.
+void write_array(hid_t loc, const std::string& path, const FloatArray& values, const std::string& file);
+void write_array(hid_t loc, const std::string& path, const IntArray& values, const std::string& file);
 
 std::vector<std::string> read_string_dataset(hid_t loc, const std::string& path, const std::string& file);
 std::vector<double> read_double_dataset(hid_t loc, const std::string& path, const std::string& file);
-/// Any numeric dataset read as a float32 tensor with the dataset's shape.
-torch::Tensor read_float_tensor(hid_t loc, const std::string& path, const std::string& file);
+/// Any numeric dataset read as float32 values with the dataset's shape.
+FloatArray read_float_array(hid_t loc, const std::string& path, const std::string& file);
 
 /// Names of the links directly inside group `path`, sorted by name; empty if it is absent.
 std::vector<std::string> list_group(hid_t loc, const std::string& path, const std::string& file);

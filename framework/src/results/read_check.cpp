@@ -9,10 +9,10 @@
 // included), after reading it through ResultsReader as the commands do, under an alarm and an
 // address-space limit. The child's end says whether HDF5
 // survived; what HDF5 refuses cleanly is left to the reader, which names it better.
-#include <ATen/Parallel.h>
 #include <fmt/format.h>
 #include <hdf5.h>
 #include <attnlab/error.hpp>
+#include <attnlab/results/figure.hpp>
 #include <attnlab/results/reader.hpp>
 
 #include <fcntl.h>
@@ -42,6 +42,8 @@
 namespace attnlab::results {
 
 namespace {
+
+void (*g_forked_child_setup)() = nullptr;  // set_forked_read_setup
 
 // The child's exit codes; any other end (a signal, or an exit status a library chose, as a
 // sanitizer's report does) means HDF5 did not survive the file.
@@ -182,9 +184,12 @@ void read_children(const ResultsReader& in, const std::string& path, int depth, 
     if (--budget < 0) return;
     const std::string at = path.empty() ? name : path + "/" + name;
     attempt([&] { (void)in.has(at); });
-    attempt([&] { (void)in.tensor(at); });
+    attempt([&] { (void)in.array(at); });
     attempt([&] { (void)in.strings(at); });
-    for (const char* attr : {"text", "split", "bleu", "query_tokens"}) {
+    attempt([&] { (void)in.holds_strings(at); });
+    for (const char* attr : {"text", "split", "bleu", "query_tokens", "label_names", "xlim"}) {
+      attempt([&] { (void)in.attr_strings_at(at, attr); });
+      attempt([&] { (void)in.attr_doubles_at(at, attr); });
       attempt([&] { (void)in.attr_string_at(at, attr); });
       attempt([&] { (void)in.attr_double_at(at, attr); });
     }
@@ -200,7 +205,8 @@ uint64_t mapped_bytes() {
   return pages * static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
 }
 
-/// Whether an exception from a read says that memory ran out (torch's allocator throws its own).
+/// Whether an exception from a read says that memory ran out (LibTorch's allocator, in a read of a
+/// process that has it, throws its own).
 bool out_of_memory(const std::exception& e) {
   return dynamic_cast<const std::bad_alloc*>(&e) != nullptr ||
          std::string_view(e.what()).find("can't allocate memory") != std::string_view::npos;
@@ -259,8 +265,7 @@ bool walk_file(const std::string& path, uint64_t memory_bytes) {
     ::setrlimit(RLIMIT_AS, &as);
   }
   ::alarm(static_cast<unsigned>(limits.seconds));
-  // The parent's OpenMP threads are not in this copy of it: torch works on one thread here.
-  at::set_num_threads(1);
+  if (g_forked_child_setup != nullptr) g_forked_child_setup();
   H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
   bool out_of_memory_seen = false;
   try {
@@ -298,6 +303,8 @@ std::string bytes_text(uint64_t bytes) {
 
 }  // namespace
 
+void set_forked_read_setup(void (*setup)()) { g_forked_child_setup = setup; }
+
 void read_all(const ResultsReader& in) {
   attempt([&] { (void)in.attr_string("experiment"); });
   attempt([&] { (void)in.status(); });
@@ -320,6 +327,7 @@ void read_all(const ResultsReader& in) {
         for (const auto& module : in.attention_modules(sample)) attempt([&] { (void)in.attention(sample, module); });
       });
   });
+  attempt([&] { (void)declared_figures(in); });  // /figures, or the figures of an older layout
   int budget = 256;
   read_children(in, "", 0, budget);
 }

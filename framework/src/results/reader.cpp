@@ -243,7 +243,7 @@ Attention ResultsReader::attention(const std::string& sample, const std::string&
                 "results file {} has no attention for module '{}' of sample '{}' (modules: {})", path_, module, sample,
                 fmt::join(attention_modules(sample), ", "));
   Attention out;
-  out.weights = h5::read_float_tensor(root, ds_path, path_);  // [layers, heads, queries, keys]
+  out.weights = h5::read_float_array(root, ds_path, path_);  // [layers, heads, queries, keys]
   ATTNLAB_CHECK(out.weights.dim() == 4, ResultsError,
                 "results file {}: {} should be [layers, heads, queries, keys], found {}-D", path_, ds_path,
                 out.weights.dim());
@@ -270,8 +270,16 @@ std::vector<std::string> ResultsReader::children(const std::string& path) const 
   return h5::list_group(impl_->root.get(), absolute(path), path_);
 }
 
-torch::Tensor ResultsReader::tensor(const std::string& path) const {
-  return h5::read_float_tensor(impl_->root.get(), absolute(path), path_);
+FloatArray ResultsReader::array(const std::string& path) const {
+  return h5::read_float_array(impl_->root.get(), absolute(path), path_);
+}
+
+bool ResultsReader::holds_strings(const std::string& path) const {
+  const auto at = absolute(path);
+  ATTNLAB_CHECK(h5::exists(impl_->root.get(), at), ResultsError, "results file {} has no dataset {}", path_, at);
+  Handle ds = check(H5Dopen2(impl_->root.get(), at.c_str(), H5P_DEFAULT), path_, fmt::format("cannot open dataset {}", at));
+  Handle type = check(H5Dget_type(ds.get()), path_, fmt::format("cannot read the type of {}", at));
+  return H5Tget_class(type.get()) == H5T_STRING;
 }
 
 std::vector<std::string> ResultsReader::strings(const std::string& path) const {
@@ -295,6 +303,18 @@ double ResultsReader::attr_double_at(const std::string& path, const std::string&
   double value = 0.0;
   read_number(obj.get(), name, false, H5T_NATIVE_DOUBLE, &value, path_);
   return value;
+}
+
+std::vector<std::string> ResultsReader::attr_strings_at(const std::string& path, const std::string& name) const {
+  const auto at = absolute(path);
+  Handle obj = check(H5Oopen(impl_->root.get(), at.c_str(), H5P_DEFAULT), path_, fmt::format("cannot open {}", at));
+  return h5::read_strings_attr(obj.get(), name, path_);
+}
+
+std::vector<double> ResultsReader::attr_doubles_at(const std::string& path, const std::string& name) const {
+  const auto at = absolute(path);
+  Handle obj = check(H5Oopen(impl_->root.get(), at.c_str(), H5P_DEFAULT), path_, fmt::format("cannot open {}", at));
+  return h5::read_doubles_attr(obj.get(), name, path_);
 }
 
 bool ResultsReader::has_attr_at(const std::string& path, const std::string& name) const {

@@ -122,11 +122,14 @@ void check_component(const std::string& kind, const std::string& name, const std
 }
 
 /// "/a/b" from "a/b" or "/a/b"; ResultsError for empty or malformed paths.
-std::string clean_path(const std::string& path, const std::string& file) {
+/// "/eval/test" from "eval/test" (or "/eval/test"); ResultsError for an empty path, one that ends
+/// in '/' or holds "//" ("<what> must be like \"<example>\"").
+std::string clean_path(const std::string& path, const std::string& file, const char* what = "path",
+                       const char* example = "eval/test") {
   std::string clean = path;
   while (!clean.empty() && clean.front() == '/') clean.erase(0, 1);
   ATTNLAB_CHECK(!clean.empty() && clean.back() != '/' && clean.find("//") == std::string::npos, ResultsError,
-                "results file {}: path must be like \"eval/test\", found '{}'", file, path);
+                "results file {}: {} must be like \"{}\", found '{}'", file, what, example, path);
   return "/" + clean;
 }
 
@@ -363,9 +366,9 @@ void Results::write_attention(const std::string& sample, const std::string& modu
   const std::string group = "/attention/" + h5::link_name(sample);
   const std::string ds_path = group + "/" + h5::link_name(module);
   const auto& weights = attention.weights;  // [layers, heads, queries, keys]
-  ATTNLAB_CHECK(weights.defined() && weights.dim() == 4, ResultsError,
-                "results file {}: attention for {} must be [layers, heads, queries, keys], found {}", path_, ds_path,
-                weights.defined() ? fmt::format("{}-D {}", weights.dim(), c10::str(weights.sizes())) : "undefined");
+  ATTNLAB_CHECK(weights.dim() == 4, ResultsError,
+                "results file {}: attention for {} must be [layers, heads, queries, keys], found {}-D [{}]", path_,
+                ds_path, weights.dim(), fmt::join(weights.shape, ", "));
   ATTNLAB_CHECK(
       attention.query_tokens.empty() || static_cast<int64_t>(attention.query_tokens.size()) == weights.size(2),
       ResultsError, "results file {}: attention {} has {} queries but {} query labels", path_, ds_path, weights.size(2),
@@ -380,7 +383,7 @@ void Results::write_attention(const std::string& sample, const std::string& modu
   for (int64_t l = static_cast<int64_t>(layers.size()); l < weights.size(0); ++l) layers.push_back(l);
   Impl::Writing writing(*impl_, path_);
   hid_t root = impl_->root.get();
-  h5::write_tensor(root, ds_path, weights, path_);  // [layers, heads, queries, keys]
+  h5::write_array(root, ds_path, weights, path_);  // [layers, heads, queries, keys]
   Handle ds =
       check(H5Dopen2(root, ds_path.c_str(), H5P_DEFAULT), path_, fmt::format("cannot open dataset {}", ds_path));
   h5::write_strings_attr(ds.get(), "query_tokens", attention.query_tokens, path_);
@@ -398,13 +401,14 @@ void Results::write_attention(const std::string& sample, const std::string& modu
   describe_nexus(root, "/attention", h5::link_name(sample), h5::link_name(module), path_);
 }
 
-void Results::write_tensor(const std::string& path, const torch::Tensor& values) {
+void Results::write_array(const std::string& path, const FloatArray& values) {
   Impl::Writing writing(*impl_, path_);
-  std::string clean = path;
-  while (!clean.empty() && clean.front() == '/') clean.erase(0, 1);
-  ATTNLAB_CHECK(!clean.empty() && clean.back() != '/' && clean.find("//") == std::string::npos, ResultsError,
-                "results file {}: tensor path must be like \"predictions/test\", found '{}'", path_, path);
-  h5::write_tensor(impl_->root.get(), "/" + clean, values, path_);
+  h5::write_array(impl_->root.get(), clean_path(path, path_, "tensor path", "predictions/test"), values, path_);
+}
+
+void Results::write_array(const std::string& path, const IntArray& values) {
+  Impl::Writing writing(*impl_, path_);
+  h5::write_array(impl_->root.get(), clean_path(path, path_, "tensor path", "predictions/test"), values, path_);
 }
 
 void Results::write_strings(const std::string& path, const std::vector<std::string>& values) {
@@ -428,6 +432,23 @@ void Results::set_attr_at(const std::string& path, const std::string& name, int6
   Impl::Writing writing(*impl_, path_);
   Handle obj = open_or_create_object(impl_->root.get(), clean_path(path, path_), path_);
   h5::write_int_attr(obj.get(), name, value, path_);
+}
+
+void Results::set_attr_at(const std::string& path, const std::string& name, const std::vector<std::string>& values) {
+  Impl::Writing writing(*impl_, path_);
+  Handle obj = open_or_create_object(impl_->root.get(), clean_path(path, path_), path_);
+  h5::write_strings_attr(obj.get(), name, values, path_);
+}
+
+void Results::set_attr_at(const std::string& path, const std::string& name, const std::vector<double>& values) {
+  Impl::Writing writing(*impl_, path_);
+  Handle obj = open_or_create_object(impl_->root.get(), clean_path(path, path_), path_);
+  h5::write_doubles_attr(obj.get(), name, values, path_);
+}
+
+void Results::remove(const std::string& path) {
+  Impl::Writing writing(*impl_, path_);
+  h5::remove_if_present(impl_->root.get(), clean_path(path, path_), path_);
 }
 
 std::vector<std::string> Results::children(const std::string& path) const {

@@ -348,6 +348,8 @@ int run_experiment(const RunOptions& ro) {
   RunRecord run(group.path, plan.e.experiment, group.resume_path.has_value(), ro.quiet);
   test_signal_at("results_created");
   run.record(run_attributes(plan, built, group, ro));
+  built.setup.dataset->write_results(run.results());  // the dataset's own data and figures
+  run.results().flush();
   if (const auto end = fit_model(run, built, group, plan, ro)) return *end;
   if (const auto end = evaluate_model(run, built, plan, ro)) return *end;
   return run.completed();

@@ -1,5 +1,7 @@
 #include <attnlab/train/attention_results.hpp>
 
+#include <attnlab/results/tensor.hpp>
+
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -19,7 +21,7 @@ void write_attention(results::Results& results, const std::string& sample, const
     };
     cut(m.queries, 2, out.query_tokens);
     cut(m.keys, 3, out.key_tokens);
-    out.weights = w.to(torch::kCPU, torch::kFloat).contiguous();
+    out.weights = results::to_float_array(w);
     out.layers = m.layers;
     out.query_side = nn::side_name(m.queries);
     out.key_side = nn::side_name(m.keys);

@@ -56,6 +56,11 @@ class Corners final : public data::Dataset, public data::SequenceLabels {
     plugin::DataInfo info;
     info.num_features = 2;
     info.num_steps = kTargetLen;
+    // The points are corners of the square [-1, 1]^2 (with noise): whoever draws them in the plane
+    // draws that square behind them, in a frame a little wider (the regression trainer's figure).
+    info.meta.set("points.outline", std::vector<double>{-1, -1, -1, 1, 1, 1, 1, -1, -1, -1});
+    info.meta.set("x.range", std::vector<double>{-1.6, 1.6});
+    info.meta.set("y.range", std::vector<double>{-1.6, 1.6});
     return info;
   }
 

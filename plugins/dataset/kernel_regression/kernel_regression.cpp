@@ -46,6 +46,9 @@ class KernelRegression final : public data::Dataset {
     plugin::DataInfo d;
     d.num_features = 1;
     d.num_steps = 1;
+    // d2l's plot_kernel_reg axes: x over the inputs' range, y from -1 to 5.
+    d.meta.set("x.range", std::vector<double>{0.0, opt_.x_max});
+    d.meta.set("y.range", std::vector<double>{-1.0, 5.0});
     return d;
   }
 

@@ -9,6 +9,8 @@
 #include <attnlab/error.hpp>
 #include <attnlab/nn/attention.hpp>
 #include <attnlab/plugin/registry.hpp>
+#include <attnlab/results/figure.hpp>
+#include <attnlab/results/tensor.hpp>
 #include <attnlab/train/attention_results.hpp>
 #include <attnlab/train/epoch_loop.hpp>
 #include <attnlab/train/trainer.hpp>
@@ -216,11 +218,12 @@ class NadarayaWatsonTrainer final : public train::Trainer {
       y_hat = model_->forward_shared(test_.x, train_.x, train_.y);
     }
     auto& res = *ctx.results;
-    res.write_tensor("predictions/x", test_.x);
-    res.write_tensor("predictions/test", y_hat);
-    res.write_tensor("predictions/truth", test_.y);
-    res.write_tensor("data/x_train", train_.x);
-    res.write_tensor("data/y_train", train_.y);
+    results::write_tensor(res, "predictions/x", test_.x);
+    results::write_tensor(res, "predictions/test", y_hat);
+    results::write_tensor(res, "predictions/truth", test_.y);
+    results::write_tensor(res, "data/x_train", train_.x);
+    results::write_tensor(res, "data/y_train", train_.y);
+    declare_figure(res, ctx.dataset->info().meta);
     train::write_attention(res, "test", recorder, 0,
                            {{nn::Side::Queries, labels(test_.x)}, {nn::Side::Keys, labels(train_.x)}});
     const double entropy = mean_entropy(recorder.module(kPooling).weights);  // [1, 1, 1, n_test, n_train]
@@ -236,6 +239,25 @@ class NadarayaWatsonTrainer final : public train::Trainer {
   }
 
  private:
+  /// d2l's plot_kernel_reg: truth and prediction over the test inputs, the training points as dots,
+  /// on the axes' ranges the dataset's metadata gives (x.range, y.range), else the data's.
+  static void declare_figure(results::Results& res, const plugin::Metadata& meta) {
+    results::Figure f;
+    f.name = "kernel_regression";
+    f.xlabel = "x";
+    f.ylabel = "y";
+    f.xlim = meta.range("x.range");
+    f.ylim = meta.range("y.range");
+    f.layers = {{.label = "Truth", .x = "predictions/x", .y = "predictions/truth"},
+                {.label = "Pred", .x = "predictions/x", .y = "predictions/test", .style = results::Style::dashed},
+                {.label = "",
+                 .x = "data/x_train",
+                 .y = "data/y_train",
+                 .style = results::Style::points,
+                 .marker = results::Marker::dot}};
+    results::declare_figure(res, f, "trainer 'nadaraya_watson'");
+  }
+
   /// The trainer's `scorer` option, or the variant's scorer when it is empty.
   static config::Node scorer_node(const Config& c, const config::Options& o, const plugin::BuildContext& ctx) {
     const config::Node& given = c.scorer;

@@ -10,6 +10,8 @@
 #include <attnlab/data/labels.hpp>
 #include <attnlab/error.hpp>
 #include <attnlab/nn/regression.hpp>
+#include <attnlab/results/figure.hpp>
+#include <attnlab/results/tensor.hpp>
 #include <attnlab/train/attention_results.hpp>
 #include <attnlab/train/epoch_loop.hpp>
 #include <attnlab/train/optim.hpp>
@@ -193,28 +195,66 @@ class RegressionTrainer final : public train::Trainer {
                   data::split_name(split));
     auto S = torch::cat(src), T = torch::cat(tgt), L = torch::cat(lens), P = torch::cat(pred);  // [N, *, F], [N]
     auto& res = *ctx.results;
-    res.write_tensor(base + "/source", S);
-    res.write_tensor(base + "/target", T);
-    res.write_tensor(base + "/prediction", P);
-    res.write_tensor(base + "/target_lengths", L.to(torch::kFloat32));
+    results::write_tensor(res, base + "/source", S);
+    results::write_tensor(res, base + "/target", T);
+    results::write_tensor(res, base + "/prediction", P);
+    results::write_tensor(res, base + "/target_lengths", L.to(torch::kFloat32));
     res.append_metric(data::split_name(split), "loss", masked_mse(P, T, L).item<double>());
 
     std::vector<std::string> label_text;  // per row, for attention sample names
+    std::string labels_path;
+    std::vector<std::string> values;
     if (const auto* labelled = dynamic_cast<const data::SequenceLabels*>(ctx.dataset)) {
       auto labels = labelled->labels(split);  // [N]
-      const auto values = labelled->label_values();
-      res.write_tensor(base + "/" + labelled->label_name(), labels.to(torch::kFloat32));
+      values = labelled->label_values();
+      labels_path = base + "/" + labelled->label_name();
+      results::write_tensor(res, labels_path, labels.to(torch::kFloat32));
       res.set_attr(labelled->label_name() + "_values", values);
       for (int64_t i = 0; i < labels.size(0); ++i) {
         const auto v = labels[i].item<int64_t>();
         label_text.push_back(v >= 0 && v < static_cast<int64_t>(values.size()) ? values[v] : std::to_string(v));
       }
     }
+    if (P.size(2) == 2) declare_plane_figure(ctx, base, labels_path, values);
     record_attention(ctx, *model, S, P, label_text);
     res.flush();
   }
 
  private:
+  /// Sequences of points in the plane as Step-by-Step's sequence_pred picture (`runner plot`,
+  /// `runner report`): a panel per test sequence with its input, target and prediction, titled by
+  /// its label. The dataset's metadata may say what the points lie on (points.outline: x0, y0, x1,
+  /// y1, ...) and the axes' ranges (x.range, y.range: low, high).
+  static void declare_plane_figure(train::TrainContext& ctx, const std::string& base, const std::string& labels,
+                                   const std::vector<std::string>& label_names) {
+    const auto& meta = ctx.dataset->info().meta;
+    results::Figure f;
+    f.name = "predictions";
+    f.kind = results::FigureKind::sequences;
+    const auto lengths = base + "/target_lengths";
+    f.layers = {
+        {.label = "Input", .data = base + "/source", .style = results::Style::dashed, .marker = results::Marker::dot},
+        {.label = "Target",
+         .data = base + "/target",
+         .lengths = lengths,
+         .continues = "Input",
+         .marker = results::Marker::dot},
+        {.label = "Predicted",
+         .data = base + "/prediction",
+         .lengths = lengths,
+         .continues = "Input",
+         .style = results::Style::dashed,
+         .marker = results::Marker::cross}};
+    f.panel_labels = labels;
+    f.label_names = label_names;
+    if (const auto outline = meta.get<std::vector<double>>("points.outline")) {
+      for (size_t i = 0; i + 1 < outline->size(); i += 2) f.outline.emplace_back((*outline)[i], (*outline)[i + 1]);
+    }
+    f.xlim = meta.range("x.range");
+    f.ylim = meta.range("y.range");
+    results::declare_figure(*ctx.results, f, "trainer 'regression'");
+  }
+
   static std::shared_ptr<nn::SequenceRegressor> regressor(const train::TrainContext& ctx) {
     ATTNLAB_CHECK(ctx.custom != nullptr, ConfigError,
                   "it needs a sequence regression model: model: {{plugin: seq2seq_regression | "

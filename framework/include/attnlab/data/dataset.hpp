@@ -3,6 +3,7 @@
 // batches cut from pre-built tensors (no per-sample work in the training loop).
 #include <attnlab/data/vocab.hpp>
 #include <attnlab/plugin/plugin.hpp>
+#include <attnlab/results/results.hpp>
 
 #include <torch/types.h>
 
@@ -42,6 +43,11 @@ class Dataset {
   /// The split's batches; shuffled by `seed` when shuffle is true (training), in order otherwise.
   virtual std::vector<Batch> batches(Split split, bool shuffle, uint64_t seed) const = 0;
   virtual bool has_split(Split split) const { return split != Split::Test; }
+  /// Once the run's results file is open (a new run, or one resumed), after prepare(): write what
+  /// the dataset wants kept with the run beside its batches, such as data of its own (a function's
+  /// noise-free curve) and the figures that draw it (results::declare_figure,
+  /// attnlab/results/figure.hpp); `runner plot` and `runner report` draw them. Nothing by default.
+  virtual void write_results(results::Results& results) const {}
 
   // --- text datasets (translation) ---
   virtual const Vocab* src_vocab() const { return nullptr; }

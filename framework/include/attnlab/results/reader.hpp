@@ -1,8 +1,8 @@
 #pragma once
 // Read-only access to a results file written by Results (layout: docs/RESULTS.md), for
 // `runner compare` / `runner plot` and tests. Every failure is a ResultsError naming the file.
+#include <attnlab/results/array.hpp>
 #include <attnlab/results/results.hpp>
-#include <torch/types.h>
 
 #include <cstdint>
 #include <functional>
@@ -49,6 +49,11 @@ auto read_isolated(const std::string& path, Read&& read) -> decltype(read()) {
   rehearse_read(path, [&] { (void)read(); });
   return read();
 }
+
+/// What the forked copy of check_readable and rehearse_read runs first. A process with LibTorch
+/// sets torch to one thread there, since the parent's OpenMP threads are not in the copy
+/// (libattnlab does this as it loads); a process without LibTorch has nothing to set.
+void set_forked_read_setup(void (*setup)());
 
 /// How ResultsReader opens a file.
 enum class ReadCheck {
@@ -100,13 +105,20 @@ class ResultsReader {
   bool has(const std::string& path) const;
   /// Names of the links in the group at `path` ("eval"), sorted; empty when there is no group.
   std::vector<std::string> children(const std::string& path) const;
-  /// Any numeric dataset as a float32 tensor with its shape.
-  torch::Tensor tensor(const std::string& path) const;
+  /// Any numeric dataset as float32 values with its shape (results::read_tensor in
+  /// attnlab/results/tensor.hpp makes it a tensor).
+  FloatArray array(const std::string& path) const;
+  /// Whether the dataset at `path` holds strings (else numbers, for array()).
+  bool holds_strings(const std::string& path) const;
   /// A string dataset ("eval/test/hypotheses") as a list.
   std::vector<std::string> strings(const std::string& path) const;
   /// An attribute of the group or dataset at `path` ("eval/test"): a string, or any number.
   std::string attr_string_at(const std::string& path, const std::string& name) const;
   double attr_double_at(const std::string& path, const std::string& name) const;
+  /// A list attribute of the object at `path`: strings (one string reads as a list of one), or
+  /// numbers (an integer or floating-point scalar or 1-D attribute).
+  std::vector<std::string> attr_strings_at(const std::string& path, const std::string& name) const;
+  std::vector<double> attr_doubles_at(const std::string& path, const std::string& name) const;
   /// Whether the group or dataset at `path` exists and has the attribute `name`.
   bool has_attr_at(const std::string& path, const std::string& name) const;
 
@@ -117,8 +129,8 @@ class ResultsReader {
 };
 
 /// Every read that attnlab's commands make of a results file, through `in`, in the order `runner
-/// compare` makes them (root attributes, /config, metrics, samples, attention), then each
-/// dataset and common attribute of every group four levels deep. A refusal (attnlab::Error) ends
+/// compare` makes them (root attributes, /config, metrics, samples, attention, declared figures),
+/// then each dataset and common attribute of every group four levels deep. A refusal (attnlab::Error) ends
 /// only the read it came from; anything else propagates. The read check's child runs it first;
 /// the results_reader fuzz target runs it on every input.
 void read_all(const ResultsReader& in);

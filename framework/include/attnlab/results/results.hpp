@@ -1,7 +1,9 @@
 #pragma once
 // One HDF5 results file per run (layout: docs/RESULTS.md). Flushed after every epoch; the
 // status attribute says whether the run is running, completed, interrupted, failed or diverged.
-#include <torch/types.h>
+// Needs no LibTorch: arrays are attnlab/results/array.hpp's; attnlab/results/tensor.hpp writes and
+// reads tensors through them.
+#include <attnlab/results/array.hpp>
 
 #include <cstdint>
 #include <map>
@@ -23,7 +25,7 @@ struct Sample {
 /// were not text; files written before layers and sides were stored read back layers 0, 1, ...
 /// and empty sides.
 struct Attention {
-  torch::Tensor weights;                                        // [layers, heads, queries, keys] (stored as float32)
+  FloatArray weights;                                           // [layers, heads, queries, keys]
   std::vector<std::string> query_tokens = {}, key_tokens = {};  // a label per query / key, or none
   std::vector<int64_t> layers = {};                             // the layer of each row of weights; empty = 0, 1, ...
   std::string query_side = {}, key_side = {};                   // nn::side_name ("source", ...); "" = not said
@@ -69,15 +71,20 @@ class Results {
   /// (int64), and query_side, key_side (strings, when given). Recorded attention is written by
   /// train::write_attention (attnlab/train/attention_results.hpp), which fills all of them.
   void write_attention(const std::string& sample, const std::string& module, const Attention& attention);
-  /// A tensor as /<path> (e.g. "predictions/test") with its shape: float32, or int64 for integer
-  /// and bool tensors (token ids, lengths); replaces.
-  void write_tensor(const std::string& path, const torch::Tensor& values);
+  /// An array as /<path> (e.g. "predictions/test") with its shape, float32 or int64; replaces.
+  /// (Tensors: results::write_tensor in attnlab/results/tensor.hpp.)
+  void write_array(const std::string& path, const FloatArray& values);
+  void write_array(const std::string& path, const IntArray& values);
   /// A 1-D string dataset at /<path> (e.g. "eval/test/hypotheses"); replaces.
   void write_strings(const std::string& path, const std::vector<std::string>& values);
   /// Attributes on the group or dataset at /<path> (made as a group when missing); replace.
   void set_attr_at(const std::string& path, const std::string& name, const std::string& value);
   void set_attr_at(const std::string& path, const std::string& name, double value);
   void set_attr_at(const std::string& path, const std::string& name, int64_t value);
+  void set_attr_at(const std::string& path, const std::string& name, const std::vector<std::string>& values);
+  void set_attr_at(const std::string& path, const std::string& name, const std::vector<double>& values);
+  /// Removes the group or dataset /<path> and everything under it; nothing when it is absent.
+  void remove(const std::string& path);
   /// Names of the links in the group /<path>, sorted; empty when it does not exist.
   std::vector<std::string> children(const std::string& path) const;
   /// Renames the group or dataset /<from> to /<to> (made with its parent groups), replacing what

@@ -1,0 +1,142 @@
+#include "tools/report/extras.hpp"
+
+#include <attnlab/results/figure.hpp>
+#include <attnlab/results/reader.hpp>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+
+namespace attnlab::tools::report {
+namespace {
+
+/// A weight as 0..kWeightScale: weight * kWeightScale rounded half to even (as torch.round),
+/// clamped; NaN as 0 (the page draws no weight there).
+int32_t quantise(float w) {
+  const float scaled = std::nearbyint(w * static_cast<float>(kWeightScale));
+  if (std::isnan(scaled)) return 0;
+  return static_cast<int32_t>(std::clamp(scaled, 0.0f, static_cast<float>(kWeightScale)));
+}
+
+/// Tokens up to the last one that is not "<pad>"; all of them when there are no labels.
+int64_t real_length(const std::vector<std::string>& tokens, int64_t stored) {
+  if (tokens.size() != static_cast<size_t>(stored)) return stored;
+  int64_t n = stored;
+  while (n > 1 && tokens[static_cast<size_t>(n - 1)] == "<pad>") --n;
+  return n;
+}
+
+}  // namespace
+
+AttentionMap make_map(const std::string& module, const results::Attention& att, int64_t max_tokens) {
+  AttentionMap m;
+  m.module = module;
+  const auto& w = att.weights;  // [layers, heads, Q, K]
+  if (w.dim() != 4) return m;
+  const int64_t q = std::min(real_length(att.query_tokens, w.size(2)), max_tokens);
+  const int64_t k = std::min(real_length(att.key_tokens, w.size(3)), max_tokens);
+  m.layers = att.layers;
+  for (int64_t l = static_cast<int64_t>(m.layers.size()); l < w.size(0); ++l) m.layers.push_back(l);
+  m.layers.resize(static_cast<size_t>(w.size(0)));
+  m.heads = w.size(1);
+  m.queries = q;
+  m.keys = k;
+  if (att.query_tokens.size() == static_cast<size_t>(w.size(2))) {
+    m.query_tokens.assign(att.query_tokens.begin(), att.query_tokens.begin() + q);
+  }
+  if (att.key_tokens.size() == static_cast<size_t>(w.size(3))) {
+    m.key_tokens.assign(att.key_tokens.begin(), att.key_tokens.begin() + k);
+  }
+  m.query_side = att.query_side;
+  m.key_side = att.key_side;
+  m.weights.reserve(static_cast<size_t>(w.size(0) * w.size(1) * q * k));  // [layers, heads, q, k]
+  for (int64_t l = 0; l < w.size(0); ++l) {
+    for (int64_t h = 0; h < w.size(1); ++h) {
+      for (int64_t qi = 0; qi < q; ++qi) {
+        for (int64_t ki = 0; ki < k; ++ki) m.weights.push_back(quantise(w.at({l, h, qi, ki})));
+      }
+    }
+  }
+  return m;
+}
+
+RunExtras read_extras(const std::string& path, int64_t max_tokens) {
+  results::ResultsReader in(path, results::ReadCheck::none);
+  RunExtras x;
+  x.config_yaml = in.config();
+  for (const char* attr : {"error", "diverged", "interrupted_during"}) {
+    if (in.has_attr(attr)) x.detail = in.attr_string(attr);
+  }
+  for (const auto& sample : in.attention_samples()) {
+    AttentionSample s{sample, {}};
+    for (const auto& module : in.attention_modules(sample)) {
+      const auto att = in.attention(sample, module);
+      if (att.weights.dim() != 4 || att.weights.numel() == 0) continue;
+      s.maps.push_back(make_map(module, att, max_tokens));
+      const auto& m = s.maps.back();
+      x.maps_cut += real_length(att.query_tokens, att.weights.size(2)) > m.queries ||
+                    real_length(att.key_tokens, att.weights.size(3)) > m.keys;
+    }
+    x.attention.push_back(std::move(s));
+  }
+  x.samples = in.samples();
+  for (const auto& f : results::declared_figures(in)) {
+    try {
+      x.figures.push_back(read_figure_data(in, f, kPageFigureLimits));
+    } catch (const Error& e) {
+      x.figure_problems.push_back(e.what());
+    }
+  }
+  return x;
+}
+
+std::string subsample_attention(std::vector<RunExtras>& runs, const AttentionLimits& limits) {
+  // Sample texts in recording order (the first run's order, then what later runs add).
+  std::vector<std::string> order;
+  std::set<std::string> seen;
+  std::map<std::string, int64_t> cells;
+  for (const auto& r : runs) {
+    for (const auto& s : r.attention) {
+      if (seen.insert(s.text).second) order.push_back(s.text);
+      for (const auto& m : s.maps) cells[s.text] += m.cells();
+    }
+  }
+  std::set<std::string> kept;
+  int64_t total = 0, all = 0;
+  for (const auto& text : order) {
+    all += cells[text];
+    if (kept.empty() || total + cells[text] <= limits.max_cells) {
+      kept.insert(text);
+      total += cells[text];
+    }
+  }
+  int64_t cut = 0;
+  for (auto& r : runs) {
+    cut += r.maps_cut;
+    std::erase_if(r.attention, [&](const AttentionSample& s) { return !kept.count(s.text); });
+  }
+  std::vector<std::string> notes;
+  if (kept.size() < order.size()) {
+    constexpr size_t kNamed = 3;  // a long run records dozens of samples: name a few of those left out
+    std::vector<std::string> dropped;
+    for (const auto& t : order) {
+      if (!kept.count(t)) dropped.push_back(fmt::format("'{}'", t.size() > 40 ? t.substr(0, 40) + "..." : t));
+    }
+    const auto more = dropped.size() > kNamed ? fmt::format(" and {} more", dropped.size() - kNamed) : std::string();
+    dropped.resize(std::min(dropped.size(), kNamed));
+    notes.push_back(fmt::format(
+        "Attention subsampled: kept the first {} of {} recorded samples (in recording order; left out: {}{}), so "
+        "that the page holds at most {} weights ({} kept of {})",
+        kept.size(), order.size(), fmt::join(dropped, ", "), more, limits.max_cells, total, all));
+  }
+  if (cut > 0) {
+    notes.push_back(fmt::format("{} map(s) longer than {} tokens on an axis show their first {} tokens only", cut,
+                                limits.max_tokens, limits.max_tokens));
+  }
+  return fmt::format("{}", fmt::join(notes, ". "));
+}
+
+}  // namespace attnlab::tools::report
