@@ -1,0 +1,481 @@
+"""One run's results file (docs/RESULTS.md), read with h5py after the read check (_check.py).
+
+    run = attnlab.load("results/run.h5")
+    run.status, run.config, run.metrics, run.history("val/loss"), run.translations, run.evals
+    run.attention(sample="i'm home .").show("encoder_self", layer=2)
+
+Every access opens the file, reads what it needs and closes it again: a live run's writer waits
+for readers that keep the file open (docs/RESULTS.md, "Reading a live run"), and a reader that
+reopens sees the epochs written since.
+"""
+from __future__ import annotations
+
+import contextlib
+import errno
+import html
+import os
+import time
+from typing import Callable
+
+import h5py
+import numpy as np
+import pandas as pd
+
+from . import _check, _yaml
+from .errors import ResultsError
+
+__all__ = ["Run", "load", "register_section", "flatten"]
+
+STATUSES = ("running", "completed", "interrupted", "failed", "diverged")
+
+
+def _text(value) -> str:
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    if isinstance(value, np.ndarray) and value.shape == ():
+        return _text(value[()])
+    return str(value)
+
+
+def _attr(value):
+    """An HDF5 attribute as plain Python: str, int, float, or a list of them."""
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    if isinstance(value, np.ndarray):
+        if value.dtype.kind in "OSU":
+            return [_text(v) for v in value.tolist()]
+        return value.tolist()
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
+
+
+def _strings(dataset) -> list[str]:
+    return [str(s) for s in dataset.asstr()[()].tolist()] if dataset.shape else []
+
+
+def flatten(tree, prefix: str = "") -> dict:
+    """{"model": {"norm": "first"}} -> {"model.norm": "first"}; a list's items as "key[0]", an empty
+    mapping or list as its own value, as `runner compare` flattens configs."""
+    out: dict = {}
+    if isinstance(tree, dict):
+        if not tree and prefix:
+            out[prefix] = {}
+        for k, v in tree.items():
+            out.update(flatten(v, f"{prefix}.{k}" if prefix else str(k)))
+    elif isinstance(tree, list):
+        if all(not isinstance(v, (dict, list)) for v in tree):
+            out[prefix] = tree  # a list of scalars stays one value: [2, 4]
+        else:
+            for i, v in enumerate(tree):
+                out.update(flatten(v, f"{prefix}[{i}]"))
+    else:
+        out[prefix] = tree
+    return out
+
+
+# -- sections: the groups of a results file beyond the run's own ------------------------------
+# Each reads one kind of group (/eval, /checkpoints, ...) into a DataFrame. A new kind of group
+# (ablation tables, pruning curves) is one more register_section call: Run.section(name) reads it,
+# and attnlab.runs() adds its `summary` values as columns.
+_SECTIONS: dict[str, tuple[Callable, Callable | None]] = {}
+
+
+def register_section(name: str, summary: Callable | None = None):
+    """Decorator: `reader(h5file) -> DataFrame or None` reads section `name`; `summary(frame) ->
+    {column: value}` gives the columns it adds to a runs table."""
+    def wrap(reader):
+        _SECTIONS[name] = (reader, summary)
+        return reader
+    return wrap
+
+
+def _group_attrs(group) -> dict:
+    return {k: _attr(v) for k, v in group.attrs.items()}
+
+
+def _groups_table(f, name: str):
+    """/<name>/<child>: one row per child group, its attributes as columns (None when absent)."""
+    if name not in f:
+        return None
+    rows = {child: _group_attrs(g) for child, g in f[name].items() if isinstance(g, h5py.Group)}
+    return pd.DataFrame.from_dict(rows, orient="index") if rows else None
+
+
+@register_section("evals", summary=lambda df: {f"eval/{name}/bleu": row["bleu"]
+                                               for name, row in df.iterrows() if "bleu" in row})
+def _read_evals(f):
+    """/eval/<name>: one row per `runner eval` result, its attributes as columns."""
+    return _groups_table(f, "eval")
+
+
+@register_section("stale_evals")
+def _read_stale_evals(f):
+    """/eval_stale/<name>: evaluations a --resume set aside (their checkpoint was replaced)."""
+    return _groups_table(f, "eval_stale")
+
+
+@register_section("checkpoints")
+def _read_checkpoints(f):
+    """/checkpoints/<name>: the averaged checkpoints `runner average` wrote."""
+    return _groups_table(f, "checkpoints")
+
+
+@register_section("figures")
+def _read_figures(f):
+    """/figures/<name>: the figures the run's plugins declared, in declaration order."""
+    if "figures" not in f:
+        return None
+    rows = {}
+    for name, g in f["figures"].items():
+        a = _group_attrs(g)
+        a["layers"] = [g[k].attrs.get("label", k) for k in sorted(g) if k.startswith("layer_")]
+        a["layers"] = [_text(x) for x in a["layers"]]
+        rows[name] = a
+    frame = pd.DataFrame.from_dict(rows, orient="index")
+    return frame.sort_values("order") if "order" in frame else frame
+
+
+class Run:
+    """A results file. Cheap to make: it reads the root attributes and the config; metrics,
+    translations and attention are read when asked for, each time from the file as it is then."""
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = os.fspath(path)
+        with self._open() as f:
+            self.attrs = {k: _attr(v) for k, v in f.attrs.items()}
+            self._config_text = _text(f["config"][()]) if "config" in f else ""
+        self._config = None
+
+    # -- opening -------------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def _open(self):
+        """The file open for reading, checked first; closed on leaving."""
+        f = open_checked(self.path)
+        try:
+            yield f
+        finally:
+            f.close()
+
+    # -- the run ---------------------------------------------------------------------------------
+    @property
+    def experiment(self) -> str:
+        return str(self.attrs.get("experiment", ""))
+
+    @property
+    def status(self) -> str:
+        """running, completed, interrupted, failed or diverged, as the file says now."""
+        with self._open() as f:
+            return _text(f.attrs.get("status", ""))
+
+    @property
+    def live(self) -> bool:
+        """True when the file says `running` and the run writing it is alive (its lock file names a
+        live process). A `running` file without one is a run that died without saying so."""
+        return self.attrs.get("status") == "running" and _check.writer_pid(self.path) is not None
+
+    @property
+    def error(self) -> str | None:
+        """Why the run did not complete: `error`, `interrupted_during` or `diverged`."""
+        for k in ("error", "interrupted_during", "diverged"):
+            if k in self.attrs:
+                return str(self.attrs[k])
+        return None
+
+    @property
+    def config_text(self) -> str:
+        """The fully resolved YAML the run ran with."""
+        return self._config_text
+
+    @property
+    def config(self) -> dict:
+        """The resolved config as nested dicts and lists."""
+        if self._config is None:
+            try:
+                self._config = _yaml.load(self._config_text, f"{self.path}:/config") or {}
+            except _yaml.YamlError as e:
+                raise ResultsError(f"results file {self.path}: /config is not YAML attnlab reads: {e}") from e
+        return self._config
+
+    @property
+    def flat_config(self) -> dict:
+        """The config flattened to "model.encoder.norm" -> "first" (runner compare's keys)."""
+        return flatten(self.config)
+
+    # -- metrics ---------------------------------------------------------------------------------
+    def series(self) -> list[str]:
+        """Every metric series, "group/name", sorted."""
+        with self._open() as f:
+            return _series_names(f)
+
+    @property
+    def metrics(self) -> pd.DataFrame:
+        """Every metric row, tidy: columns series ("train/loss"), epoch (per-epoch series; a one-row
+        series such as test/loss at the last epoch), step (step/* series), value."""
+        frames = []
+        with self._open() as f:
+            epochs = _epochs(f)
+            for s in _series_names(f):
+                values = np.asarray(f["metrics/" + s][()], dtype=float)
+                frames.append(_tidy(s, values, epochs))
+        if not frames:
+            return pd.DataFrame({"series": pd.Series(dtype=str), "epoch": pd.Series(dtype="Int64"),
+                                 "step": pd.Series(dtype="Int64"), "value": pd.Series(dtype=float)})
+        return pd.concat(frames, ignore_index=True)
+
+    def history(self, series: str) -> pd.Series:
+        """One series as a pandas Series indexed by epoch (or optimizer step for step/*):
+        `run.history("val/loss").plot()`."""
+        with self._open() as f:
+            names = _series_names(f)
+            if series not in names:
+                matches = [n for n in names if n.split("/", 1)[1] == series]
+                if len(matches) != 1:
+                    raise ResultsError(f"results file {self.path} has no metric series '{series}'"
+                                       f" (it has: {', '.join(names) or 'none'})")
+                series = matches[0]
+            values = np.asarray(f["metrics/" + series][()], dtype=float)
+            frame = _tidy(series, values, _epochs(f))
+        axis = "step" if series.startswith("step/") else "epoch"
+        return pd.Series(frame["value"].to_numpy(), index=pd.Index(frame[axis].to_numpy(), name=axis), name=series)
+
+    def final(self) -> dict:
+        """Each series' last value: {"train/loss": 0.03, ...} (bookkeeping series left out)."""
+        with self._open() as f:
+            return _finals(f)
+
+    @property
+    def epochs_done(self) -> int:
+        """Whole epochs in the file (rows of /metrics/epoch/index, else of train/loss)."""
+        with self._open() as f:
+            for s in ("metrics/epoch/index", "metrics/train/loss"):
+                if s in f:
+                    return int(f[s].shape[0])
+        return 0
+
+    # -- translations ----------------------------------------------------------------------------
+    @property
+    def translations(self) -> pd.DataFrame:
+        """The experiment's sample sentences translated after training (/samples): source,
+        reference, hypothesis, bleu (d2l's sentence BLEU)."""
+        with self._open() as f:
+            if "samples" not in f:
+                return pd.DataFrame(columns=["source", "reference", "hypothesis", "bleu"])
+            g = f["samples"]
+            return pd.DataFrame({"source": _strings(g["source"]), "reference": _strings(g["reference"]),
+                                 "hypothesis": _strings(g["hypothesis"]),
+                                 "bleu": np.asarray(g["bleu"][()], dtype=float)})
+
+    @property
+    def evals(self) -> pd.DataFrame:
+        """One row per `runner eval` result (/eval/<name>): bleu, bleu_lowercase, split, decoding,
+        beam_size, checkpoint, ... Empty when the run was never evaluated."""
+        frame = self.section("evals")
+        return frame if frame is not None else pd.DataFrame()
+
+    def eval(self, name: str) -> pd.DataFrame:
+        """The sentences of one evaluation: source, reference, hypothesis."""
+        with self._open() as f:
+            if f"eval/{name}" not in f:
+                have = sorted(f["eval"]) if "eval" in f else []
+                raise ResultsError(f"results file {self.path} has no evaluation '{name}'"
+                                   f" (it has: {', '.join(have) or 'none; run `runner eval`'})")
+            g = f[f"eval/{name}"]
+            return pd.DataFrame({"source": _strings(g["sources"]), "reference": _strings(g["references"]),
+                                 "hypothesis": _strings(g["hypotheses"])})
+
+    def section(self, name: str):
+        """A registered section (evals, stale_evals, checkpoints, figures, ...) as a DataFrame, or
+        None when the file has none."""
+        if name not in _SECTIONS:
+            raise ResultsError(f"no section '{name}' (known: {', '.join(sorted(_SECTIONS))})")
+        with self._open() as f:
+            return _SECTIONS[name][0](f)
+
+    def array(self, path: str) -> np.ndarray:
+        """Any dataset of the file as numpy (e.g. "predictions/test/prediction")."""
+        with self._open() as f:
+            if path.strip("/") not in f or not isinstance(f[path.strip("/")], h5py.Dataset):
+                raise ResultsError(f"results file {self.path} has no dataset /{path.strip('/')}")
+            d = f[path.strip("/")]
+            return d.asstr()[()] if h5py.check_string_dtype(d.dtype) is not None else d[()]
+
+    # -- attention -------------------------------------------------------------------------------
+    @property
+    def samples(self) -> list[str]:
+        """The sentences (or sequences) whose attention the run recorded, as given."""
+        with self._open() as f:
+            if "attention" not in f:
+                return []
+            return [_text(g.attrs.get("text", name)) for name, g in f["attention"].items()]
+
+    def attention(self, sample: str | int | None = None):
+        """The recorded attention of one sample: its text, or its index in `samples` (default the
+        first). Returns an attnlab.Attention."""
+        from .attention import Attention
+        samples = self.samples
+        if not samples:
+            raise ResultsError(f"results file {self.path} recorded no attention (the experiment's "
+                               f"evaluate.attention lists the sentences to record)")
+        if sample is None:
+            sample = 0
+        if isinstance(sample, int):
+            if not -len(samples) <= sample < len(samples):
+                raise ResultsError(f"results file {self.path} recorded attention for {len(samples)} samples; "
+                                   f"there is no sample {sample}")
+            sample = samples[sample]
+        if sample not in samples:
+            raise ResultsError(f"results file {self.path} recorded no attention for sample {sample!r}"
+                               f" (it has: {', '.join(repr(s) for s in samples)})")
+        with self._open() as f:
+            return Attention._read(f, sample, self.path)
+
+    # -- display ---------------------------------------------------------------------------------
+    def summary(self) -> dict:
+        """What a runs table holds for this run: experiment, status, times, parameters, the final
+        value of every series and each section's summary columns."""
+        a = self.attrs
+        out = {"path": self.path, "experiment": self.experiment, "status": a.get("status"),
+               "started": a.get("started"), "wall_seconds": a.get("wall_seconds"),
+               "num_parameters": a.get("num_parameters")}
+        with self._open() as f:
+            out.update(_finals(f))
+            if "samples/bleu" in f and f["samples/bleu"].shape and f["samples/bleu"].shape[0]:
+                out["samples/mean_bleu"] = float(np.mean(f["samples/bleu"][()]))  # d2l's mean BLEU
+            for name, (reader, summary) in _SECTIONS.items():
+                if summary is None:
+                    continue
+                frame = reader(f)
+                if frame is not None:
+                    out.update(summary(frame))
+        return out
+
+    def __repr__(self) -> str:
+        return f"<attnlab.Run {self.experiment!r} {self.attrs.get('status')} {self.path}>"
+
+    def _repr_html_(self) -> str:
+        s = self.summary()
+        rows = [("file", s["path"]), ("experiment", s["experiment"]), ("status", s["status"])]
+        if self.error:
+            rows.append(("why", self.error))
+        rows += [("started", s["started"])]
+        if s.get("wall_seconds") is not None:
+            rows.append(("wall", f"{float(s['wall_seconds']):.1f} s"))
+        if s.get("num_parameters") is not None:
+            rows.append(("parameters", f"{int(s['num_parameters']):,}"))
+        rows.append(("epochs", str(self.epochs_done)))
+        for k, v in s.items():
+            if "/" in k and isinstance(v, float):
+                rows.append((k, f"{v:.4g}"))
+        samples = self.samples
+        if samples:
+            rows.append(("attention", ", ".join(samples[:4]) + (" ..." if len(samples) > 4 else "")))
+        cells = "".join(f"<tr><th style='text-align:left'>{html.escape(str(k))}</th>"
+                        f"<td style='text-align:left'>{html.escape(str(v))}</td></tr>" for k, v in rows)
+        return f"<table class='attnlab-run'>{cells}</table>"
+
+
+def _series_names(f) -> list[str]:
+    if "metrics" not in f:
+        return []
+    out = []
+    for g, group in f["metrics"].items():
+        if isinstance(group, h5py.Group):
+            out += [f"{g}/{n}" for n, d in group.items() if isinstance(d, h5py.Dataset)]
+    return sorted(out)
+
+
+def _finals(f) -> dict:
+    """Each series' last value, bookkeeping series (epoch/*, */seconds) left out."""
+    out = {}
+    for s in _series_names(f):
+        if s.startswith("epoch/") or s.endswith("/seconds"):
+            continue
+        d = f["metrics/" + s]
+        if d.shape and d.shape[0]:
+            out[s] = float(d[-1])
+    return out
+
+
+def _epochs(f) -> np.ndarray | None:
+    return np.asarray(f["metrics/epoch/index"][()], dtype=np.int64) if "metrics/epoch/index" in f else None
+
+
+def _tidy(series: str, values: np.ndarray, epochs: np.ndarray | None) -> pd.DataFrame:
+    n = len(values)
+    if series.startswith("step/"):
+        epoch = pd.array([pd.NA] * n, dtype="Int64")
+        step = pd.array(np.arange(1, n + 1), dtype="Int64")
+    else:
+        if epochs is not None and len(epochs) >= n and n > 1:
+            e = epochs[:n]
+        elif epochs is not None and n == 1 and len(epochs) > 1:
+            e = epochs[-1:]  # a one-row series (test/loss) belongs to the last epoch
+        elif epochs is not None and len(epochs) == n:
+            e = epochs
+        else:
+            e = np.arange(1, n + 1)
+        epoch = pd.array(e, dtype="Int64")
+        step = pd.array([pd.NA] * n, dtype="Int64")
+    return pd.DataFrame({"series": series, "epoch": epoch, "step": step, "value": values})
+
+
+def open_checked(path: str, wait_seconds: float | None = None) -> h5py.File:
+    """h5py.File(path, "r") after the read check, waiting out a live run's write (errno 11)."""
+    if not os.path.exists(path):
+        raise ResultsError(f"not an attnlab results file: {path} (no such file)")
+    if os.path.isdir(path):
+        raise ResultsError(f"not an attnlab results file: {path} (it is a directory, not a regular file)")
+    if not os.path.isfile(path):
+        raise ResultsError(f"not an attnlab results file: {path} (not a regular file)")
+    if not os.access(path, os.R_OK):
+        raise ResultsError(f"cannot read results file {path}: Permission denied")
+    with open(path, "rb") as raw:
+        head = raw.read(8)
+    if head != b"\x89HDF\r\n\x1a\n" and not _hdf5_signature_later(path):
+        raise ResultsError(f"not an attnlab results file: {path} (not an HDF5 file)")
+    why = _check.check([path])[path]
+    if why is not None and _check.writer_pid(path) is not None:
+        from .errors import ResultsBusy
+        raise ResultsBusy(f"results file {path} is being written by a running run (pid {_check.writer_pid(path)}) "
+                          f"and cannot be read yet: {why}")
+    if why is not None:
+        if why.startswith("h5py cannot read it: ") and "file signature not found" in why:
+            raise ResultsError(f"not an attnlab results file: {path} (not an HDF5 file)")
+        raise ResultsError(f"results file {path} is damaged: {why} (in a separate checking process; "
+                           f"nothing was read from it here)")
+    deadline = time.monotonic() + (wait_seconds if wait_seconds is not None else _check._busy_wait_seconds())
+    while True:
+        try:
+            f = h5py.File(path, "r")
+            break
+        except OSError as e:
+            busy = getattr(e, "errno", None) == errno.EAGAIN or "unable to lock file" in str(e)
+            if not busy:
+                raise ResultsError(f"not an attnlab results file: {path} (HDF5 cannot open it: {e})") from e
+            if time.monotonic() > deadline:
+                raise _check.busy_error(path) from e
+            time.sleep(0.05)
+    missing = [k for k in ("experiment", "status") if k not in f.attrs]
+    if missing:
+        f.close()
+        raise ResultsError(f"not an attnlab results file: {path} (no root attribute '{missing[0]}')")
+    return f
+
+
+def _hdf5_signature_later(path: str) -> bool:
+    """HDF5 also looks for its signature at 512, 1024, 2048, ... (a user block before it)."""
+    size = os.path.getsize(path)
+    with open(path, "rb") as raw:
+        offset = 512
+        while offset + 8 <= size:
+            raw.seek(offset)
+            if raw.read(8) == b"\x89HDF\r\n\x1a\n":
+                return True
+            offset *= 2
+    return False
+
+
+def load(path: str | os.PathLike) -> Run:
+    """A results file as an attnlab.Run; ResultsError naming the file when it is not one."""
+    return Run(path)

@@ -1,0 +1,339 @@
+"""Starting the C++ runner from Python: one experiment, a sweep, or the HTML report.
+
+    run = attnlab.run("experiments/transformer_fra_eng_d2l017.yaml", {"trainer.max_epochs": 10})
+    runs = attnlab.sweep("experiments/transformer_fra_eng_d2l017.yaml",
+                         axes={"model.encoder.norm": ["first", "last"], "seed": [0, 1, 2]},
+                         overrides={"trainer.max_epochs": 60}, output="results/norm-sweep", jobs=2)
+    attnlab.report(runs.path)
+
+The runner is found through ATTNLAB_RUNNER, the repository's build (build/bin/runner in the current
+folder or a folder above it), or PATH. Its progress lines become a progress bar
+in Jupyter (tqdm, when installed) and stay plain lines elsewhere; its other lines are printed as
+they come (log=False keeps them in the exception only). Stopping the cell (KeyboardInterrupt)
+stops the runner the way Ctrl-C does: the results file says `interrupted`, and RunInterrupted
+carries the run.
+"""
+from __future__ import annotations
+
+import collections
+import datetime
+import html
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+
+from .errors import ConfigError, RunFailed, RunInterrupted, RunnerNotFound
+
+__all__ = ["find_runner", "run", "sweep", "report", "command_for"]
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def find_runner() -> str:
+    """The runner executable: $ATTNLAB_RUNNER; else build/bin/runner in the current folder or the
+    nearest folder above it that has one (a notebook in examples/notebooks/ finds the repository's
+    build), then above this package's source; else `runner` on PATH."""
+    env = os.environ.get("ATTNLAB_RUNNER")
+    if env:
+        if not (os.path.isfile(env) and os.access(env, os.X_OK)):
+            raise RunnerNotFound(f"ATTNLAB_RUNNER={env} is not an executable file")
+        return env
+    looked = []
+    for start in (os.getcwd(), _HERE):
+        folder = os.path.abspath(start)
+        while True:
+            candidate = os.path.join(folder, "build", "bin", "runner")
+            if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+                return candidate
+            parent = os.path.dirname(folder)
+            if parent == folder:
+                break
+            folder = parent
+        looked.append(f"build/bin/runner in {os.path.abspath(start)} and the folders above it")
+    on_path = shutil.which("runner")
+    if on_path:
+        return on_path
+    raise RunnerNotFound("no attnlab runner found: set ATTNLAB_RUNNER to the runner (build/bin/runner in the "
+                         "repository; scripts/build build runtime builds it); looked for " + "; ".join(looked) +
+                         "; and `runner` on PATH")
+
+
+def _value(v) -> str:
+    """A Python value as the runner's override text (YAML)."""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if v is None:
+        return "null"
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(_value(x) for x in v) + "]"
+    if isinstance(v, dict):
+        return "{" + ", ".join(f"{k}: {_value(x)}" for k, x in v.items()) + "}"
+    return str(v)
+
+
+def _overrides(overrides) -> list[str]:
+    if overrides is None:
+        return []
+    if isinstance(overrides, dict):
+        return [f"{k}={_value(v)}" for k, v in overrides.items()]
+    return [str(o) for o in overrides]  # already "key=value" strings
+
+
+def _default_results(experiment: str) -> str:
+    stem = os.path.splitext(os.path.basename(experiment))[0]
+    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
+    return os.path.join("results", f"{stem}-{now}.h5")
+
+
+def command_for(experiment, overrides=None, *, results=None, resume=None, plugin_path=()) -> list[str]:
+    """The runner's command line for run()'s arguments."""
+    cmd = [find_runner(), os.fspath(experiment), *_overrides(overrides)]
+    if resume is not None:
+        cmd += ["--resume", os.fspath(resume)]
+    elif results is not None:
+        cmd += ["--results", os.fspath(results)]
+    for p in plugin_path:
+        cmd += ["--plugin-path", os.fspath(p)]
+    return cmd
+
+
+def _in_notebook() -> bool:
+    shell = sys.modules.get("IPython")
+    if shell is None:
+        return False
+    try:
+        ip = shell.get_ipython()
+    except AttributeError:
+        return False
+    return ip is not None and type(ip).__name__ == "ZMQInteractiveShell"
+
+
+class _Progress:
+    """A tqdm bar in Jupyter (when tqdm is installed), plain lines elsewhere."""
+
+    def __init__(self, enabled: bool, desc: str):
+        self.bar = None
+        self.enabled = enabled
+        self.desc = desc
+        if enabled and _in_notebook():
+            try:
+                from tqdm.notebook import tqdm
+                self.bar = tqdm(total=None, desc=desc, unit="epoch")
+            except Exception:  # tqdm or ipywidgets missing: plain lines
+                self.bar = None
+
+    def update(self, done: int, total: int, text: str, line: str):
+        if self.bar is not None:
+            if self.bar.total != total:
+                self.bar.reset(total=total)
+            self.bar.n = done
+            self.bar.set_postfix_str(text, refresh=False)
+            self.bar.refresh()
+        elif self.enabled:
+            print(line, flush=True)
+
+    def close(self):
+        if self.bar is not None:
+            self.bar.close()
+
+
+_EPOCH = re.compile(r"^epoch\s+(\d+)/(\d+)\s+(.*)$")
+_SWEEP = re.compile(r"^sweep: (\d+)/(\d+) done, (.*)$")
+
+
+def _stream(cmd: list[str], *, progress: bool, log: bool, desc: str, cwd=None, env=None):
+    """Runs cmd, its output through the progress bar and the log; returns (returncode, last lines).
+    A KeyboardInterrupt sends SIGINT to the runner, waits for it to mark its files, and re-raises."""
+    bar = _Progress(progress, desc)
+    tail = collections.deque(maxlen=200)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=cwd,
+                            env=None if env is None else {**os.environ, **env},
+                            start_new_session=True, bufsize=1, text=True, errors="replace")
+    try:
+        for raw in proc.stdout:
+            line = raw.rstrip("\n")
+            tail.append(line)
+            m = _EPOCH.match(line) or _SWEEP.match(line)
+            if m:
+                bar.update(int(m.group(1)), int(m.group(2)), m.group(3), line)
+            elif log:
+                print(line, flush=True)
+        return proc.wait(), "\n".join(tail)
+    except KeyboardInterrupt:
+        _stop(proc)
+        raise
+    finally:
+        bar.close()
+        if proc.poll() is None:  # an exception other than KeyboardInterrupt: do not leave it running
+            _stop(proc)
+        proc.stdout.close()
+
+
+def _stop(proc: subprocess.Popen):
+    """SIGINT, as Ctrl-C at a terminal: the runner marks its results `interrupted` and exits."""
+    if proc.poll() is not None:
+        return
+    try:
+        os.killpg(proc.pid, signal.SIGINT)
+    except ProcessLookupError:
+        return
+    try:
+        proc.wait(timeout=120)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+def _config_error(log: str) -> str | None:
+    for line in log.splitlines():
+        if line.startswith("config error: ") or " config error: " in line:
+            return line[line.index("config error: "):]
+    return None
+
+
+def _last_error(log: str) -> str:
+    lines = [l for l in log.splitlines() if "error" in l.lower()]
+    return lines[-1] if lines else (log.splitlines()[-1] if log else "no output")
+
+
+def run(experiment, overrides=None, *, results=None, resume=None, progress: bool = True, log: bool = True,
+        plugin_path=(), cwd=None, env=None):
+    """Trains and evaluates an experiment with the runner and returns its attnlab.Run.
+
+    overrides: {"trainer.max_epochs": 10} (or ["trainer.max_epochs=10"]); results: the results file
+    (default results/<experiment>-<UTC time>.h5 under cwd); resume: a results file to continue
+    (`runner --resume`). ConfigError carries the runner's one-line message; RunFailed a run that
+    failed (its `.run` when a file was written); a diverged run is returned (its status says so)."""
+    from .results import Run
+    if resume is not None:
+        results = os.fspath(resume)
+    elif results is None:
+        results = _default_results(os.fspath(experiment))
+    cmd = command_for(experiment, overrides, results=results, resume=resume, plugin_path=plugin_path)
+    path = results if os.path.isabs(results) or cwd is None else os.path.join(cwd, results)
+    try:
+        code, tail = _stream(cmd, progress=progress, log=log, desc=os.path.basename(os.fspath(experiment)),
+                             cwd=cwd, env=env)
+    except KeyboardInterrupt:
+        raise RunInterrupted(f"stopped: {path} says interrupted",
+                             run=Run(path) if os.path.exists(path) else None) from None
+    written = Run(path) if os.path.exists(path) else None
+    if code == 0 or (code == 2 and written is not None and written.attrs.get("status") == "diverged"):
+        return written
+    if code == 130:
+        raise RunInterrupted(f"the runner was interrupted: {path} says interrupted", run=written)
+    message = _config_error(tail)
+    if message and written is None:
+        raise ConfigError(message)
+    raise RunFailed(f"runner exited with status {code}: {_last_error(tail)}", run=written, returncode=code, log=tail)
+
+
+def _same_sweep(folder: str, experiment: str, axes: dict, overrides: list[str]) -> str | None:
+    """None when the sweep folder holds this very sweep, else what differs."""
+    from . import _yaml
+    with open(os.path.join(folder, "sweep.yaml"), encoding="utf-8") as f:
+        manifest = _yaml.load(f.read(), os.path.join(folder, "sweep.yaml"))
+    spec = (manifest or {}).get("sweep", {}) or {}
+    if os.path.realpath(str(spec.get("experiment", ""))) != os.path.realpath(experiment):
+        return f"its experiment is {spec.get('experiment')}"
+    have = {k: [_value(v) for v in (vs if isinstance(vs, list) else [vs])] for k, vs in (spec.get("axes") or {}).items()}
+    want = {k: ([vs] if isinstance(vs, str) else [_value(v) for v in vs]) for k, vs in axes.items()}
+    if have != want:
+        return f"its axes are {have}"
+    old = spec.get("overrides") or []
+    old = [f"{k}={_value(v)}" for k, v in old.items()] if isinstance(old, dict) else [str(o) for o in old]
+    if sorted(old) != sorted(overrides):
+        return f"its overrides are {old}"
+    return None
+
+
+def sweep(experiment, axes: dict, overrides=None, *, output=None, jobs: int = 1, progress: bool = True,
+          log: bool = False, resume: bool = False, if_exists: str = "error", cwd=None, env=None):
+    """Runs `runner sweep` over the axes ({"seed": [0, 1, 2], "model.encoder.norm": ["first", "last"]},
+    or a string such as "range(0,5)") and returns attnlab.runs(output). With resume=True, experiment
+    is the sweep folder and its missing runs are run again. if_exists="resume": when output already
+    holds this same sweep (experiment, axes, overrides), run only what is missing there (nothing
+    when it is complete), so that a notebook can be run again; "error" (the default) leaves the
+    runner's refusal."""
+    from .runs import runs as read_runs
+    from .errors import AttnlabError
+    if if_exists not in ("error", "resume"):
+        raise ValueError(f"if_exists={if_exists!r}: expected 'error' or 'resume'")
+    runner = find_runner()
+    if not resume and output is not None and if_exists == "resume":
+        folder = os.fspath(output) if os.path.isabs(os.fspath(output)) or cwd is None else os.path.join(cwd, output)
+        if os.path.exists(os.path.join(folder, "sweep.yaml")):
+            differs = _same_sweep(folder, os.fspath(experiment), axes, _overrides(overrides))
+            if differs:
+                raise AttnlabError(f"{folder} holds another sweep ({differs}); choose another output")
+            return sweep(folder, {}, output=output, jobs=jobs, progress=progress, log=log, resume=True, cwd=cwd,
+                         env=env)
+    if resume:
+        output = os.fspath(experiment)
+        cmd = [runner, "sweep", output, "--resume", "--jobs", str(jobs)]
+    else:
+        if output is None:
+            stem = os.path.splitext(os.path.basename(os.fspath(experiment)))[0]
+            now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+            output = os.path.join("results", f"sweep-{stem}-{now}")
+        cmd = [runner, "sweep", os.fspath(experiment)]
+        for k, values in axes.items():
+            if isinstance(values, str):
+                cmd.append(f"{k}={values}")
+            else:
+                cmd.append(f"{k}=" + ",".join(_value(v) for v in values))
+        cmd += _overrides(overrides) + ["-o", os.fspath(output), "--jobs", str(jobs)]
+    folder = output if os.path.isabs(output) or cwd is None else os.path.join(cwd, output)
+    try:
+        code, tail = _stream(cmd, progress=progress, log=log, desc="sweep", cwd=cwd, env=env)
+    except KeyboardInterrupt:
+        raise RunInterrupted(f"stopped: the sweep in {folder} marked its running runs interrupted",
+                             run=read_runs(folder) if os.path.isdir(folder) else None) from None
+    if code == 130:
+        raise RunInterrupted(f"the sweep in {folder} was interrupted", run=read_runs(folder))
+    if code != 0:
+        message = _config_error(tail)
+        if message and not os.path.exists(os.path.join(folder, "sweep.yaml")):
+            raise ConfigError(message)
+        raise RunFailed(f"runner sweep exited with status {code} (some runs failed): {_last_error(tail)}",
+                        run=read_runs(folder) if os.path.isdir(folder) else None, returncode=code, log=tail)
+    return read_runs(folder)
+
+
+class Report:
+    """The runner's HTML report: a bare `Report` in a cell shows it inline; `.path` is the file."""
+
+    def __init__(self, path: str):
+        self.path = path
+
+    def __repr__(self) -> str:
+        return f"<attnlab.Report {self.path}>"
+
+    def _repr_html_(self) -> str:
+        with open(self.path, encoding="utf-8") as f:
+            page = f.read()
+        return (f'<iframe srcdoc="{html.escape(page, quote=True)}" style="width:100%;height:720px;border:1px solid #ccc">'
+                f"</iframe>")
+
+
+def report(*sources, output=None, group_by=None, cwd=None) -> Report:
+    """`runner report` on results files or folders; returns a Report shown inline in Jupyter."""
+    if not sources:
+        raise ValueError("report() needs results files or folders")
+    srcs = [os.fspath(s) for s in sources if s is not None]
+    if not srcs:
+        raise ValueError("report() got no results file or folder (a runs table read from files has no path)")
+    if output is None:
+        base = srcs[0].rstrip("/")
+        output = (os.path.join(base, "report.html") if os.path.isdir(base) else os.path.splitext(base)[0] + ".html")
+    cmd = [find_runner(), "report", *srcs, "-o", os.fspath(output)]
+    if group_by:
+        cmd += ["--group-by", ",".join(group_by) if isinstance(group_by, (list, tuple)) else group_by]
+    done = subprocess.run(cmd, capture_output=True, text=True, cwd=cwd)
+    if done.returncode != 0:
+        from .errors import ResultsError
+        raise ResultsError((done.stderr.strip() or done.stdout.strip()).splitlines()[-1])
+    return Report(output if os.path.isabs(output) or cwd is None else os.path.join(cwd, output))
