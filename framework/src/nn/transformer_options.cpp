@@ -45,7 +45,7 @@ config::Binding<TransformerVariantConfig> transformer_variant_binding() {
                {"fairseq", TransformerInit::Fairseq}},
               "default: LibTorch's initialisation, d2l's (embeddings normal(0, 1): once scaled by "
               "sqrt(num_hiddens) they drown the positional encoding; for translation, prefer glorot_uniform, "
-              "+8 BLEU on Multi30K, README); glorot_uniform: Keras's defaults "
+              "+8 BLEU on Multi30K, docs/EXPERIMENTS.md); glorot_uniform: Keras's defaults "
               "(Glorot-uniform kernels, also per head; zero biases; embeddings uniform(-0.05, 0.05)); fairseq: "
               "the same kernels and biases, embeddings normal(0, num_hiddens^-1/2), unit scale once scaled by "
               "sqrt(num_hiddens)")
