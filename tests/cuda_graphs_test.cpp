@@ -195,7 +195,7 @@ TEST_F(Cuda, FusedAdditiveKernelEqualsTheCompositionAndItsGradients) {
 
 // The kernel against eager at d2l's shape and GNMT's (B 128, Q = K = 50, H 1024), forward +
 // backward of the scorer (its W_q, W_k projections included on both sides), and the peak memory.
-// Opt-in: --gtest_also_run_disabled_tests (bench/README.md, "Fused additive attention").
+// Opt-in: --gtest_also_run_disabled_tests (bench/README.md, the entry on fused additive attention).
 TEST_F(Cuda, DISABLED_FusedAdditiveKernelTimings) {
   struct Shape {
     const char* name;

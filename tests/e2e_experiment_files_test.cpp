@@ -31,10 +31,6 @@ const std::set<std::string> kFragments = {"experiments/corners_base.yaml", "expe
 // Paths in the docs that stand for a user's own file (the example of a config error, docs/COMMANDS.md).
 const std::set<std::string> kIllustrations = {"experiments/x.yaml"};
 
-// Files the docs link to that the Python package's branch adds (issue 43). Skipped while missing;
-// once merged they exist and the check says to drop them from here.
-const std::set<std::string> kPending = {"docs/PYTHON.md", "examples/notebooks/attention_in_a_notebook.ipynb"};
-
 // Where the Markdown docs are: README.md and every .md below these folders.
 const char* const kDocFolders[] = {"docs", "experiments", "datasets", "examples", "bench", "plugins", "fuzz"};
 
@@ -128,14 +124,8 @@ class ExperimentFilesTest : public testutil::RunnerFixture {
 
   std::string text_of(const fs::path& doc) const { return testutil::read_file((fs::path(source_) / doc).string()); }
 
-  /// Whether `path` (relative to the source dir) exists; a kPending file that does is a failure.
-  bool exists(const std::string& path) const {
-    if (kPending.count(path)) {
-      EXPECT_FALSE(fs::exists(fs::path(source_) / path)) << path << " exists now: drop it from kPending";
-      return true;
-    }
-    return fs::exists(fs::path(source_) / path);
-  }
+  /// Whether `path` (relative to the source dir) exists.
+  bool exists(const std::string& path) const { return fs::exists(fs::path(source_) / path); }
 
   /// The folders of every plugin: plugins/<kind>/<name>/ and examples/<name>/.
   std::vector<fs::path> plugin_folders() const {

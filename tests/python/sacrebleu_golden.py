@@ -92,7 +92,7 @@ CASES = [
      {"smooth_method": "floor"}),
     ("effective_order", ["the cat sat"], [["the cat sat on"]], {"effective_order": True}),
     ("tokenize_none", ["Hello, world!", "A man runs."], [["Hello , world !", "A man runs."]], {"tokenize": "none"}),
-    # sacreBLEU -lc, the lenient score the pytorch-seq2seq anchor is closest to (README).
+    # sacreBLEU -lc, the lenient score the pytorch-seq2seq anchor is closest to (docs/EXPERIMENTS.md).
     ("lowercase", REALISTIC_HYPS, [REALISTIC_REFS], {"lowercase": True}),
     ("lowercase_unicode",
      ["EIN MANN läuft über DIE Straße.", "CAFÉ — Naïve Façade, «TRÈS» beau.", "ΩΜΈΓΑ, ПРИВЕТ, мир!"],

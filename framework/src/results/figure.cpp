@@ -1,6 +1,6 @@
 // Declared figures (attnlab/results/figure.hpp): stored as /figures/<name>, a group whose
 // attributes hold the figure's fields and whose subgroups layer_00, layer_01, ... hold its layers
-// (docs/RESULTS.md, "Figures").
+// (docs/PLUGINS.md, "Figures: how your data is drawn"; docs/RESULTS.md, "Layout").
 #include <attnlab/results/figure.hpp>
 
 #include <attnlab/error.hpp>

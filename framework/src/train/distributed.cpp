@@ -1,7 +1,7 @@
 // Data-parallel training under torchrun: c10d's TCPStore, ProcessGroupGloo and Reducer, all from
 // the torch wheel (libtorch_cpu exports them). Gloo's own headers come from Debian's libgloo-dev:
 // ProcessGroupGloo.hpp includes them, but attnlab only holds gloo objects through pointers the
-// wheel's code makes, so none of their layouts is compiled here (docs/ARCHITECTURE.md, "Gloo").
+// wheel's code makes, so none of their layouts is compiled here (docs/DISTRIBUTED.md, "Gloo's headers").
 // TorchConfig.cmake defines USE_C10D_GLOO (the wheel is built with Gloo); ProcessGroupGloo.hpp
 // declares nothing without it.
 #ifndef USE_C10D_GLOO
