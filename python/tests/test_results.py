@@ -133,3 +133,23 @@ def test_config_keys_match_runner_compare(runner, sweep_dir):
     for _, row in runs.iterrows():
         differs = table[table["file"] == row["path"]]["differs"].iloc[0]
         assert differs == ", ".join(f"{k}={row[k]}" for k in runs.differing)
+
+
+def test_the_earliest_layouts_read():
+    """Files of the first results layout (fuzz/corpus/results_reader: no layers, heads or sides on
+    attention, no /figures), as the C++ reader reads them."""
+    import os
+    from conftest import SOURCE
+    folder = os.path.join(SOURCE, "fuzz", "corpus", "results_reader")
+    for name in ("earliest_full.h5", "v18_full.h5"):
+        run = attnlab.load(os.path.join(folder, name))
+        assert run.status == "completed" and run.series() == ["train/loss"]
+        assert len(run.history("train/loss")) == 2 and len(run.translations) == 1
+        att = run.attention("go .")
+        m = att.weights("decoder")
+        assert m.layer == 1 and m.weights.shape == (1, 2, 2) and (m.query_side, m.key_side) == ("", "")
+        assert run.section("figures") is None
+    chunked = attnlab.load(os.path.join(folder, "earliest_chunked.h5"))
+    assert chunked.samples == [] and chunked.translations.empty
+    with pytest.raises(attnlab.ResultsError, match="recorded no attention"):
+        chunked.attention()
