@@ -188,7 +188,24 @@ TEST_F(RunnerTest, EvalScoresAParallelTextPairGivenAsFiles) {
   bad = run({"eval", path, "--source", tmp_ + "/val.en", "--reference", tmp_ + "/val.fr", "--split", "val"});
   EXPECT_NE(bad.exit_code, 0);
   EXPECT_TRUE(contains(bad.err, "--split")) << bad.err;
+  // A NUL byte is no text: refused with its line and column, not translated cut short.
+  {
+    std::ofstream out(tmp_ + "/nul.en", std::ios::binary);
+    out << sources[0] << "\n" << sources[1].substr(0, 2) << '\0' << sources[1].substr(2) << "\n";
+    for (size_t i = 2; i < sources.size(); ++i) out << sources[i] << "\n";
+  }
+  bad = run({"eval", path, "data_dir=" + data_dir_, "--source", tmp_ + "/nul.en", "--reference", tmp_ + "/val.fr",
+             "--name", "bad"});
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_TRUE(contains(bad.err, "data error: --source " + tmp_ + "/nul.en:2: a NUL byte at column 3")) << bad.err;
   EXPECT_FALSE(results::ResultsReader(path).has("eval/bad"));
+  // --name is one name under /eval: "a/b" would be a nested group that compare and report miss.
+  for (const char* name : {"a/b", ".hidden", "a b"}) {
+    bad = run({"eval", path, "data_dir=" + data_dir_, "--split", "val", "--name", name});
+    EXPECT_EQ(bad.exit_code, 1) << name;
+    EXPECT_TRUE(contains(bad.err, fmt::format("config error: --name '{}': expected", name))) << bad.err;
+  }
+  EXPECT_FALSE(results::ResultsReader(path).has("eval/a"));
 }
 
 TEST_F(RunnerTest, BatchesExportsWhatTheTrainerDraws) {

@@ -32,6 +32,15 @@ size_t count(const std::string& text, const std::string& part) {
   return n;
 }
 
+/// Whether process `pid` is running (not gone, not a zombie waiting to be reaped).
+bool running(pid_t pid) {
+  std::ifstream stat(fmt::format("/proc/{}/stat", pid));
+  std::string line;
+  if (!std::getline(stat, line)) return false;
+  const auto close = line.rfind(')');
+  return close != std::string::npos && close + 2 < line.size() && line[close + 2] != 'Z';
+}
+
 std::string status_of(const std::string& results) { return results::ResultsReader(results).attr_string("status"); }
 
 class Sweep : public testutil::RunnerFixture {
@@ -100,6 +109,75 @@ TEST_F(Sweep, ResumeRerunsFailedAndMissingOnly) {
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_TRUE(contains(r.err, "0 of 3 runs to run")) << r.err;
   EXPECT_EQ(fs::last_write_time(dir + "/seed=0.h5"), kept);
+}
+
+// One sweep per folder at a time: a --resume beside a live sweep is refused (naming its pid) and
+// leaves the manifest and the runs alone; it used to retry the live runs, be refused by their
+// results files' locks and mark them failed while they completed.
+TEST_F(Sweep, ResumeBesideALiveSweepIsRefused) {
+  const auto dir = tmp_ + "/live";
+  std::string second_err, manifest_during;
+  int second_code = -1;
+  auto r = run({"sweep", kTiny, "seed=0,1", "trainer.max_epochs=100000", "-o", dir},
+               [&](pid_t pid, const std::string&) {
+                 // The first run training (an epoch line in its log), then a resume beside it.
+                 for (int i = 0; i < 600; ++i) {
+                   if (fs::exists(dir + "/seed=0.log") &&
+                       contains(testutil::read_file(dir + "/seed=0.log"), " 2/100000 ")) break;  // "epoch      2/100000"
+                   std::this_thread::sleep_for(std::chrono::milliseconds(100));
+                 }
+                 manifest_during = manifest(dir);
+                 // Bounded: a resume that is not refused would run the sweep's runs (100000 epochs).
+                 auto second = run({"sweep", dir, "--resume"}, [](pid_t resumed, const std::string&) {
+                   for (int i = 0; i < 150 && running(resumed); ++i) {
+                     std::this_thread::sleep_for(std::chrono::milliseconds(100));
+                   }
+                   if (running(resumed)) kill(resumed, SIGINT);
+                 });
+                 second_code = second.exit_code;
+                 second_err = second.err;
+                 EXPECT_EQ(manifest(dir), manifest_during) << "the refused resume wrote the manifest";
+                 kill(pid, SIGINT);
+               });
+  EXPECT_EQ(second_code, 1);
+  EXPECT_TRUE(contains(second_err, "error: sweep folder " + fs::absolute(dir).lexically_normal().string()) ||
+              contains(second_err, "error: sweep folder " + dir))
+      << second_err;
+  EXPECT_TRUE(contains(second_err, "is in use by another runner sweep (pid ")) << second_err;
+  EXPECT_EQ(r.exit_code, 130) << r.err;
+  const auto m = manifest(dir);
+  EXPECT_EQ(count(m, "status: failed"), 0u) << m;
+  EXPECT_EQ(status_of(dir + "/seed=0.h5"), "interrupted");
+  EXPECT_FALSE(fs::exists(dir + "/sweep.yaml.lock")) << "the sweep's lock outlives it";
+  // Now that it has ended, the folder resumes (dry run: what it would run).
+  auto resumed = run({"sweep", dir, "--resume", "--dry-run"});
+  EXPECT_EQ(resumed.exit_code, 0) << resumed.err;
+}
+
+// A manifest listing no runs is damaged, not a finished sweep; a failed run is named with its error.
+TEST_F(Sweep, EmptyManifestIsRefusedAndFailedRunsAreNamed) {
+  const auto dir = tmp_ + "/named";
+  auto r = run({"sweep", kTiny, "seed=0,1", "trainer.max_epochs=1", "-o", dir});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto text = manifest(dir);
+  const auto runs = text.find("runs:");
+  ASSERT_NE(runs, std::string::npos);
+  {
+    std::ofstream out(dir + "/sweep.yaml");
+    out << text.substr(0, runs) << "runs: []\n";
+  }
+  auto empty = run({"sweep", dir, "--resume"});
+  EXPECT_EQ(empty.exit_code, 1);
+  EXPECT_TRUE(contains(empty.err, "'runs' is empty: a sweep manifest lists at least one run")) << empty.err;
+
+  // A run that fails after the sweep's checks (a directory where its results file goes).
+  const auto dir2 = tmp_ + "/fails";
+  fs::create_directories(dir2 + "/seed=1.h5");
+  auto f = run({"sweep", kTiny, "seed=0,1", "trainer.max_epochs=1", "-o", dir2});
+  EXPECT_EQ(f.exit_code, 1);
+  EXPECT_TRUE(contains(f.err, "1 of 2 runs did not complete (1 failed)")) << f.err;
+  EXPECT_TRUE(contains(f.err, "  seed=1 (exit 1): ")) << f.err;
+  EXPECT_TRUE(contains(f.err, "seed=1.h5: it is a directory")) << f.err;
 }
 
 TEST_F(Sweep, SigintInterruptsRunningRunsAndLeavesNoneRunning) {

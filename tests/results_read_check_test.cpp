@@ -234,6 +234,21 @@ TEST(ResultsReadCheck, AReadThatFailedInTheCopyIsNotMadeHere) {
   } catch (const attnlab::ConfigError& e) {
     EXPECT_STREQ(e.what(), "exp.yaml:1:1: bad config");
   }
+  // Every kind keeps its kind: a plugin's or a plain error is not a "results error: " here.
+  try {
+    (void)attnlab::results::read_isolated(path, fails_in_the_copy(attnlab::PluginError("no scorer named 'x'")));
+    ADD_FAILURE() << "the copy's error was not thrown";
+  } catch (const attnlab::PluginError& e) {
+    EXPECT_STREQ(e.what(), "no scorer named 'x'");
+  }
+  try {
+    (void)attnlab::results::read_isolated(path, fails_in_the_copy(attnlab::Error("--metric nope: no such series")));
+    ADD_FAILURE() << "the copy's error was not thrown";
+  } catch (const ResultsError& e) {
+    ADD_FAILURE() << "a plain error came back as a results error: " << e.what();
+  } catch (const attnlab::Error& e) {
+    EXPECT_STREQ(e.what(), "--metric nope: no such series");
+  }
   EXPECT_EQ(reads_here, 0);
   // And a read that succeeds in the copy is made here, once.
   EXPECT_EQ(attnlab::results::read_isolated(path, [&] { return ++reads_here; }), 1);

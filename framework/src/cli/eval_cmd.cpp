@@ -22,6 +22,7 @@
 #include <algorithm>
 #include <cctype>
 #include <filesystem>
+#include <regex>
 #include <iostream>
 
 #include "run/setup.hpp"
@@ -48,6 +49,10 @@ std::vector<std::string> read_sentences(const std::string& path, const char* wha
     if (end == std::string::npos) end = text.size();
     std::string line = text.substr(start, end - start);
     if (!line.empty() && line.back() == '\r') line.pop_back();
+    // A NUL is no sentence's character: the file is binary or damaged (and would be cut there).
+    ATTNLAB_CHECK(line.find('\0') == std::string::npos, DataError,
+                  "{} {}:{}: a NUL byte at column {}: expected one sentence of text per line", what, path,
+                  lines.size() + 1, line.find('\0') + 1);
     lines.push_back(std::move(line));
     start = end + 1;
   }
@@ -250,6 +255,9 @@ int cmd_eval(int argc, char** argv) {
   }
   const std::string what = files ? name_for_file(source_file) : split_name;
   const bool name_given = !name.empty();
+  // One HDF5 link name under /eval: "a/b" would write a nested group that compare and report miss.
+  ATTNLAB_CHECK(!name_given || std::regex_match(name, std::regex("[A-Za-z0-9_-][A-Za-z0-9_.-]*")), ConfigError,
+                "--name '{}': expected letters, digits, '_', '-' and '.', not first (one name under /eval, no '/')", name);
   if (name.empty()) name = to.beam_size > 1 ? fmt::format("{}_beam{}", what, to.beam_size) : what;
   if (!ensemble_specs.empty() && !name_given) name += fmt::format("_ensemble{}", 1 + ensemble_specs.size());
 

@@ -16,6 +16,7 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <memory>
 #include <thread>
 
 #include "cli/commands.hpp"
@@ -24,6 +25,7 @@
 #include "cli/sweep_manifest.hpp"
 #include "cli/sweep_slurm.hpp"
 #include "cli/sweep_spec.hpp"
+#include "results/lock.hpp"
 #include "run/setup.hpp"
 
 namespace attnlab::cli {
@@ -52,6 +54,19 @@ bool check_runs(const Manifest& m, const std::vector<std::string>& plugin_dirs) 
     }
   }
   return sets_threads;
+}
+
+/// One sweep per folder at a time: <dir>/sweep.yaml.lock holds the launching sweep's pid until it
+/// ends. A second `runner sweep DIR --resume` beside a live sweep would retry its running runs, be
+/// refused by their results files' locks and mark them failed while they complete.
+std::unique_ptr<results::WriterLock> lock_sweep(const std::string& dir) {
+  const auto manifest = (fs::path(dir) / kManifestName).string();
+  if (const auto pid = results::WriterLock::holder(manifest)) {
+    throw Error(fmt::format("sweep folder {} is in use by another runner sweep ({}): wait for it to end or stop it, "
+                            "then resume with `runner sweep {} --resume`",
+                            dir, results::WriterLock::who(pid), dir));
+  }
+  return std::make_unique<results::WriterLock>(manifest);
 }
 
 int threads_per_run(int jobs) {
@@ -165,10 +180,12 @@ int cmd_sweep(int argc, char** argv) {
   Manifest m;
   std::string dir;
   std::vector<Job> jobs;
+  std::unique_ptr<results::WriterLock> lock;  // held until the sweep ends (not for --dry-run)
   if (resume) {
     ATTNLAB_CHECK(args.empty() && output.empty(), Error,
                   "runner sweep --resume takes the sweep folder alone (its manifest holds the axes and overrides)");
     dir = target;
+    if (!dry_run) lock = lock_sweep(dir);
     m = read_manifest(dir);
     if (!plugin_dirs.empty()) m.plugin_dirs = plugin_dirs;
     if (!launcher.empty()) m.launcher = launcher;
@@ -234,6 +251,10 @@ int cmd_sweep(int argc, char** argv) {
   }
   if (!resume) {
     fs::create_directories(dir);
+    lock = lock_sweep(dir);
+    ATTNLAB_CHECK(!fs::exists(fs::path(dir) / kManifestName), Error,
+                  "{} holds a sweep already ({}): resume it with `runner sweep {} --resume`, or choose another -o", dir,
+                  kManifestName, dir);
     m.created = utc_now();
     write_manifest(dir, m);
   }

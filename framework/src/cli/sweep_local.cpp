@@ -15,6 +15,7 @@
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <thread>
 
@@ -101,6 +102,24 @@ pid_t spawn(const std::vector<std::string>& args, const std::string& log, int at
   ::close(fd);
   ATTNLAB_CHECK(pid > 0, Error, "runner sweep: fork failed");
   return pid;
+}
+
+/// Failed runs named (with their error) when a sweep ends.
+constexpr size_t kFailuresNamed = 5;
+
+/// The line of a run's log that says why it failed: the last line of its last attempt that names an
+/// error (the runner ends with one: `config error: ...`, `data error: ...`), else its last line.
+std::string last_error_line(const std::string& log) {
+  std::ifstream in(log);
+  std::string line, last, error;
+  while (std::getline(in, line)) {
+    if (line.rfind("==== ", 0) == 0) error.clear();  // a new attempt's header
+    if (line.empty()) continue;
+    last = line;
+    if (line.find("error") != std::string::npos || line.find("Error") != std::string::npos) error = line;
+  }
+  const auto& why = error.empty() ? last : error;
+  return why.empty() ? std::string("(its log is empty)") : why.substr(0, 400);
 }
 
 /// The runner's exit status -> the run's status. `stopped`: the sweep sent SIGTERM to it.
@@ -255,8 +274,18 @@ int run_local(const std::string& dir, Manifest& m, const std::vector<Job>& jobs,
     not_done += r.status != "completed" && r.status != "diverged";
   }
   if (not_done > 0) {
-    std::fprintf(stderr, "runner sweep: %zu of %zu runs did not complete (%zu failed); see their logs in %s\n",
+    std::fprintf(stderr, "runner sweep: %zu of %zu runs did not complete (%zu failed); their logs are in %s\n",
                  not_done, m.runs.size(), failed, dir.c_str());
+    size_t named = 0;
+    for (const auto& r : m.runs) {
+      if (r.status != "failed") continue;
+      if (++named > kFailuresNamed) {
+        std::fprintf(stderr, "  ... and %zu more failed runs\n", failed - kFailuresNamed);
+        break;
+      }
+      std::fprintf(stderr, "  %s (exit %d): %s\n", r.name.c_str(), r.exit_code.value_or(-1),
+                   last_error_line((fs::path(dir) / r.log).string()).c_str());
+    }
     return 1;
   }
   return 0;

@@ -134,6 +134,9 @@ Manifest read_manifest(const std::string& dir) {
   if (const auto* p = root.find("plugin_path")) m.plugin_dirs = strings(*p);
   const auto& runs = root.at("runs");
   ATTNLAB_CHECK(runs.is_seq(), ConfigError, "{}: expected a list of runs", runs.where());
+  // A sweep has at least one run; an empty list is a damaged manifest, not a finished sweep.
+  ATTNLAB_CHECK(runs.size() > 0, ConfigError, "{}: 'runs' is empty: a sweep manifest lists at least one run",
+                runs.where());
   for (size_t i = 0; i < runs.size(); ++i) {
     const auto& n = runs[i];
     ManifestRun r;

@@ -274,9 +274,13 @@ bool walk_file(const std::string& path, uint64_t memory_bytes) {
     out_of_memory_seen = out_of_memory(e);
     if (!out_of_memory_seen && error_fd >= 0) {
       // The error's kind and message, for the parent to throw without reading (a pipe holds 64 KiB).
-      const char kind = dynamic_cast<const ConfigError*>(&e) != nullptr ? 'C'
-                        : dynamic_cast<const DataError*>(&e) != nullptr ? 'D'
-                                                                        : 'R';
+      // Its own kind, so that the parent's one line says "config error", "plugin error", ... as the
+      // same error thrown in the process would, and never "results error: " for what is not one.
+      const char kind = dynamic_cast<const ConfigError*>(&e) != nullptr   ? 'C'
+                        : dynamic_cast<const DataError*>(&e) != nullptr   ? 'D'
+                        : dynamic_cast<const PluginError*>(&e) != nullptr ? 'P'
+                        : dynamic_cast<const ResultsError*>(&e) != nullptr ? 'R'
+                                                                           : 'E';
       std::string record = std::string(1, kind) + std::string(e.what()).substr(0, 60000);
       for (size_t off = 0; off < record.size();) {
         const ssize_t n = ::write(error_fd, record.data() + off, record.size() - off);
@@ -401,6 +405,8 @@ void in_child(const std::string& path, const ReadCheckLimits& limits, const std:
     const std::string message = record.substr(1);
     if (record[0] == 'C') throw ConfigError(message);
     if (record[0] == 'D') throw DataError(message);
+    if (record[0] == 'P') throw PluginError(message);
+    if (record[0] == 'E') throw Error(message);
     throw ResultsError(message);
   }
   if (WIFEXITED(status) && WEXITSTATUS(status) == kOutOfMemory) {

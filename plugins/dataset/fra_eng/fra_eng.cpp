@@ -175,7 +175,15 @@ void FraEng::prepare_from_text(const std::string& raw_text) {
   tgt_out_ = t.ids.slice(1, 1, opt_.num_steps + 1).contiguous();      // [N, num_steps]
   tgt_valid_lens_ = tgt_out_.ne(tgt_vocab_[kPad]).sum(1);             // [N]
   const int64_t n = src_.size(0);
-  train_rows_ = d2l_017 ? n : std::min(opt_.num_train, n);
+  // d2l 1.0's split reads num_train + num_val + 1 pairs: a corpus with fewer would leave the
+  // validation split short or empty (an empty split's loss is NaN, which is not divergence).
+  ATTNLAB_CHECK(d2l_017 || n >= opt_.num_train + opt_.num_val + 1, ConfigError,
+                "fra_eng: dataset.num_train {} and dataset.num_val {} ask for {} sentence pairs (d2l reads one "
+                "more), but the corpus holds {}: lower dataset.num_train to at most {}{}",
+                opt_.num_train, opt_.num_val, opt_.num_train + opt_.num_val + 1, n,
+                std::max<int64_t>(0, n - opt_.num_val - 1),
+                n - opt_.num_val - 1 < 1 ? " (and dataset.num_val with it)" : "");
+  train_rows_ = d2l_017 ? n : opt_.num_train;
   prepared_ = true;
 }
 

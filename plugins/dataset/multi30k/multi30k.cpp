@@ -157,6 +157,10 @@ void Multi30k::prepare(const std::string& data_dir) {
     src_tokens[train].resize(kept), tgt_tokens[train].resize(kept);
     raw_src[train].resize(kept), raw_tgt[train].resize(kept);
   }
+  ATTNLAB_CHECK(opt_.num_train <= 0 || static_cast<size_t>(opt_.num_train) <= src_tokens[train].size(), ConfigError,
+                "multi30k: dataset.num_train {} asks for more training pairs than the corpus holds ({}{}): "
+                "lower it, or 0 for all of them",
+                opt_.num_train, src_tokens[train].size(), opt_.max_len > 0 ? " within max_len" : "");
   if (opt_.num_train > 0 && static_cast<size_t>(opt_.num_train) < src_tokens[train].size()) {
     const auto n = static_cast<size_t>(opt_.num_train);
     src_tokens[train].resize(n), tgt_tokens[train].resize(n);

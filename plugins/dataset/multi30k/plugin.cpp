@@ -40,7 +40,7 @@ const config::Binding<Config>& binding() {
           .option("max_len", &Config::max_len,
                   "drop training pairs with more tokens than this on either side (0 = keep all)", {.min = 0})
           .option("num_train", &Config::num_train,
-                  "train on the first N training pairs only (0 = all; the tokenizers still learn from every pair)",
+                  "train on the first N training pairs only (0 = all, more than the split holds is an error; the tokenizers still learn from every pair)",
                   {.min = 0})
           .option("batch_size", &Config::batch_size, "pairs per batch (padded to the batch's longest)", {.min = 1})
           .option("bucketing", &Config::bucketing, "training batches of similar lengths (else a random permutation)")

@@ -165,8 +165,10 @@ class Seq2SeqHooks final : public train::EpochHooks {
       smoothed_total = all[1];
       count = all[2];
     }
-    out["loss"] = count > 0 ? plain_total / count : std::nan("");
-    if (smoothing) out["smoothed_loss"] = count > 0 ? smoothed_total / count : std::nan("");
+    // An empty split has no loss (not NaN: the runner would call a NaN loss divergence).
+    if (count == 0) return;
+    out["loss"] = plain_total / count;
+    if (smoothing) out["smoothed_loss"] = smoothed_total / count;
   }
 
   const Config& c_;

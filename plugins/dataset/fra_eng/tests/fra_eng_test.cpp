@@ -8,6 +8,7 @@
 #include <attnlab/plugin/registry.hpp>
 
 #include "fra_eng.hpp"
+#include "testing/corpus.hpp"
 #include "testing/testing.hpp"
 
 #include <fmt/ranges.h>
@@ -335,4 +336,29 @@ TEST(FraEngPlugin, CreatedThroughTheRegistry) {
   EXPECT_EQ(concat(ds->batches(Split::Val, false, 0)).size(), 11);
 }
 
+}  // namespace
+
+namespace {
+// A split larger than the corpus is a config error naming the option, before any training: it used
+// to train on the whole corpus with an empty validation split, whose NaN loss then read as divergence.
+TEST(FraEngSizes, ASplitLargerThanTheCorpusIsAConfigErrorNamingTheOption) {
+  FraEngOptions too_many;
+  too_many.num_train = 1000000000;
+  FraEng big(too_many);
+  try {
+    big.prepare_from_text(testutil::fra_text(700, false));
+    FAIL() << "num_train 1000000000 on 700 pairs was accepted";
+  } catch (const attnlab::ConfigError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("dataset.num_train 1000000000 and dataset.num_val 128 ask for 1000000129 sentence pairs"),
+              std::string::npos) << what;
+    EXPECT_NE(what.find("but the corpus holds 700: lower dataset.num_train to at most 571"), std::string::npos) << what;
+  }
+  FraEngOptions exact;  // 512 + 128 + 1 = 641 pairs: the smallest corpus d2l's split fits
+  FraEng fits(exact);
+  fits.prepare_from_text(testutil::fra_text(641, false));
+  EXPECT_EQ(fits.split_size(Split::Val), 129);
+  FraEng short_by_one(exact);
+  EXPECT_THROW(short_by_one.prepare_from_text(testutil::fra_text(640, false)), attnlab::ConfigError);
+}
 }  // namespace

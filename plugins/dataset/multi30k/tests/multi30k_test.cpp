@@ -270,10 +270,23 @@ TEST_F(Multi30kTest, NumTrainKeepsTheFirstTrainingPairs) {
   EXPECT_EQ(rows, 300);
   EXPECT_EQ(slice->split_size(Split::Val), 1014);  // val and test stay whole
   EXPECT_EQ(slice->split_size(Split::Test), 1000);
-  o.num_train = 1000000;  // more than there are: everything
+  o.num_train = words_->split_size(Split::Train);  // exactly all of them
   auto whole = make(o, "d2l_words");
   whole->prepare(*data_dir_);
   EXPECT_EQ(whole->split_size(Split::Train), words_->split_size(Split::Train));
+  // More than there are is a config error naming the option (it used to mean "all", silently).
+  o.num_train = 1000000;
+  auto too_many = make(o, "d2l_words");
+  try {
+    too_many->prepare(*data_dir_);
+    ADD_FAILURE() << "num_train 1000000 was taken";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find(fmt::format(
+                  "multi30k: dataset.num_train 1000000 asks for more training pairs than the corpus holds ({})",
+                  words_->split_size(Split::Train))),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 TEST_F(Multi30kTest, SharedVocabularyIsOneTokenizerAndOneTableForBothLanguages) {
