@@ -40,27 +40,7 @@ function(attnlab_defaults target)
   set_target_properties(${target} PROPERTIES DEFINE_SYMBOL "")
 endfunction()
 
-# attnlab_add_plugin(): the same function out-of-tree plugins get from find_package(attnlab).
+# attnlab_add_plugin() and attnlab_sdk_hash(): the same functions out-of-tree plugins get from
+# find_package(attnlab).
 include(${CMAKE_CURRENT_LIST_DIR}/attnlabPlugin.cmake)
-
-# attnlab_sdk_hash(<var> <include dir> [NO_DEPENDS]): the SDK's identity, the SHA-256 (first 16 hex digits) of
-# every header under <include dir>/attnlab, names and contents, in sorted order. Every plugin is
-# compiled with it (ATTNLAB_SDK_HASH) and the registry refuses one whose hash differs, so any
-# change to an interface refuses plugins built against the old headers. Editing a header re-runs
-# CMake, which recomputes it.
-function(attnlab_sdk_hash var dir)
-  cmake_parse_arguments(H "NO_DEPENDS" "" "" ${ARGN})
-  file(GLOB_RECURSE headers RELATIVE ${dir} CONFIGURE_DEPENDS ${dir}/attnlab/*.hpp)
-  list(SORT headers)
-  set(all "")
-  foreach(h ${headers})
-    file(SHA256 ${dir}/${h} sum)
-    string(APPEND all "${h} ${sum}\n")
-    if(NOT H_NO_DEPENDS)
-      set_property(DIRECTORY ${PROJECT_SOURCE_DIR} APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${dir}/${h})
-    endif()
-  endforeach()
-  string(SHA256 hash "${all}")
-  string(SUBSTRING ${hash} 0 16 hash)
-  set(${var} ${hash} PARENT_SCOPE)
-endfunction()
+include(${CMAKE_CURRENT_LIST_DIR}/attnlabSdkHash.cmake)

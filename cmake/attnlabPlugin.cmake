@@ -1,14 +1,17 @@
 # attnlab_add_plugin(<name> [KIND <kind>] SOURCES <files...> [LIBS <libs...>] [TESTS <files...>])
-#   (in-tree form: attnlab_add_plugin(NAME <name> KIND <kind> SOURCES ...))
+#   (the name may also follow a NAME keyword, as attnlab's own plugins/ write it:
+#    attnlab_add_plugin(NAME <name> KIND <kind> SOURCES ...))
 #
-# Builds a plugin: a MODULE library libattnlab_<kind>_<name>.so (libattnlab_<name>.so without
-# KIND) in ATTNLAB_PLUGIN_DIR (default: <build>/plugins), which the runner searches with
-# --plugin-path or ATTNLAB_PLUGIN_PATH. Symbols hidden but the descriptor; linked with
-# -Wl,--no-undefined, so a symbol that no library provides fails the link, not a run.
+# Builds a plugin: the CMake target plugin_<kind>_<name> (plugin_<name> without KIND), a MODULE
+# library libattnlab_<kind>_<name>.so (libattnlab_<name>.so) in ATTNLAB_PLUGIN_DIR (default:
+# <build>/plugins), which the runner searches with --plugin-path or ATTNLAB_PLUGIN_PATH. Symbols
+# hidden but the descriptor; linked with -Wl,--no-undefined, so a symbol that no library provides
+# fails the link, not a run.
 # TESTS: GoogleTest sources, each built into an executable named after the file (tests/foo_test.cpp
 # -> foo_test), linked against an object library of the plugin's sources (so tests can use its
 # classes; the plugin's folder is on their include path) with ATTNLAB_PLUGIN_FILE defined as the
-# built plugin's path (so tests can load it as the runner does); registered with ctest. In attnlab's
+# built plugin's path (so tests can load it as the runner does); registered with ctest (out of the
+# tree each test case, by gtest_discover_tests; find_package(attnlab) enables testing). In attnlab's
 # own tree they also get its test helpers (tests/testing) and environment (cmake/attnlabTesting.cmake).
 # `cmake --install` puts the plugin in <prefix>/lib/attnlab/plugins, where an installed runner
 # looks. Used by attnlab's own tree and installed with the SDK (find_package(attnlab)).

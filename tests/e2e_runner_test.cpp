@@ -394,6 +394,7 @@ TEST_F(RunnerTest, PluginsListsEveryKindAndShowsOptions) {
   auto bad = run({"plugins", "transfomer"});
   EXPECT_EQ(bad.exit_code, 1);
   EXPECT_NE(bad.err.find("did you mean 'transformer'"), std::string::npos) << bad.err;
+  EXPECT_NE(bad.err.find("found with --plugin-path DIR or ATTNLAB_PLUGIN_PATH=DIR"), std::string::npos) << bad.err;
 }
 
 }  // namespace

@@ -123,6 +123,9 @@ TEST(PluginLoader, UnknownPluginSuggestsAName) {
   auto msg = message_of<ConfigError>([&] { r.create<nn::Scorer>(node.at("scorer"), ctx, nn::ScorerContext{}); });
   EXPECT_NE(msg.find("exp.yaml:1:9"), std::string::npos) << msg;
   EXPECT_NE(msg.find("did you mean 'test_scorer'"), std::string::npos) << msg;
+  // Where it looked, and how to make it look where an out-of-tree plugin was built.
+  EXPECT_NE(msg.find("searched: "), std::string::npos) << msg;
+  EXPECT_NE(msg.find("found with --plugin-path DIR or ATTNLAB_PLUGIN_PATH=DIR"), std::string::npos) << msg;
 }
 
 TEST(PluginLoader, UnknownOptionIsAConfigErrorWithLocation) {

@@ -1,26 +1,21 @@
 #!/usr/bin/env bash
 # The SDK as a user gets it: install attnlab, build one of examples/out_of_tree_* against the
-# install alone (no build type given: it must come out Release), run the plugin's own tests, list
-# it with the installed runner (OPTION must be among its options) and train the example's 2-epoch
-# experiment with it (data from ATTNLAB_DATA_MIRROR into a scratch data_dir). FIGURES, when given,
+# install alone (no build type given: it must come out Release), run the plugin's own tests with
+# ctest in its build as a user would (TESTS: how many test cases must run and pass; none found or
+# another count fails, so a test that stops being registered fails the suite), list it with the
+# installed runner (OPTION must be among its options) and train the example's 2-epoch experiment
+# with it (data from ATTNLAB_DATA_MIRROR into a scratch data_dir). FIGURES, when given,
 # are the figures the run must declare: `runner plot --figures` draws each as <name>.png and
 # `runner report` puts each on its page (the tools draw what the plugins declared).
-#   out_of_tree.sh BUILD_DIR SOURCE_DIR EXAMPLE KIND NAME OPTION [FIGURES]
-#   e.g. out_of_tree.sh build . out_of_tree_scorer scorer luong_general scale
-#        out_of_tree.sh build . out_of_tree_dataset dataset noisy_sine periods noisy_sine,noisy_sine_samples
+#   out_of_tree.sh BUILD_DIR SOURCE_DIR EXAMPLE KIND NAME OPTION TESTS [FIGURES]
+#   e.g. out_of_tree.sh build . out_of_tree_scorer scorer luong_general scale 3
+#        out_of_tree.sh build . out_of_tree_dataset dataset noisy_sine periods 2 noisy_sine,noisy_sine_samples
 set -euo pipefail
-[ $# -eq 6 ] || [ $# -eq 7 ] || { echo "usage: out_of_tree.sh BUILD_DIR SOURCE_DIR EXAMPLE KIND NAME OPTION [FIGURES]" >&2; exit 2; }
-build=$1 src=$2 kind=$4 name=$5 option=$6 figures=${7:-}
-work=$(mktemp -d "${TMPDIR:-/tmp}/attnlab-sdk.XXXXXX")
-trap 'rm -rf "$work"' EXIT
-fail() { echo "FAIL: $*" >&2; exit 1; }
-export CCACHE_DIR=${CCACHE_DIR:-${ATTNLAB_CACHE:-$HOME/.cache/attnlab}/ccache} CCACHE_BASEDIR=$work
-export CCACHE_SLOPPINESS=include_file_mtime,include_file_ctime
-[ -n "${ATTNLAB_DATA_MIRROR:-}" ] || fail "ATTNLAB_DATA_MIRROR is not set (the encoder example trains on fra-eng)"
-unset ATTNLAB_PLUGIN_PATH  # only what the install and --plugin-path give
-
-prefix=$work/prefix
-cmake --install "$build" --prefix "$prefix" >/dev/null
+[ $# -eq 7 ] || [ $# -eq 8 ] ||
+  { echo "usage: out_of_tree.sh BUILD_DIR SOURCE_DIR EXAMPLE KIND NAME OPTION TESTS [FIGURES]" >&2; exit 2; }
+build=$1 src=$2 kind=$4 name=$5 option=$6 tests=$7 figures=${8:-}
+[ -n "${ATTNLAB_DATA_MIRROR:-}" ] || { echo "FAIL: ATTNLAB_DATA_MIRROR is not set (the encoder example trains on fra-eng)" >&2; exit 1; }
+. "$(dirname "$0")/install.sh"  # $work, fail(), attnlab installed into $prefix
 
 example=$src/examples/$3
 lines=$(grep -cv '^\s*\(#.*\)\?$' "$example/CMakeLists.txt")
@@ -33,7 +28,10 @@ cmake --build "$work/build" -j 2 >"$work/build.log" 2>&1 || { cat "$work/build.l
 grep -q -- "-O3" "$work/build/build.ninja" || fail "the plugin was not compiled with optimisation"
 plugin=$work/build/plugins/libattnlab_${kind}_${name}.so
 [ -f "$plugin" ] || fail "no $plugin"
-(cd "$work/build" && ctest --output-on-failure) || fail "the plugin's own tests"
+(cd "$work/build" && ctest --output-on-failure --no-tests=error) >"$work/ctest.log" 2>&1 ||
+  { cat "$work/ctest.log"; fail "the plugin's own tests"; }
+ran=$(sed -n 's/.* tests failed out of \([0-9]*\)$/\1/p' "$work/ctest.log")
+[ "$ran" = "$tests" ] || { cat "$work/ctest.log"; fail "ctest ran ${ran:-no} tests of the plugin's, expected $tests"; }
 
 runner=$prefix/bin/runner
 "$runner" plugins >"$work/list.txt" || fail "installed runner plugins"
@@ -53,4 +51,4 @@ if [ -n "$figures" ]; then
     grep -q "\"name\":\"$f\"" "$work/report.html" || fail "runner report's page holds no figure '$f'"
   done
 fi
-echo "out-of-tree $kind $name: built against the installed SDK, tested, trained 2 epochs"
+echo "out-of-tree $kind $name: built against the installed SDK, its $tests tests passed, trained 2 epochs"

@@ -97,6 +97,9 @@ int show(const std::vector<std::string>& plugin_dirs, const std::string& name) {
   if (!shown) {
     std::string msg = fmt::format("no plugin named '{}'", name);
     if (auto s = config::did_you_mean(bare, names)) msg += fmt::format("; did you mean '{}'?", *s);
+    msg += fmt::format(" (searched: {}); a plugin built elsewhere is found with --plugin-path DIR or "
+                       "ATTNLAB_PLUGIN_PATH=DIR",
+                       fmt::join(registry.search_dirs(), ", "));
     throw PluginError(msg);
   }
   return 0;

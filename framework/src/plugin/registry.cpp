@@ -377,7 +377,10 @@ const PluginInfo& Registry::find(const std::string& kind, const std::string& nam
   std::string msg = fmt::format("no {} plugin named '{}'", kind, name);
   if (auto s = config::did_you_mean(name, names)) msg += fmt::format("; did you mean '{}'?", *s);
   msg += names.empty() ? fmt::format(" (no {} plugins are loaded; searched: {})", kind, fmt::join(search_dirs(), ", "))
-                       : fmt::format(" (available: {})", fmt::join(names, ", "));
+                       : fmt::format(" (available: {}; searched: {})", fmt::join(names, ", "),
+                                     fmt::join(search_dirs(), ", "));
+  // Out-of-tree plugins live in their own build's plugins/ folder, which no default search covers.
+  msg += "; a plugin built elsewhere is found with --plugin-path DIR or ATTNLAB_PLUGIN_PATH=DIR";
   throw PluginError(msg);
 }
 
