@@ -185,8 +185,11 @@ int cmd_sweep(int argc, char** argv) {
     ATTNLAB_CHECK(args.empty() && output.empty(), Error,
                   "runner sweep --resume takes the sweep folder alone (its manifest holds the axes and overrides)");
     dir = target;
-    if (!dry_run) lock = lock_sweep(dir);
-    m = read_manifest(dir);
+    m = read_manifest(dir);  // names what is wrong with the folder before a lock is made in it
+    if (!dry_run) {
+      lock = lock_sweep(dir);
+      m = read_manifest(dir);  // as the sweep that held the lock last left it
+    }
     if (!plugin_dirs.empty()) m.plugin_dirs = plugin_dirs;
     if (!launcher.empty()) m.launcher = launcher;
     if (n_jobs > 0) {
