@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -270,4 +271,57 @@ TEST(ResultsReadCheck, TheTimeLimitFromTheEnvironmentMustBeWholeSeconds) {
   EXPECT_EQ(ReadCheckLimits::for_file("x.h5").seconds, 7);
 }
 
+}  // namespace
+
+namespace {
+// Under an address-space cap below the read's allowance (`ulimit -v`, as a user or a batch system
+// sets it), a valid file that the copy cannot read within the cap is not called damaged: the error
+// names the limit. (runner report under a cap used to say "is damaged" of a good file.)
+TEST(ResultsReadCheck, AMemoryCapBelowTheAllowanceIsNamedNotCalledDamage) {
+  const auto dir = attnlab::testutil::temp_dir("attnlab-read-check-cap");
+  const auto path = dir + "/big.h5";
+  {
+    attnlab::results::Results r(path, "exp");
+    attnlab::results::FloatArray big;
+    big.shape = {64 << 20};
+    big.values.assign(64 << 20, 0.5F);  // 256 MiB of float32: the copy reads it whole
+    r.write_array("big", big);
+    r.set_status(attnlab::results::Status::Completed);
+  }
+  int fds[2] = {-1, -1};
+  ASSERT_EQ(::pipe(fds), 0);
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    ::close(fds[0]);
+    std::string message = "read without an error";
+    std::ifstream statm("/proc/self/statm");
+    uint64_t pages = 0;
+    statm >> pages;
+    const uint64_t mapped = pages * static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+    const rlimit cap{mapped + (128ULL << 20), mapped + (128ULL << 20)};  // ulimit -v: 128 MiB to spare
+    if (::setrlimit(RLIMIT_AS, &cap) != 0) message = "setrlimit failed";
+    try {
+      attnlab::results::check_readable(path, ReadCheckLimits::for_file(path));
+    } catch (const std::exception& e) {
+      message = e.what();
+    }
+    (void)!::write(fds[1], message.data(), message.size());
+    ::_exit(0);
+  }
+  ::close(fds[1]);
+  std::string message;
+  char buf[4096];
+  for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;) message.append(buf, static_cast<size_t>(n));
+  ::close(fds[0]);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  EXPECT_TRUE(contains(message, "results file " + path + " could not be read within this process's memory limit "
+                                "(ulimit -v: ")) << message;
+  EXPECT_TRUE(contains(message, "The file is not known to be damaged")) << message;
+  EXPECT_FALSE(contains(message, "is damaged")) << message;
+  // Without the cap the same file reads.
+  EXPECT_NO_THROW(attnlab::results::check_readable(path, ReadCheckLimits::for_file(path)));
+  std::filesystem::remove_all(dir);
+}
 }  // namespace

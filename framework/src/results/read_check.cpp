@@ -15,6 +15,8 @@
 #include <attnlab/results/figure.hpp>
 #include <attnlab/results/reader.hpp>
 
+#include <optional>
+
 #include <fcntl.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -352,6 +354,16 @@ ReadCheckLimits ReadCheckLimits::for_file(const std::string& path) {
 
 namespace {
 
+/// This process's address-space limit (`ulimit -v`, the hard limit: the copy may raise its soft
+/// one up to it) when it is below what the copy is allowed: a copy that runs out of memory or dies
+/// under it says nothing about the file.
+std::optional<uint64_t> cap_below_allowance(const ReadCheckLimits& limits) {
+  rlimit as{};
+  if (limits.memory_bytes == 0 || ::getrlimit(RLIMIT_AS, &as) != 0 || as.rlim_max == RLIM_INFINITY) return std::nullopt;
+  if (static_cast<uint64_t>(as.rlim_max) >= mapped_bytes() + limits.memory_bytes) return std::nullopt;
+  return static_cast<uint64_t>(as.rlim_max);
+}
+
 /// `read` in a forked copy of this process, ended as check_readable describes. With `rethrow`, an
 /// exception that ends `read` in the copy is thrown here again (same kind and message).
 void in_child(const std::string& path, const ReadCheckLimits& limits, const std::function<bool()>& read,
@@ -417,6 +429,15 @@ void in_child(const std::string& path, const ReadCheckLimits& limits, const std:
     what = fmt::format("crashed reading it ({})", signal_text(WTERMSIG(status)));
   } else {
     what = fmt::format("crashed reading it (exit status {})", WEXITSTATUS(status));
+  }
+  if (!(WIFSIGNALED(status) && WTERMSIG(status) == SIGALRM)) {
+    if (const auto cap = cap_below_allowance(limits)) {
+      throw ResultsError(fmt::format(
+          "results file {} could not be read within this process's memory limit (ulimit -v: {}, below what it "
+          "maps plus the {} the read is allowed): HDF5 {} in a separate checking process. The file is not known to be damaged: "
+          "raise the limit and read it again",
+          path, bytes_text(*cap), bytes_text(limits.memory_bytes), what));
+    }
   }
   if (const auto writer = WriterLock::holder(path)) {
     throw ResultsError(fmt::format(
