@@ -223,7 +223,9 @@ Outcome check(const std::string& path, const std::string& sdk_hash,
   }
   bool cacheable = false;
   Outcome o = run_probe(path, rehearse, cacheable);
-  if (cacheable && !key.empty()) c.remember(key, o);
+  // Only a survival is remembered: a library that crashed once (perhaps for a reason of that
+  // moment) is probed again at the next scan, never skipped for good.
+  if (cacheable && o.survived && !key.empty()) c.remember(key, o);
   return o;
 }
 

@@ -21,7 +21,7 @@ using Report = std::function<void(const std::string& kind, const std::string& na
 /// Whether loading `path` survives: from the cache when it holds this file (real path, size,
 /// mtime) for this runner (libattnlab.so's own path, size and mtime, and the SDK hash), else by
 /// running `rehearse` in a forked child under an alarm (ATTNLAB_PLUGIN_PROBE_SECONDS, default 60)
-/// and caching what it did (a timeout is not cached: a loaded machine may be why). The cache is
+/// and caching it when it survived (one that crashed or timed out is probed again next time). The cache is
 /// $ATTNLAB_CACHE/plugin-probes.tsv, else ~/.cache/attnlab/plugin-probes.tsv; one that cannot be
 /// read or written only costs a probe. ATTNLAB_PLUGIN_PROBE_LOG=FILE appends the path of each
 /// library probed in a child to FILE (for tests).
