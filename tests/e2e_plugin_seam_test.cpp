@@ -5,6 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -213,5 +216,114 @@ INSTANTIATE_TEST_SUITE_P(
         Pairing{"RegressionModelOnTokens", kTokens + kRegressionModel + "trainer: {plugin: regression}\n",
                 {"seq2seq_regression"}}),
     [](const ::testing::TestParamInfo<Pairing>& info) { return info.param.what; });
+
+// Scans of a plugin path (issue 42). A library whose static constructor calls abort() used to kill
+// `runner plugins` and every run whose plugin path held it (SIGABRT): it is probed in a forked copy.
+class PluginScanTest : public PluginSeamTest {
+ protected:
+  void SetUp() override {
+    PluginSeamTest::SetUp();
+    if (HasFatalFailure()) return;
+    // A cache of this test's own, and a log of the libraries probed in a child.
+    ::setenv("ATTNLAB_CACHE", (tmp_ + "/cache").c_str(), 1);
+    ::setenv("ATTNLAB_PLUGIN_PROBE_LOG", probe_log().c_str(), 1);
+  }
+  void TearDown() override {
+    ::unsetenv("ATTNLAB_CACHE");
+    ::unsetenv("ATTNLAB_PLUGIN_PROBE_LOG");
+  }
+  std::string probe_log() const { return tmp_ + "/probes.log"; }
+  /// The libraries probed in a child since the log was last cleared, one per line.
+  std::vector<std::string> probed() {
+    std::vector<std::string> out;
+    std::ifstream in(probe_log());
+    for (std::string line; std::getline(in, line);) out.push_back(line);
+    fs::remove(probe_log());
+    return out;
+  }
+  std::string aborting_folder() const {
+    return fs::path(test_plugin("attnlab_scorer_test_aborting")).parent_path().string();
+  }
+  static size_t count(const std::string& text, const std::string& what) {
+    size_t n = 0;
+    for (auto at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+    return n;
+  }
+};
+
+TEST_F(PluginScanTest, ListingPluginsSkipsItWithOneWarning) {
+  auto list = run({"plugins", "--plugin-path", aborting_folder()});
+  ASSERT_EQ(list.exit_code, 0) << list.err;
+  EXPECT_NE(list.out.find("dot_product"), std::string::npos) << list.out;
+  EXPECT_EQ(list.out.find(" test_aborting "), std::string::npos) << list.out;
+  EXPECT_EQ(count(list.err, "\n"), 1u) << list.err;
+  EXPECT_NE(list.err.find("libattnlab_scorer_test_aborting.so: loading it crashed (SIGABRT) in a separate probing "
+                          "process"),
+            std::string::npos)
+      << list.err;
+  // Asked for by name: why it was skipped, in one line after the warning, not "no plugin named".
+  auto one = run({"plugins", "test_aborting", "--plugin-path", aborting_folder()});
+  expect_one_error_line({one.exit_code, one.out, last_line(one.err)},
+                        "plugin error: scorer plugin 'test_aborting' "
+                        "is provided by ");
+  EXPECT_NE(last_line(one.err).find("libattnlab_scorer_test_aborting.so"), std::string::npos) << one.err;
+  EXPECT_NE(last_line(one.err).find("SIGABRT"), std::string::npos) << one.err;
+  EXPECT_EQ(one.err.find("no plugin named"), std::string::npos) << one.err;
+}
+
+TEST_F(PluginScanTest, ARunThatDoesNotAskForItCompletesOneThatDoesSaysWhy) {
+  auto results = tmp_ + "/synthetic.h5";
+  auto r = run(testutil::tiny_synthetic(results, {"--plugin-path", aborting_folder(), "-q"}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("SIGABRT"), std::string::npos) << r.err;
+  EXPECT_EQ(results::ResultsReader(results).status(), results::Status::Completed);
+  auto asks = run({"experiments/tests/tiny_corners.yaml", "--plugin-path", aborting_folder(),
+                   "model.attention.scorer=test_aborting", "--results", tmp_ + "/never.h5"});
+  expect_one_error_line({asks.exit_code, asks.out, last_line(asks.err)}, "config error: ");
+  EXPECT_NE(last_line(asks.err).find("which could not be loaded: "), std::string::npos) << asks.err;
+  EXPECT_NE(last_line(asks.err).find("libattnlab_scorer_test_aborting.so: loading it crashed (SIGABRT)"),
+            std::string::npos)
+      << asks.err;
+  EXPECT_FALSE(fs::exists(tmp_ + "/never.h5"));
+}
+
+TEST_F(PluginScanTest, ProbesAreCachedAndAChangedLibraryIsProbedAgain) {
+  auto dir = tmp_ + "/mixed";
+  fs::create_directories(dir);
+  fs::copy_file(test_plugin("attnlab_scorer_test_good"), dir + "/libattnlab_scorer_test_good.so");
+  fs::copy_file(test_plugin("attnlab_scorer_test_aborting"), dir + "/libattnlab_scorer_test_aborting.so");
+  auto first = run({"plugins", "--plugin-path", dir});
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  EXPECT_NE(first.out.find("test_scorer"), std::string::npos) << first.out;
+  auto probes = probed();
+  EXPECT_NE(std::find(probes.begin(), probes.end(), dir + "/libattnlab_scorer_test_good.so"), probes.end());
+  EXPECT_GT(probes.size(), 10u) << "every library of the build's own folder is probed once";
+  EXPECT_TRUE(fs::exists(tmp_ + "/cache/plugin-probes.tsv"));
+  // The second scan forks for the aborting library only (a crash is never cached): the healthy
+  // ones are dlopen-ed directly.
+  auto second = run({"plugins", "--plugin-path", dir});
+  ASSERT_EQ(second.exit_code, 0) << second.err;
+  EXPECT_EQ(second.out, first.out);
+  EXPECT_EQ(second.err, first.err);
+  EXPECT_EQ(probed(), std::vector<std::string>{dir + "/libattnlab_scorer_test_aborting.so"});
+  // A library that changed (here only its mtime) is probed again, and only it.
+  fs::last_write_time(dir + "/libattnlab_scorer_test_good.so",
+                      fs::last_write_time(dir + "/libattnlab_scorer_test_good.so") + std::chrono::seconds(5));
+  auto third = run({"plugins", "--plugin-path", dir});
+  ASSERT_EQ(third.exit_code, 0) << third.err;
+  EXPECT_EQ(probed(), (std::vector<std::string>{dir + "/libattnlab_scorer_test_aborting.so",
+                                                dir + "/libattnlab_scorer_test_good.so"}));
+}
+
+TEST_F(PluginScanTest, AFolderOnThePathTwiceGivesOneWarningForItsDuplicates) {
+  // The build's own plugins under a second name: every one of them is claimed twice.
+  auto copy = tmp_ + "/copy";
+  fs::copy(testutil::env_or("ATTNLAB_PLUGIN_PATH", ""), copy);
+  auto list = run({"plugins", "--plugin-path", copy});
+  ASSERT_EQ(list.exit_code, 0) << list.err;
+  EXPECT_EQ(std::count(list.err.begin(), list.err.end(), '\n'), 1) << list.err;
+  EXPECT_NE(list.err.find("plugin libraries in "), std::string::npos) << list.err;
+  EXPECT_NE(list.err.find("scorer 'dot_product'"), std::string::npos) << list.err;
+}
 
 }  // namespace

@@ -2,12 +2,14 @@
 // `throw_at_call` N > 0 makes its Nth score() call throw (an error from a plugin mid-run).
 // Compile definitions make the broken variants: TEST_SCORER_THROWS (a std::runtime_error from the
 // factory), TEST_SCORER_CONFIG_ERROR (a ConfigError through ATTNLAB_CHECK, as plugins report bad
-// options), TEST_SCORER_UNDEFINED (calls a function no library defines), TEST_SCORER_NAME.
+// options), TEST_SCORER_UNDEFINED (calls a function no library defines), TEST_SCORER_ABORTS (a
+// static constructor that calls abort(): loading the library kills the process), TEST_SCORER_NAME.
 #include <attnlab/error.hpp>
 #include <attnlab/nn/scorer.hpp>
 
 #include <torch/torch.h>
 
+#include <cstdlib>
 #include <stdexcept>
 #include <string>
 
@@ -20,6 +22,10 @@ extern "C" double attnlab_test_symbol_nobody_defines();
 
 namespace {
 using namespace attnlab;
+
+#ifdef TEST_SCORER_ABORTS
+[[maybe_unused]] const int aborted_at_load = (std::abort(), 0);
+#endif
 
 class TestScorer final : public nn::Scorer {
  public:

@@ -95,6 +95,10 @@ int show(const std::vector<std::string>& plugin_dirs, const std::string& name) {
     print_schema(p->schema);
   }
   if (!shown) {
+    // A library that was skipped (warned about above) and provides it: the registry says why.
+    for (const auto& b : registry.broken()) {
+      if (b.name == bare && (kind.empty() || b.kind == kind)) (void)registry.find(b.kind, b.name);
+    }
     std::string msg = fmt::format("no plugin named '{}'", name);
     if (auto s = config::did_you_mean(bare, names)) msg += fmt::format("; did you mean '{}'?", *s);
     msg += fmt::format(" (searched: {}); a plugin built elsewhere is found with --plugin-path DIR or "

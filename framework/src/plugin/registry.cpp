@@ -18,8 +18,11 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <optional>
 #include <set>
+
+#include "plugin/probe.hpp"
 
 namespace attnlab {
 extern const char* const kBuildPluginDir;  // defined in libattnlab.so (attnlab.cpp)
@@ -205,12 +208,32 @@ std::pair<std::string, std::string> kind_and_name_from_file(const fs::path& p) {
 }
 
 /// A PluginError thrown by load() for a library that could not be used, with what it provides
-/// when the descriptor's frozen prefix could be read.
+/// when the descriptor's frozen prefix could be read, and for a kind + name already provided, the
+/// library that provides it.
 struct LoadFailure : PluginError {
-  LoadFailure(std::string msg, std::string k, std::string n)
-      : PluginError(std::move(msg)), kind(std::move(k)), name(std::move(n)) {}
-  std::string kind, name;
+  LoadFailure(std::string msg, std::string k, std::string n, std::string first = {})
+      : PluginError(std::move(msg)), kind(std::move(k)), name(std::move(n)), first_path(std::move(first)) {}
+  std::string kind, name, first_path;
 };
+
+/// What load() does up to its checks of the descriptor, for the probing process (probe.hpp):
+/// the same dlopen-s, then the descriptor's kind and name reported, then its schema made.
+void rehearse_load(const std::string& path, const probe::Report& report) {
+  preload_self_bound(path);
+  if (dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE) == nullptr) return;  // load() says why
+  boost::dll::shared_library lib;
+  boost::dll::fs::error_code ec;
+  lib.load(path, boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local, ec);
+  if (ec || !lib.has(kDescriptorSymbol)) return;
+  const Descriptor* d = lib.get_alias<DescriptorFn>(kDescriptorSymbol)();
+  if (d == nullptr) return;
+  report(d->kind, d->name);
+  if (d->abi_version != kAbiVersion || std::string(d->sdk_hash) != ATTNLAB_SDK_HASH ||
+      std::string(d->torch_version) != kTorchVersion) {
+    return;
+  }
+  (void)d->schema();
+}
 
 /// <dir of libattnlab.so>/attnlab/plugins when that folder exists: the plugins of an installed
 /// attnlab (cmake --install), used instead of the build tree's folder.
@@ -220,6 +243,32 @@ std::string installed_plugin_dir() {
   std::error_code ec;
   const auto dir = fs::path(info.dli_fname).parent_path() / "attnlab" / "plugins";
   return fs::is_directory(dir, ec) ? dir.string() : std::string();
+}
+
+/// A library skipped because an earlier one provides the same kind and name.
+struct Duplicate {
+  std::string plugin, first_dir, reason;  // "scorer 'x'", where the one used lies, the full reason
+};
+
+/// One warning per folder of skipped duplicates (a folder on the path twice under two names, or an
+/// old copy of the build's plugins, used to give one line per plugin), the full reason for one.
+void warn_about_duplicates(const std::map<std::string, std::vector<Duplicate>>& by_dir) {
+  for (const auto& [dir, dups] : by_dir) {
+    if (dups.size() == 1) {
+      fmt::print(stderr, "warning: skipping plugin library {}\n", dups[0].reason);
+      continue;
+    }
+    std::set<std::string> firsts;
+    std::vector<std::string> plugins;
+    for (const auto& d : dups) {
+      firsts.insert(d.first_dir);
+      plugins.push_back(d.plugin);
+    }
+    fmt::print(stderr,
+               "warning: skipping {} plugin libraries in {}: each provides a plugin that an earlier library in {} "
+               "already provides (the first one found is used): {}\n",
+               dups.size(), dir, fmt::join(firsts, ", "), fmt::join(plugins, ", "));
+  }
 }
 
 }  // namespace
@@ -243,6 +292,7 @@ std::vector<std::string> Registry::search_dirs() const {
 
 void Registry::discover() {
   std::set<fs::path> seen;
+  std::map<std::string, std::vector<Duplicate>> duplicates;  // by the folder of the library skipped
   const auto dirs = search_dirs();
   for (size_t i = 0; i < dirs.size(); ++i) {
     const std::string& dir = dirs[i];
@@ -273,18 +323,25 @@ void Registry::discover() {
         load(canonical.string());
       } catch (const PluginError& e) {
         Broken b{canonical.string(), e.what(), "", ""};
-        if (const auto* lf = dynamic_cast<const LoadFailure*>(&e); lf != nullptr && !lf->kind.empty()) {
+        const auto* lf = dynamic_cast<const LoadFailure*>(&e);
+        if (lf != nullptr && !lf->kind.empty()) {
           b.kind = lf->kind;
           b.name = lf->name;
         } else {
           std::tie(b.kind, b.name) = kind_and_name_from_file(canonical);
         }
-        // stderr, whatever the runner's log goes to: a warning about the installation, not the run.
-        fmt::print(stderr, "warning: skipping plugin library {}\n", b.reason);
+        if (lf != nullptr && !lf->first_path.empty()) {
+          duplicates[canonical.parent_path().string()].push_back(Duplicate{
+              fmt::format("{} '{}'", b.kind, b.name), fs::path(lf->first_path).parent_path().string(), b.reason});
+        } else {
+          // stderr, whatever the runner's log goes to: a warning about the installation, not the run.
+          fmt::print(stderr, "warning: skipping plugin library {}\n", b.reason);
+        }
         broken_.push_back(std::move(b));
       }
     }
   }
+  warn_about_duplicates(duplicates);
 }
 
 const PluginInfo& Registry::load(const std::string& path) {
@@ -294,6 +351,10 @@ const PluginInfo& Registry::load(const std::string& path) {
   if (const auto problem = elf_problem(path); !problem.empty()) {
     throw PluginError(fmt::format("{}: {}", path, problem));
   }
+  // Loaded first in a forked copy of this process, unless an earlier probe of this very file
+  // survived: a static constructor that aborts or crashes then skips this library only.
+  const auto probed = probe::check(path, ATTNLAB_SDK_HASH, [&](const probe::Report& r) { rehearse_load(path, r); });
+  if (!probed.survived) throw LoadFailure(probed.reason, probed.kind, probed.name);
   // dlopen first, ourselves: RTLD_NOW binds every symbol now, so a library with an unresolved
   // symbol (built against other headers, another fmt) is refused here with the loader's reason
   // rather than dying mid-run; RTLD_NODELETE keeps its code mapped for the life of the process.
@@ -350,8 +411,9 @@ const PluginInfo& Registry::load(const std::string& path) {
   info.library = lib;
   auto key = std::make_pair(info.kind, info.name);
   if (auto it = plugins_.find(key); it != plugins_.end()) {
-    throw PluginError(fmt::format("{}: two plugins claim {} '{}': {} and {} (the first one found is used)", path,
-                                  info.kind, info.name, it->second.path, path));
+    throw LoadFailure(fmt::format("{}: two plugins claim {} '{}': {} and {} (the first one found is used)", path,
+                                  info.kind, info.name, it->second.path, path),
+                      info.kind, info.name, it->second.path);
   }
   return plugins_.emplace(key, std::move(info)).first->second;
 }

@@ -18,7 +18,6 @@
 #include <optional>
 
 #include <fcntl.h>
-#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -38,6 +37,7 @@
 #include <vector>
 
 #include "core/env.hpp"
+#include "core/forked.hpp"
 #include "results/hdf5.hpp"
 #include "results/lock.hpp"
 
@@ -249,19 +249,7 @@ bool walk_file(const std::string& path, uint64_t memory_bytes) {
 /// The child: quiet, limited, `read` (true when memory ran out), then _exit with how it went
 /// (never returns, never runs destructors or atexit handlers of the parent's state).
 [[noreturn]] void child(const ReadCheckLimits& limits, const std::function<bool()>& read, pid_t parent, int error_fd) {
-  // Killed with the process that waits for it (a `kill PID` of the runner, not only a Ctrl-C of its
-  // process group), rather than reading on alone until the alarm.
-  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-  if (::getppid() != parent) ::_exit(kParentGone);
-  // No output, no core file, default crash actions (the runner's handlers are the parent's).
-  if (const int null = ::open("/dev/null", O_WRONLY); null >= 0) {
-    ::dup2(null, STDOUT_FILENO);
-    ::dup2(null, STDERR_FILENO);
-  }
-  for (int sig : {SIGSEGV, SIGBUS, SIGABRT, SIGFPE, SIGILL, SIGALRM, SIGINT, SIGTERM, SIGHUP})
-    std::signal(sig, SIG_DFL);
-  const rlimit no_core{0, 0};
-  ::setrlimit(RLIMIT_CORE, &no_core);
+  forked::isolate_child(parent, kParentGone);
   if (const uint64_t mapped = mapped_bytes(); mapped > 0 && limits.memory_bytes > 0) {
     const rlimit as{mapped + limits.memory_bytes, mapped + limits.memory_bytes};
     ::setrlimit(RLIMIT_AS, &as);
@@ -399,15 +387,7 @@ void in_child(const std::string& path, const ReadCheckLimits& limits, const std:
     }
   }
   std::string record;
-  if (rethrow) {
-    char buf[4096];
-    for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) != 0;) {
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) break;
-      record.append(buf, static_cast<size_t>(n));
-    }
-    ::close(fds[0]);
-  }
+  if (rethrow) record = forked::read_to_end(fds[0]);
   std::string what;
   if (WIFEXITED(status) && WEXITSTATUS(status) == kWalked) return;
   if (WIFEXITED(status) && WEXITSTATUS(status) == kThrew && !record.empty()) {
