@@ -11,11 +11,14 @@ for f in "$front" "$part"; do
   [ -x "$f" ] || { echo "no_libtorch: $f is not an executable" >&2; exit 1; }
 done
 torch_libs='lib(torch|torch_cpu|c10|attnlab)\.so'
-if ldd "$front" | grep -E "$torch_libs"; then
+# ldd's output whole first: `ldd | grep -q` under pipefail fails when grep stops reading early (SIGPIPE).
+front_libs=$(ldd "$front")
+part_libs=$(ldd "$part")
+if grep -E "$torch_libs" <<<"$front_libs"; then
   echo "no_libtorch: $front loads the libraries above; the tools must not (framework/src/tools)" >&2
   exit 1
 fi
-if ! ldd "$part" | grep -qE "$torch_libs"; then
+if ! grep -qE "$torch_libs" <<<"$part_libs"; then
   echo "no_libtorch: $part loads no LibTorch, so this check cannot see it" >&2
   exit 1
 fi
