@@ -121,6 +121,52 @@ def _read_checkpoints(f):
     return _groups_table(f, "checkpoints")
 
 
+def _read_ablation(f):
+    """/ablation/<name>: `runner ablate`'s tables, one row per name x module x layer x head (layers
+    and heads from 1), with the group's attributes (split, checkpoint, base_loss, base_bleu, ...)."""
+    if "ablation" not in f:
+        return None
+    frames = []
+    for name, g in f["ablation"].items():
+        if not isinstance(g, h5py.Group) or "module" not in g:
+            continue
+        columns = {"name": name, "module": _strings(g["module"])}
+        for key in ("layer", "head", "loss", "delta_loss", "bleu", "delta_bleu", "importance",
+                    "importance_normalized"):
+            if key in g:
+                columns[key] = np.asarray(g[key][()])
+        frame = pd.DataFrame(columns)
+        for key, value in _group_attrs(g).items():
+            if not isinstance(value, list):
+                frame[key] = value
+        frames.append(frame)
+    return pd.concat(frames, ignore_index=True) if frames else None
+
+
+register_section("ablation", summary=lambda df: {
+    f"ablation/{name}/{key}": float(rows[key].max())
+    for name, rows in df.groupby("name") for key in ("delta_loss", "importance_normalized") if key in rows
+})(_read_ablation)
+
+
+@register_section("head_mask")
+def _read_head_mask(f):
+    """/interventions/head_mask: the heads a run trained and evaluated with switched off, one row per
+    module x layer x head (from 1), xi = 1 on and 0 off."""
+    if "interventions" not in f or "head_mask" not in f["interventions"]:
+        return None
+    g = f["interventions/head_mask"]
+    rows = []
+    for module, d in g.items():
+        xi = np.asarray(d[()])
+        for layer in range(xi.shape[0]):
+            for head in range(xi.shape[1]):
+                rows.append({"module": module, "layer": layer + 1, "head": head + 1, "xi": float(xi[layer, head])})
+    frame = pd.DataFrame(rows)
+    frame.attrs["text"] = _attr(g.attrs.get("text", ""))
+    return frame
+
+
 @register_section("figures")
 def _read_figures(f):
     """/figures/<name>: the figures the run's plugins declared, in declaration order."""
@@ -271,6 +317,22 @@ class Run:
         """One row per `runner eval` result (/eval/<name>): bleu, bleu_lowercase, split, decoding,
         beam_size, checkpoint, ... Empty when the run was never evaluated."""
         frame = self.section("evals")
+        return frame if frame is not None else pd.DataFrame()
+
+    @property
+    def ablation(self) -> pd.DataFrame:
+        """`runner ablate`'s tables (/ablation/<name>): one row per name x module x layer x head
+        (from 1) with loss, delta_loss, bleu, delta_bleu, importance, importance_normalized (those
+        the ablation measured) and its split, checkpoint, base_loss, base_bleu. Empty when none."""
+        frame = self.section("ablation")
+        return frame if frame is not None else pd.DataFrame()
+
+    @property
+    def head_mask(self) -> pd.DataFrame:
+        """The heads this run trained with switched off (`interventions.head_mask`): one row per
+        module x layer x head (from 1), xi 0 = off, 1 = on; `.attrs["text"]` the mask as written.
+        Empty when it had none."""
+        frame = self.section("head_mask")
         return frame if frame is not None else pd.DataFrame()
 
     def eval(self, name: str) -> pd.DataFrame:

@@ -21,6 +21,11 @@ int cmd_plugins(int argc, char** argv);
 /// best checkpoint, score it with sacreBLEU-exact BLEU, record /eval/<split> in the results file.
 int cmd_eval(int argc, char** argv);
 
+/// `runner ablate RUN.h5 [--split val] [--importance ablation|gradient|both]`: each head of the run's
+/// model switched off alone (delta loss and BLEU) and Michel et al.'s gradient importance, recorded
+/// under /ablation/<name>.
+int cmd_ablate(int argc, char** argv);
+
 /// `runner average RUN.h5 --last K [--name NAME]`: the mean of the last K kept epoch checkpoints
 /// (trainer option keep_checkpoints) as RUN.h5.ckpt/NAME.pt, for `runner eval --checkpoint NAME`.
 int cmd_average(int argc, char** argv);

@@ -25,17 +25,12 @@
 #include <regex>
 #include <iostream>
 
+#include "cli/run_loading.hpp"
+#include "run/interventions.hpp"
 #include "run/setup.hpp"
 
 namespace attnlab::cli {
 namespace {
-
-data::Split parse_split(const std::string& name) {
-  if (name == "train") return data::Split::Train;
-  if (name == "val") return data::Split::Val;
-  if (name == "test") return data::Split::Test;
-  throw ConfigError(fmt::format("--split must be train, val or test, found '{}'", name));
-}
 
 /// The lines of a (plain or gzipped) text file: one sentence each, a trailing '\r' dropped, no
 /// line after the last newline. DataError naming the file when it is unreadable, not UTF-8 or empty.
@@ -71,54 +66,6 @@ std::string name_for_file(const std::string& path) {
     if (u >= 0x80 || !(std::isalnum(u) || c == '-' || c == '_' || c == '.')) c = '_';
   }
   return stem.empty() ? std::string("file") : stem;
-}
-
-/// "it has best, epoch-9, epoch-10, last" or "it has no checkpoint folder" for errors.
-std::string available_checkpoints(const std::string& dir) {
-  std::error_code ec;
-  if (!std::filesystem::is_directory(dir, ec)) return "the run has no checkpoint folder";
-  std::vector<std::string> names;
-  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
-    if (e.path().extension() == ".pt") names.push_back(e.path().stem().string());
-  }
-  std::sort(names.begin(), names.end());
-  return names.empty() ? "its checkpoint folder is empty" : fmt::format("it has {}", fmt::join(names, ", "));
-}
-
-/// Where checkpoint `which` of `run` lives: <run>.ckpt/<which>.pt (not checked).
-std::string checkpoint_path(const std::string& run, const std::string& which) {
-  return train::checkpoint_dir(run) + "/" + which + ".pt";
-}
-
-/// RUN.h5.ckpt/<which>.pt, checked: a name (not a path) of a readable checkpoint file.
-std::string checkpoint_file(const std::string& run, const std::string& which) {
-  ATTNLAB_CHECK(!which.empty() && which.find_first_of("/\\") == std::string::npos && which.front() != '.', ConfigError,
-                "checkpoint '{}' of {}: name a checkpoint of the run (best, last, epoch-N, average), not a path", which, run);
-  const auto ckpt = checkpoint_path(run, which);
-  const auto why = files::problem(ckpt, files::Want::File);
-  ATTNLAB_CHECK(why != "no such file", DataError,
-                "no checkpoint {} for run {} ({}; trainers that checkpoint write last.pt and best.pt every epoch, "
-                "epoch-N.pt with keep_checkpoints, runner average writes average.pt)",
-                ckpt, run, available_checkpoints(train::checkpoint_dir(run)));
-  ATTNLAB_CHECK(why.empty(), DataError, "checkpoint {} of run {}: {}", ckpt, run, why);
-  return ckpt;
-}
-
-/// A run to decode with: its stored /config with `overrides` applied, built (dataset and model on
-/// its device), and the weights of its checkpoint `which` loaded.
-run::Setup load_run(const std::string& run, const std::string& which, const std::vector<std::string>& overrides,
-                   const std::vector<std::string>& plugin_dirs) {
-  const std::string stored =
-      results::read_isolated(run, [&] { return results::ResultsReader(run, results::ReadCheck::none).config(); });
-  ATTNLAB_CHECK(!stored.empty(), ResultsError, "results file {} holds no /config to rebuild the run from", run);
-  config::Node root = config::parse_yaml(stored, run + ":/config");
-  for (const auto& o : overrides) config::apply_override(root, o);
-  config::Options top(root, run::experiment_schema(), "the stored experiment", {});
-  const auto ckpt = checkpoint_file(run, which);
-  run::Setup setup = run::build_setup(top, plugin_dirs);
-  ATTNLAB_CHECK(setup.model, ConfigError, "run {} has no encoder + decoder model to translate with", run);
-  train::load_model_weights(ckpt, *setup.model);
-  return setup;
 }
 
 /// `--ensemble` SPEC: "RUN.h5" (with the --checkpoint name) or "RUN.h5:CHECKPOINT" -> {run, checkpoint}.
@@ -227,14 +174,21 @@ int cmd_eval(int argc, char** argv) {
                  "RUN.h5:CHECKPOINT; repeat for more: each step takes the mean of the models' next-token "
                  "probabilities")
       ->allow_extra_args(false);
-  app.add_option("--name", name, "group under /eval (default <split>, or <split>_beam<N> for beam search)");
+  std::string head_mask_text;
+  auto* head_mask_opt = app.add_option("--head-mask", head_mask_text,
+                 "switch heads off while decoding: module:layer:heads items, comma-separated, layers and heads from 1 "
+                 "('*' = all), e.g. 'decoder_cross:1:[1,3],encoder_self:*:5'; recorded as the eval's head_mask")
+      ->allow_extra_args(false);
+  app.add_option("--name", name,
+                 "group under /eval (default <split>, <split>_beam<N> for beam search, ..._masked with --head-mask)");
   add_plugin_path_option(app, plugin_dirs);
   app.add_flag("-q,--quiet", quiet, "print only the score line");
   app.footer(
       "Examples:\n  runner eval results/transformer_multi30k_de_en-20261122-120000.h5 --split test --beam 5\n"
       "  runner eval RUN.h5 --checkpoint average --beam 5 --tune-length-penalty 0.6,1,1.5,2,3\n"
       "  runner eval RUN.h5 --source test_2017_flickr.de.gz --reference test_2017_flickr.en.gz\n"
-      "  runner eval RUN.h5 --checkpoint average --ensemble SEED1.h5:average --beam 5");
+      "  runner eval RUN.h5 --checkpoint average --ensemble SEED1.h5:average --beam 5\n"
+      "  runner eval RUN.h5 --split val --head-mask 'decoder_cross:1:[1,3],encoder_self:*:5'");
   if (auto code = parse_command_line(app, argc, argv, "runner eval")) return *code;
   const bool files = !source_file.empty();
   const auto split = files ? data::Split::Test : parse_split(split_name);
@@ -260,6 +214,12 @@ int cmd_eval(int argc, char** argv) {
                 "--name '{}': expected letters, digits, '_', '-' and '.', not first (one name under /eval, no '/')", name);
   if (name.empty()) name = to.beam_size > 1 ? fmt::format("{}_beam{}", what, to.beam_size) : what;
   if (!ensemble_specs.empty() && !name_given) name += fmt::format("_ensemble{}", 1 + ensemble_specs.size());
+  const bool masked = head_mask_opt->count() > 0;
+  // Checked as written before anything is built; against the model's attention once it is.
+  const auto head_mask_spec = masked ? run::head_mask_from_text(head_mask_text, "--head-mask") : run::HeadMaskSpec{};
+  ATTNLAB_CHECK(!masked || ensemble_specs.empty(), ConfigError,
+                "--head-mask with --ensemble: a mask names one model's heads; decode the ensemble without it");
+  if (masked && !name_given) name += "_masked";
 
   // Every member's file and checkpoint is checked before any dataset or model is built.
   std::vector<std::pair<std::string, std::string>> member_specs;
@@ -269,13 +229,35 @@ int cmd_eval(int argc, char** argv) {
                            [&] { return results::ResultsReader(member_run, results::ReadCheck::none).config(); });
     checkpoint_file(member_run, member_ckpt);
   }
-  run::Setup setup = load_run(run, which, overrides, plugin_dirs);
+  run::HeadMaskSpec trained_mask;  // the heads the run trained without stay off
+  run::Setup setup = load_run(run, which, overrides, plugin_dirs, trained_mask);
   const auto ckpt = checkpoint_path(run, which);  // load_run checked it
+  ATTNLAB_CHECK(trained_mask.empty() || ensemble_specs.empty(), ConfigError,
+                "run {} trained with a head mask (interventions.head_mask): a mask names one model's heads, so it "
+                "cannot decode in an ensemble", run);
+  run::ResolvedHeadMask head_mask;
+  run::HeadMaskSpec all_off = trained_mask;
+  all_off.items.insert(all_off.items.end(), head_mask_spec.items.begin(), head_mask_spec.items.end());
+  if (!all_off.empty()) {
+    head_mask = run::resolve_head_mask(all_off, nn::attention_sites(*setup.model), setup.ctx.device);
+    if (!quiet) {
+      spdlog::info("head mask {}: {} of {} heads off", head_mask.text, head_mask.heads_off, head_mask.heads_total);
+      for (const auto& layer : head_mask.whole_layers) {
+        spdlog::info("every head of {} is off: its attention adds only W_o's bias (allowed, as in Michel et al. 2019)",
+                     layer);
+      }
+    }
+  }
+  const nn::HeadMaskScope mask_scope(all_off.empty() ? nullptr : &head_mask.mask);
   std::vector<run::Setup> members;  // kept alive: their registries own the plugin code
   int64_t parameters = setup.model->num_parameters();
   std::string ensemble_text;  // "RUN:CHECKPOINT, ..." recorded with the evaluation
   for (const auto& [member_run, member_ckpt] : member_specs) {
-    members.push_back(load_run(member_run, member_ckpt, overrides, plugin_dirs));
+    run::HeadMaskSpec member_mask;
+    members.push_back(load_run(member_run, member_ckpt, overrides, plugin_dirs, member_mask));
+    ATTNLAB_CHECK(member_mask.empty(), ConfigError,
+                  "--ensemble {}: it trained with a head mask (interventions.head_mask): a mask names one model's "
+                  "heads, so it cannot decode in an ensemble", member_run);
     const auto why_not = ensemble_mismatch(setup, members.back());
     ATTNLAB_CHECK(why_not.empty(), ConfigError,
                   "--ensemble {}:{} cannot decode with {}: {}; an ensemble's members must be trained on one dataset "
@@ -309,6 +291,12 @@ int cmd_eval(int argc, char** argv) {
     results::Results out(run, results::Results::Open::Existing);
     train::write_eval(out, name, translation, scores, files ? std::string("file") : split_name, decode, which);
     if (!tuned.empty()) out.set_attr_at("eval/" + name, "length_penalty_tuned_on_val", tuned);
+    if (!all_off.empty()) {
+      out.set_attr_at("eval/" + name, "head_mask", head_mask.text);
+      out.set_attr_at("eval/" + name, "heads_off", head_mask.heads_off);
+      out.set_attr_at("eval/" + name, "heads_total", head_mask.heads_total);
+      out.flush();
+    }
     if (!members.empty()) {
       out.set_attr_at("eval/" + name, "ensemble", ensemble_text);
       out.set_attr_at("eval/" + name, "ensemble_parameters", parameters);
@@ -327,9 +315,10 @@ int cmd_eval(int argc, char** argv) {
     }
   }
   std::cout << fmt::format(
-      "{} {}{}: {} ({}), lowercased {:.2f}, d2l mean BLEU {:.3f}, {} sentences in {:.1f}s -> "
+      "{}{} {}{}: {} ({}), lowercased {:.2f}, d2l mean BLEU {:.3f}, {} sentences in {:.1f}s -> "
       "/eval/{}\n",
-      what, members.empty() ? std::string() : fmt::format("ensemble of {}, ", 1 + members.size()),
+      what, all_off.empty() ? std::string() : fmt::format(" (head mask {})", head_mask.text),
+      members.empty() ? std::string() : fmt::format("ensemble of {}, ", 1 + members.size()),
       decode.beam_size <= 1 ? std::string("greedy")
       : tuned.empty()   ? fmt::format("beam {}", decode.beam_size)
                         : fmt::format("beam {} (length penalty {}, picked on val)", decode.beam_size, decode.length_penalty),

@@ -23,6 +23,7 @@ inline constexpr CommandInfo kCommands[] = {
     {"report", "write one self-contained HTML page of runs: curves, tables, attention explorer", false},
     {"plot", "draw a run's attention heatmaps, curves and declared figures", false},
     {"eval", "translate a split with a run's best checkpoint and score it (sacreBLEU)", true},
+    {"ablate", "which heads matter: each head off alone (delta loss, BLEU) and gradient importance, on a split", true},
     {"average", "average the weights of a run's last K epochs (trainer.keep_checkpoints) into one checkpoint", true},
     {"summary", "print an experiment's model: layers, parameter counts, output shape", true},
     {"batches", "write the training batches a run draws to HDF5 (for other programs)", true},

@@ -1,16 +1,36 @@
 // Masked softmax, attention pooling and multi-head attention (d2l 1.0.3, chapter 11).
 #include <attnlab/nn/attention.hpp>
 #include <attnlab/nn/dot_product.hpp>
+#include <attnlab/nn/head_mask.hpp>
 
 #include "nn/mask_memo.hpp"
 
 #include <torch/nn/functional/activation.h>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <cmath>
+#include <mutex>
 #include <optional>
+#include <unordered_map>
 
 namespace attnlab::nn {
+namespace {
+
+/// What each Attention module constructed so far is recorded as, and its heads: what
+/// attention_sites() reads of the live ones it finds in a model (a module's address is only
+/// looked up while it is alive, and a new module at a freed address replaces the entry).
+struct SiteTable {
+  std::mutex mutex;
+  std::unordered_map<const AttentionImpl*, AttentionSite> sites;
+};
+
+SiteTable& site_table() {
+  static SiteTable table;
+  return table;
+}
+
+}  // namespace
 
 torch::Tensor valid_mask(int64_t batch, int64_t queries, int64_t keys, const torch::Tensor& valid_lens) {
   torch::Tensor lens;  // [B, Q]
@@ -46,6 +66,39 @@ AttentionImpl::AttentionImpl(std::shared_ptr<Scorer> scorer, double dropout, Rec
   TORCH_CHECK(heads_ >= 1, "Attention: heads must be >= 1, found ", heads_);
   register_module("scorer", scorer_);
   dropout_ = register_module("dropout", torch::nn::Dropout(dropout));
+  auto& table = site_table();
+  const std::lock_guard<std::mutex> lock(table.mutex);
+  table.sites[this] = AttentionSite{record_as_.module, record_as_.layer, heads_};
+}
+
+std::vector<AttentionSite> attention_sites(const torch::nn::Module& model) {
+  std::vector<const AttentionImpl*> found;
+  if (const auto* self = dynamic_cast<const AttentionImpl*>(&model)) found.push_back(self);
+  for (const auto& child : model.modules(/*include_self=*/false)) {
+    if (const auto* a = dynamic_cast<const AttentionImpl*>(child.get())) found.push_back(a);
+  }
+  std::vector<AttentionSite> sites;
+  std::vector<std::string> order;  // modules in the order first met
+  {
+    auto& table = site_table();
+    const std::lock_guard<std::mutex> lock(table.mutex);
+    for (const auto* a : found) {
+      const auto it = table.sites.find(a);
+      if (it == table.sites.end()) continue;
+      const AttentionSite& s = it->second;
+      const bool seen = std::any_of(sites.begin(), sites.end(),
+                                    [&](const AttentionSite& o) { return o.module == s.module && o.layer == s.layer; });
+      if (seen) continue;
+      if (std::find(order.begin(), order.end(), s.module) == order.end()) order.push_back(s.module);
+      sites.push_back(s);
+    }
+  }
+  std::stable_sort(sites.begin(), sites.end(), [&](const AttentionSite& a, const AttentionSite& b) {
+    const auto ra = std::find(order.begin(), order.end(), a.module) - order.begin();
+    const auto rb = std::find(order.begin(), order.end(), b.module) - order.begin();
+    return ra != rb ? ra < rb : a.layer < b.layer;
+  });
+  return sites;
 }
 
 torch::Tensor AttentionImpl::forward(const torch::Tensor& queries, const torch::Tensor& keys,
@@ -64,7 +117,7 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& queries, const torch::
     } catch (...) {
       plugin::rethrow_naming(*scorer_, "attend()");
     }
-    if (fused) return *fused;
+    if (fused) return apply_head_mask(*fused, record_as_, heads_);
   }
   torch::Tensor scores;  // [B, Q, K]
   try {
@@ -78,7 +131,8 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& queries, const torch::
     recorder->record(record_as_, weights.reshape({-1, heads_, weights.size(1), weights.size(2)}),
                      positions.query_offset);  // [B / heads, heads, Q, K]
   }
-  return torch::bmm(dropout_->forward(weights), values);  // [B, Q, Dv]
+  // A head mask scales each head's output before MultiHeadAttention joins the heads (Michel et al.).
+  return apply_head_mask(torch::bmm(dropout_->forward(weights), values), record_as_, heads_);  // [B, Q, Dv]
 }
 
 torch::Tensor transpose_qkv(const torch::Tensor& x, int64_t num_heads) {

@@ -19,6 +19,7 @@
 
 #include "run/distributed_run.hpp"
 #include "run/evaluate.hpp"
+#include "run/interventions.hpp"
 #include "run/lifecycle.hpp"
 #include "run/op_counts.hpp"
 #include "run/progress.hpp"
@@ -75,6 +76,7 @@ struct Plan {
   ExperimentConfig e;      // its top level, read
   std::string fixed_path;  // --results, else results.path, else "" (a default name is chosen later)
   EvalSpec eval;
+  HeadMaskSpec head_mask;  // interventions.head_mask as written
 };
 
 /// Phase 2: everything the run trains with, built, and the trainer's check passed.
@@ -84,6 +86,8 @@ struct Built {
   train::TrainContext tc;
   int64_t num_parameters = 0;
   std::string threads_choice;
+  std::vector<nn::AttentionSite> sites;  // the model's attention modules (with a head mask)
+  ResolvedHeadMask head_mask;            // empty: none
 };
 
 /// Phase 3: the process group under torchrun (null without), and where the run is recorded.
@@ -133,9 +137,10 @@ Plan load_and_validate(const RunOptions& ro) {
   Node root = config::load_experiment(ro.experiment_path, ro.overrides);
   config::Options top(root, experiment_schema(), "the experiment", {});
   const ResultsConfig results = results_config(top);
-  Plan plan{std::move(top), {}, "", {}};
+  Plan plan{std::move(top), {}, "", {}, {}};
   plan.e = experiment_config(plan.top);
   plan.eval = parse_evaluate(plan.e.evaluate);
+  plan.head_mask = head_mask_spec(plan.top);
   plan.fixed_path = ro.results_path ? *ro.results_path : results.path;
   if (ro.resume_path || !plan.fixed_path.empty()) {
     check_results_path(ro.resume_path ? *ro.resume_path : plan.fixed_path, ro.resume_path.has_value());
@@ -146,7 +151,7 @@ Plan load_and_validate(const RunOptions& ro) {
 /// Phase 2. Registry, dataset and model (build_setup), the trainer, its context and its check
 /// (one error naming trainer, model and dataset), the precision and the threads.
 Built build(const Plan& plan, const RunOptions& ro) {
-  Built b{build_setup(plan.top, ro.plugin_dirs), nullptr, {}, 0, ""};
+  Built b{build_setup(plan.top, ro.plugin_dirs), nullptr, {}, 0, "", {}, {}};
   const plugin::BuildContext& ctx = b.setup.ctx;
   b.trainer = b.setup.registry->create<train::Trainer>(plan.e.trainer, ctx);
   if ((!plan.eval.samples.empty() || plan.eval.split) && !b.setup.model) {
@@ -171,6 +176,16 @@ Built build(const Plan& plan, const RunOptions& ro) {
     throw ConfigError(fmt::format("{}: trainer '{}' cannot train {} on dataset '{}': {} (at 'trainer')",
                                   t.location().str(), plugin_name(t), describe_model(plan.e.model),
                                   b.setup.dataset_name, e.what()));
+  }
+  if (!plan.head_mask.empty()) {  // checked against the model's attention before anything is written
+    const torch::nn::Module* module = tc.model ? static_cast<const torch::nn::Module*>(tc.model.get())
+                                               : static_cast<const torch::nn::Module*>(tc.custom.get());
+    ATTNLAB_CHECK(module != nullptr, ConfigError,
+                  "{}: trainer '{}' builds its own model (the experiment has no model: section), so a head mask has "
+                  "no attention modules to check and reach",
+                  plan.head_mask.items.front().where, plugin_name(plan.e.trainer));
+    b.sites = nn::attention_sites(*module);
+    b.head_mask = resolve_head_mask(plan.head_mask, b.sites, ctx.device);
   }
   b.num_parameters = b.trainer->num_parameters(tc);
   b.threads_choice = settle_threads(plan.top, b.num_parameters);
@@ -341,6 +356,8 @@ std::optional<int> evaluate_model(RunRecord& run, Built& b, const Plan& plan, co
 int run_experiment(const RunOptions& ro) {
   const Plan plan = load_and_validate(ro);
   Built built = build(plan, ro);
+  // The head mask (if any) holds from here to the end: training, validation, the evaluation.
+  const nn::HeadMaskScope head_mask(built.head_mask.mask.empty() ? nullptr : &built.head_mask.mask);
   Group group = join_group(plan, built, ro);
   SignalScope signals;  // before the file exists: a signal from here on ends the run "interrupted"
   if (!built.tc.writes_files()) return train_rank(built, *group.dist);
@@ -348,6 +365,17 @@ int run_experiment(const RunOptions& ro) {
   RunRecord run(group.path, plan.e.experiment, group.resume_path.has_value(), ro.quiet);
   test_signal_at("results_created");
   run.record(run_attributes(plan, built, group, ro));
+  if (!built.head_mask.mask.empty()) {
+    write_head_mask(run.results(), "interventions/head_mask", built.head_mask, built.sites);
+    if (!ro.quiet) {
+      spdlog::info("head mask {}: {} of {} heads off while training and evaluating", built.head_mask.text,
+                   built.head_mask.heads_off, built.head_mask.heads_total);
+      for (const auto& layer : built.head_mask.whole_layers) {
+        spdlog::info("every head of {} is off: its attention adds only W_o's bias (allowed, as in Michel et al. 2019)",
+                     layer);
+      }
+    }
+  }
   built.setup.dataset->write_results(run.results());  // the dataset's own data and figures
   run.results().flush();
   if (const auto end = fit_model(run, built, group, plan, ro)) return *end;

@@ -36,7 +36,10 @@ const config::Binding<ExperimentConfig>& experiment_binding() {
               "the trainer builds its own model")
         .node("trainer", &E::trainer, Type::Map, std::nullopt, "trainer plugin and its options")
         .node("evaluate", &E::evaluate, Type::Map, "{}", "after training: samples to translate, attention to record")
-        .node("results", &E::results, Type::Map, "{}", "results file: {path: ...}");
+        .node("results", &E::results, Type::Map, "{}", "results file: {path: ...}")
+        .node("interventions", &E::interventions, Type::Map, "{}",
+              "changes to the model's attention while it trains and evaluates: {head_mask: {module: {layer: "
+              "heads}}} (`runner plugins experiment` lists them; docs/EXPERIMENTS.md)");
   }();
   return b;
 }

@@ -23,6 +23,7 @@ struct ExperimentConfig {
   std::string threads = "0";  // N, 0 (torch's default) or auto
   std::string data_dir = "datasets";
   config::Node dataset, model, trainer, evaluate, results;  // dataset and trainer required
+  config::Node interventions;  // run/interventions.hpp
 };
 
 const config::Binding<ExperimentConfig>& experiment_binding();

@@ -146,12 +146,19 @@ void validate_experiment(const config::Node& root, const plugin::Registry& regis
   config::Options top(root, experiment_schema(), "the experiment", {});
   results_config(top);
   parse_evaluate(experiment_config(top).evaluate);
+  head_mask_spec(top);
   validate_sections(top, registry);
 }
 
 std::string plugin_name(const config::Node& node) {
   if (node.is_scalar()) return node.str();
   return node.is_map() && node.has("plugin") ? node.at("plugin").str() : std::string("?");
+}
+
+HeadMaskSpec head_mask_spec(const config::Options& top) {
+  const config::Options opts(experiment_config(top).interventions, interventions_binding().schema(),
+                             "the interventions section", {});
+  return head_mask_from_node(interventions_binding().read(opts).head_mask);
 }
 
 ResultsConfig results_config(const config::Options& top) {

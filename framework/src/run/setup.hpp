@@ -7,6 +7,7 @@
 #include <attnlab/nn/model.hpp>
 #include <attnlab/plugin/registry.hpp>
 
+#include "run/interventions.hpp"
 #include "run/sections.hpp"
 
 #include <cstdint>
@@ -41,6 +42,9 @@ void validate_experiment(const config::Node& root, const plugin::Registry& regis
 
 /// The plugin named by a component node (for messages): a scalar name or a map's `plugin:`, else "?".
 std::string plugin_name(const config::Node& node);
+
+/// The experiment's `interventions.head_mask`, validated as written (not yet against a model).
+HeadMaskSpec head_mask_spec(const config::Options& top);
 
 /// The experiment's `results:` section ({path: ...}), validated and read.
 ResultsConfig results_config(const config::Options& top);

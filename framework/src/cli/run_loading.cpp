@@ -1,0 +1,76 @@
+// A finished run's checkpoints and its model rebuilt from /config (cli/run_loading.hpp).
+#include "cli/run_loading.hpp"
+
+#include <attnlab/config/load.hpp>
+#include <attnlab/error.hpp>
+#include <attnlab/files.hpp>
+#include <attnlab/results/reader.hpp>
+#include <attnlab/run/experiment.hpp>
+#include <attnlab/train/checkpoint.hpp>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <filesystem>
+
+namespace attnlab::cli {
+namespace {
+
+/// "it has best, epoch-9, epoch-10, last" or "it has no checkpoint folder" for errors.
+std::string available_checkpoints(const std::string& dir) {
+  std::error_code ec;
+  if (!std::filesystem::is_directory(dir, ec)) return "the run has no checkpoint folder";
+  std::vector<std::string> names;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+    if (e.path().extension() == ".pt") names.push_back(e.path().stem().string());
+  }
+  std::sort(names.begin(), names.end());
+  return names.empty() ? "its checkpoint folder is empty" : fmt::format("it has {}", fmt::join(names, ", "));
+}
+
+}  // namespace
+
+data::Split parse_split(const std::string& name) {
+  if (name == "train") return data::Split::Train;
+  if (name == "val") return data::Split::Val;
+  if (name == "test") return data::Split::Test;
+  throw ConfigError(fmt::format("--split must be train, val or test, found '{}'", name));
+}
+
+/// Where checkpoint `which` of `run` lives: <run>.ckpt/<which>.pt (not checked).
+std::string checkpoint_path(const std::string& run, const std::string& which) {
+  return train::checkpoint_dir(run) + "/" + which + ".pt";
+}
+
+/// RUN.h5.ckpt/<which>.pt, checked: a name (not a path) of a readable checkpoint file.
+std::string checkpoint_file(const std::string& run, const std::string& which) {
+  ATTNLAB_CHECK(!which.empty() && which.find_first_of("/\\") == std::string::npos && which.front() != '.', ConfigError,
+                "checkpoint '{}' of {}: name a checkpoint of the run (best, last, epoch-N, average), not a path", which, run);
+  const auto ckpt = checkpoint_path(run, which);
+  const auto why = files::problem(ckpt, files::Want::File);
+  ATTNLAB_CHECK(why != "no such file", DataError,
+                "no checkpoint {} for run {} ({}; trainers that checkpoint write last.pt and best.pt every epoch, "
+                "epoch-N.pt with keep_checkpoints, runner average writes average.pt)",
+                ckpt, run, available_checkpoints(train::checkpoint_dir(run)));
+  ATTNLAB_CHECK(why.empty(), DataError, "checkpoint {} of run {}: {}", ckpt, run, why);
+  return ckpt;
+}
+
+run::Setup load_run(const std::string& run, const std::string& which, const std::vector<std::string>& overrides,
+                    const std::vector<std::string>& plugin_dirs, run::HeadMaskSpec& trained_mask) {
+  const std::string stored =
+      results::read_isolated(run, [&] { return results::ResultsReader(run, results::ReadCheck::none).config(); });
+  ATTNLAB_CHECK(!stored.empty(), ResultsError, "results file {} holds no /config to rebuild the run from", run);
+  config::Node root = config::parse_yaml(stored, run + ":/config");
+  for (const auto& o : overrides) config::apply_override(root, o);
+  config::Options top(root, run::experiment_schema(), "the stored experiment", {});
+  trained_mask = run::head_mask_spec(top);
+  const auto ckpt = checkpoint_file(run, which);
+  run::Setup setup = run::build_setup(top, plugin_dirs);
+  ATTNLAB_CHECK(setup.model, ConfigError, "run {} has no encoder + decoder model to translate with", run);
+  train::load_model_weights(ckpt, *setup.model);
+  return setup;
+}
+
+}  // namespace attnlab::cli

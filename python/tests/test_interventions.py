@@ -1,0 +1,51 @@
+"""Head masks and `runner ablate` read from Python: Run.ablation and Run.head_mask on files the
+real runner wrote, checked against h5py's raw reading."""
+import shutil
+
+import h5py
+import numpy as np
+
+import attnlab
+from conftest import experiment, run_runner
+
+
+def test_ablation_table_matches_the_file(runner, d2l_run, tmp_path):
+    path = str(tmp_path / "ablated.h5")
+    shutil.copy(d2l_run, path)  # the session's run stays as the other tests expect it
+    shutil.copytree(d2l_run + ".ckpt", path + ".ckpt")
+    done = run_runner(runner, "ablate", path, "--split", "train", "--no-bleu", "-q")
+    assert "24 heads, train split" in done.stdout, done.stdout
+    table = attnlab.load(path).ablation
+    assert len(table) == 24
+    assert list(table["module"].unique()) == ["encoder_self", "decoder_self", "decoder_cross"]
+    assert sorted(table["layer"].unique()) == [1, 2] and sorted(table["head"].unique()) == [1, 2, 3, 4]
+    assert (table["name"] == "train").all() and (table["split"] == "train").all()
+    with h5py.File(path, "r") as f:
+        g = f["ablation/train"]
+        np.testing.assert_allclose(table["delta_loss"], g["loss"][()] - g.attrs["base_loss"], atol=1e-5)
+        np.testing.assert_allclose(table["importance"], g["importance"][()])
+        assert "bleu" not in g
+    # Michel et al.'s normalisation: each (module, layer)'s importances have L2 norm 1.
+    norms = table.groupby(["module", "layer"])["importance_normalized"].apply(lambda v: float(np.sqrt((v ** 2).sum())))
+    np.testing.assert_allclose(norms, 1.0, atol=1e-5)
+    summary = attnlab.runs([path])
+    assert "ablation/train/delta_loss" in summary.columns
+
+
+def test_head_mask_of_a_run(runner, tmp_path):
+    path = str(tmp_path / "masked.h5")
+    run_runner(runner, experiment("tests/tiny_synthetic.yaml"), "trainer.max_epochs=1",
+               "interventions.head_mask={decoder_cross: {1: [2]}}", "--results", path, "-q")
+    run = attnlab.load(path)
+    mask = run.head_mask
+    assert mask.attrs["text"] == "decoder_cross:1:2"
+    off = mask[mask["xi"] == 0]
+    assert off[["module", "layer", "head"]].values.tolist() == [["decoder_cross", 1, 2]]
+    assert len(mask) == 6
+    assert attnlab.load(experiment_free_run(runner, tmp_path)).head_mask.empty
+
+
+def experiment_free_run(runner, tmp_path) -> str:
+    path = str(tmp_path / "plain.h5")
+    run_runner(runner, experiment("tests/tiny_synthetic.yaml"), "trainer.max_epochs=1", "--results", path, "-q")
+    return path
