@@ -167,6 +167,23 @@ def _read_head_mask(f):
     return frame
 
 
+@register_section("rollout")
+def _read_rollout(f):
+    """/rollout/<sample>/<name>: what `runner rollout --write` stored, one row per result: sample,
+    name, module, method, layers, heads, queries, keys, definition, positions."""
+    if "rollout" not in f:
+        return None
+    rows = []
+    for link, g in f["rollout"].items():
+        for name, d in g.items():
+            a = _group_attrs(d)
+            rows.append({"sample": _text(g.attrs.get("text", link)), "name": name, "module": a.get("module"),
+                         "method": a.get("method"), "layers": a.get("layers"), "heads": a.get("heads"),
+                         "queries": d.shape[0], "keys": d.shape[1], "definition": a.get("definition"),
+                         "positions": a.get("positions")})
+    return pd.DataFrame(rows) if rows else None
+
+
 @register_section("figures")
 def _read_figures(f):
     """/figures/<name>: the figures the run's plugins declared, in declaration order."""
@@ -391,6 +408,40 @@ class Run:
                                f" (it has: {', '.join(repr(s) for s in samples)})")
         with self._open() as f:
             return Attention._read(f, sample, self.path)
+
+    def rollout(self, name: str = "encoder_self_rollout", sample: str | int | None = None) -> pd.DataFrame:
+        """One result `runner rollout --write` stored (/rollout/<sample>/<name>: encoder_self_rollout,
+        decoder_self_flow, encoder_decoder_rollout, ...) as a DataFrame: rows the query tokens,
+        columns the key tokens. `sample`: its text or its index among the samples with results
+        (default the first). `section("rollout")` lists what the file holds."""
+        with self._open() as f:
+            groups = f["rollout"] if "rollout" in f else {}
+            texts = {_text(g.attrs.get("text", link)): link for link, g in groups.items()}
+            if not texts:
+                raise ResultsError(f"results file {self.path} holds no rollout results (run `runner rollout "
+                                   f"{self.path} --write`)")
+            order = list(texts)
+            if sample is None:
+                sample = 0
+            if isinstance(sample, int):
+                if not -len(order) <= sample < len(order):
+                    raise ResultsError(f"results file {self.path} holds rollout results for {len(order)} samples; "
+                                       f"there is no sample {sample}")
+                sample = order[sample]
+            if sample not in texts:
+                raise ResultsError(f"results file {self.path} holds no rollout results for sample {sample!r}"
+                                   f" (it has: {', '.join(repr(s) for s in order)})")
+            g = groups[texts[sample]]
+            if name not in g:
+                raise ResultsError(f"results file {self.path} holds no rollout result {name!r} for sample "
+                                   f"{sample!r} (it has: {', '.join(sorted(g))})")
+            d = g[name]
+            a = _group_attrs(d)
+            frame = pd.DataFrame(np.asarray(d[()], dtype=np.float64), index=a.get("query_tokens"),
+                                 columns=a.get("key_tokens"))
+            frame.attrs.update({"sample": sample, "name": name, "method": a.get("method"),
+                                "module": a.get("module"), "definition": a.get("definition")})
+            return frame
 
     # -- display ---------------------------------------------------------------------------------
     def summary(self) -> dict:

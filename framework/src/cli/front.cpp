@@ -1,5 +1,5 @@
 // bin/runner: the front of the runner. The subcommands that only read results files (compare,
-// plot, report) run here, in a program that links neither LibTorch nor plugins and so starts in
+// plot, report, rollout) run here, in a program that links neither LibTorch nor plugins and so starts in
 // milliseconds; everything else (running an experiment, eval, sweep, plugins, ...) is handed to the
 // LibTorch part, libexec/attnlab/runner-torch, by exec: the same process (pid, signals, torchrun's
 // view of it), arguments and environment.
@@ -25,6 +25,7 @@ namespace fs = std::filesystem;
 int run_tool(const std::string& name, int argc, char** argv) {
   if (name == "compare") return attnlab::tools::cmd_compare(argc, argv);
   if (name == "plot") return attnlab::tools::cmd_plot(argc, argv);
+  if (name == "rollout") return attnlab::tools::cmd_rollout(argc, argv);
   return attnlab::tools::cmd_report(argc, argv);
 }
 

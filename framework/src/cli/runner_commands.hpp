@@ -22,6 +22,7 @@ inline constexpr CommandInfo kCommands[] = {
     {"sweep", "run an experiment over a grid of overrides (axes), or resume a sweep folder", true},
     {"report", "write one self-contained HTML page of runs: curves, tables, attention explorer", false},
     {"plot", "draw a run's attention heatmaps, curves and declared figures", false},
+    {"rollout", "attention rollout and flow of a recorded sentence (tables, csv, json, --write)", false},
     {"eval", "translate a split with a run's best checkpoint and score it (sacreBLEU)", true},
     {"ablate", "which heads matter: each head off alone (delta loss, BLEU) and gradient importance, on a split", true},
     {"average", "average the weights of a run's last K epochs (trainer.keep_checkpoints) into one checkpoint", true},

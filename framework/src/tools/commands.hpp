@@ -18,4 +18,8 @@ int cmd_plot(int argc, char** argv);
 /// page: curves, compare's tables, an attention explorer, translations and declared figures.
 int cmd_report(int argc, char** argv);
 
+/// `runner rollout RUN.h5 [--sample S] [--module M] [--method rollout|flow|both] [--format F] [--write]`:
+/// attention rollout, attention flow and the encoder-decoder path of one recorded sentence.
+int cmd_rollout(int argc, char** argv);
+
 }  // namespace attnlab::tools
