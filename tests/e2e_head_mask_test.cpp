@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <memory>
@@ -173,6 +174,75 @@ TEST_F(HeadMaskRun, BadMasksAreOneErrorEachAndWriteNothing) {
   EXPECT_EQ(no_ckpt.exit_code, 1);
   EXPECT_NE(no_ckpt.err.find("no checkpoint"), std::string::npos) << no_ckpt.err;
   EXPECT_FALSE(results::ResultsReader(trained_path).has("ablation"));
+}
+
+}  // namespace
+
+namespace {
+
+TEST_F(HeadMaskRun, PruneRemovesTheLeastImportantHeadFirstAndRecordsTheCurve) {
+  const auto path = trained();
+  auto grad = run({"ablate", path, "--importance", "gradient", "-q"});
+  ASSERT_EQ(grad.exit_code, 0) << grad.out << grad.err;
+  auto it = run({"prune", path, "--step", "1"});
+  ASSERT_EQ(it.exit_code, 0) << it.out << it.err;
+  EXPECT_NE(it.out.find("6 heads, val split, importance (iterative):"), std::string::npos) << it.out;
+  auto rnd = run({"prune", path, "--order", "random", "--repeats", "3", "--step", "34%", "--no-bleu", "-q"});
+  ASSERT_EQ(rnd.exit_code, 0) << rnd.out << rnd.err;
+  results::ResultsReader rd(path);
+  // The first head the iterative pruning removes is the one the gradient ranks lowest.
+  const auto norm = rd.array("ablation/val/importance_normalized");
+  const auto lowest = std::min_element(norm.values.begin(), norm.values.end()) - norm.values.begin();
+  const auto order = rd.array("pruning/importance_val/order");
+  ASSERT_EQ(order.shape, (std::vector<int64_t>{1, 6}));
+  EXPECT_EQ(order.values[0], static_cast<float>(lowest));
+  std::vector<float> sorted = order.values;
+  std::sort(sorted.begin(), sorted.end());
+  EXPECT_EQ(sorted, (std::vector<float>{0, 1, 2, 3, 4, 5})) << "every head removed once";
+  // The curve: 0..6 heads off, one point per head, the full model first and every head off last.
+  EXPECT_EQ(rd.array("pruning/importance_val/heads_off").values, (std::vector<float>{0, 1, 2, 3, 4, 5, 6}));
+  const auto fraction = rd.array("pruning/importance_val/fraction").values;
+  EXPECT_TRUE(std::is_sorted(fraction.begin(), fraction.end()));
+  EXPECT_FLOAT_EQ(fraction.back(), 1.0f);
+  const auto loss = rd.array("pruning/importance_val/loss");
+  ASSERT_EQ(loss.shape, (std::vector<int64_t>{1, 7}));
+  EXPECT_NEAR(loss.values[0], rd.attr_double_at("pruning/importance_val", "base_loss"), 1e-5);
+  EXPECT_NEAR(loss.values[0], rd.attr_double_at("ablation/val", "base_loss"), 1e-5);
+  EXPECT_EQ(rd.attr_double_at("pruning/importance_val", "reestimate"), 1.0);
+  EXPECT_TRUE(rd.has("pruning/importance_val/bleu"));
+  // Random orders: 34% of 6 heads is 3 per step (rounded up): 0, 3, 6; three different orders.
+  EXPECT_EQ(rd.array("pruning/random_val/heads_off").values, (std::vector<float>{0, 3, 6}));
+  const auto orders = rd.array("pruning/random_val/order");
+  ASSERT_EQ(orders.shape, (std::vector<int64_t>{3, 6}));
+  EXPECT_FALSE(std::equal(orders.values.begin(), orders.values.begin() + 6, orders.values.begin() + 6) &&
+               std::equal(orders.values.begin() + 6, orders.values.begin() + 12, orders.values.begin() + 12))
+      << "the repeats drew one order";
+  const auto rloss = rd.array("pruning/random_val/loss");
+  ASSERT_EQ(rloss.shape, (std::vector<int64_t>{3, 3}));
+  for (int64_t r = 0; r < 3; ++r) {
+    EXPECT_EQ(rloss.values[r * 3], loss.values[0]) << "every order starts from the full model";
+    EXPECT_NEAR(rloss.values[r * 3 + 2], loss.values[6], 1e-5) << "and ends with every head off";
+  }
+  EXPECT_FALSE(rd.has("pruning/random_val/bleu"));
+}
+
+TEST_F(HeadMaskRun, PruneRefusesBadStepsAndOptions) {
+  const auto path = trained();
+  for (const auto& [args, message] : std::vector<std::pair<std::vector<std::string>, std::string>>{
+           {{"--step", "0"}, "--step '0': expected a percentage of the heads (10%) or a number of heads (4), above 0"},
+           {{"--step", "150%"}, "--step '150%': at most 100%"},
+           {{"--step", "1.5"}, "--step '1.5': a number of heads is a whole number"},
+           {{"--order", "random", "--one-shot"}, "--one-shot is for --order importance"},
+           {{"--name", "../x"}, "--name '../x'"},
+           {{"--split", "dev"}, "--split must be train, val or test, found 'dev'"},
+       }) {
+    std::vector<std::string> a{"prune", path};
+    a.insert(a.end(), args.begin(), args.end());
+    auto r = run(a);
+    EXPECT_EQ(r.exit_code, 1) << args[0];
+    EXPECT_NE(r.err.find(message), std::string::npos) << r.err;
+  }
+  EXPECT_FALSE(results::ResultsReader(path).has("pruning"));
 }
 
 }  // namespace

@@ -121,6 +121,14 @@ def _read_checkpoints(f):
     return _groups_table(f, "checkpoints")
 
 
+def _with_attrs(frame, group):
+    """`frame` with one column per scalar attribute of `group` (its value on every row)."""
+    for key, value in _group_attrs(group).items():
+        if not isinstance(value, list):
+            frame[key] = value
+    return frame
+
+
 def _read_ablation(f):
     """/ablation/<name>: `runner ablate`'s tables, one row per name x module x layer x head (layers
     and heads from 1), with the group's attributes (split, checkpoint, base_loss, base_bleu, ...)."""
@@ -135,11 +143,7 @@ def _read_ablation(f):
                     "importance_normalized"):
             if key in g:
                 columns[key] = np.asarray(g[key][()])
-        frame = pd.DataFrame(columns)
-        for key, value in _group_attrs(g).items():
-            if not isinstance(value, list):
-                frame[key] = value
-        frames.append(frame)
+        frames.append(_with_attrs(pd.DataFrame(columns), g))
     return pd.concat(frames, ignore_index=True) if frames else None
 
 
@@ -147,6 +151,30 @@ register_section("ablation", summary=lambda df: {
     f"ablation/{name}/{key}": float(rows[key].max())
     for name, rows in df.groupby("name") for key in ("delta_loss", "importance_normalized") if key in rows
 })(_read_ablation)
+
+
+def _read_pruning(f):
+    """/pruning/<name>: `runner prune`'s curves, one row per name x repeat x point: heads_off,
+    fraction, loss, bleu (when measured), with the group's attributes (split, order, reestimate, ...)."""
+    if "pruning" not in f:
+        return None
+    frames = []
+    for name, g in f["pruning"].items():
+        if not isinstance(g, h5py.Group) or "loss" not in g:
+            continue
+        loss = np.asarray(g["loss"][()])
+        bleu = np.asarray(g["bleu"][()]) if "bleu" in g else None
+        heads_off = np.asarray(g["heads_off"][()])
+        fraction = np.asarray(g["fraction"][()])
+        for r in range(loss.shape[0]):
+            columns = {"name": name, "repeat": r, "heads_off": heads_off, "fraction": fraction, "loss": loss[r]}
+            if bleu is not None:
+                columns["bleu"] = bleu[r]
+            frames.append(_with_attrs(pd.DataFrame(columns), g))
+    return pd.concat(frames, ignore_index=True) if frames else None
+
+
+register_section("pruning")(_read_pruning)
 
 
 @register_section("head_mask")
@@ -342,6 +370,15 @@ class Run:
         (from 1) with loss, delta_loss, bleu, delta_bleu, importance, importance_normalized (those
         the ablation measured) and its split, checkpoint, base_loss, base_bleu. Empty when none."""
         frame = self.section("ablation")
+        return frame if frame is not None else pd.DataFrame()
+
+    @property
+    def pruning(self) -> pd.DataFrame:
+        """`runner prune`'s curves (/pruning/<name>): one row per name x repeat x point with
+        heads_off, fraction, loss, bleu (when measured) and the curve's split, order, reestimate,
+        base_loss, base_bleu. `run.pruning.groupby(["name", "fraction"]).bleu.agg(["mean", "min",
+        "max"])` gives the curve over random orders. Empty when none."""
+        frame = self.section("pruning")
         return frame if frame is not None else pd.DataFrame()
 
     @property

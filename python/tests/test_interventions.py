@@ -31,6 +31,20 @@ def test_ablation_table_matches_the_file(runner, d2l_run, tmp_path):
     summary = attnlab.runs([path])
     assert "ablation/train/delta_loss" in summary.columns
 
+    run_runner(runner, "prune", path, "--split", "train", "--no-bleu", "--step", "25%", "-q")
+    run_runner(runner, "prune", path, "--split", "train", "--no-bleu", "--step", "50%", "--order", "random",
+               "--repeats", "2", "-q")
+    curves = attnlab.load(path).pruning
+    assert set(curves["name"]) == {"importance_train", "random_train"}
+    importance = curves[curves["name"] == "importance_train"]
+    assert importance["heads_off"].tolist() == [0, 6, 12, 18, 24]
+    assert importance["fraction"].is_monotonic_increasing
+    assert abs(importance["loss"].iloc[0] - table["base_loss"].iloc[0]) < 1e-5
+    random = curves[curves["name"] == "random_train"]
+    assert sorted(random["repeat"].unique()) == [0, 1] and random["heads_off"].tolist() == [0, 12, 24] * 2
+    with h5py.File(path, "r") as f:
+        np.testing.assert_allclose(random["loss"], f["pruning/random_train/loss"][()].reshape(-1))
+
 
 def test_head_mask_of_a_run(runner, tmp_path):
     path = str(tmp_path / "masked.h5")

@@ -26,6 +26,10 @@ int cmd_eval(int argc, char** argv);
 /// under /ablation/<name>.
 int cmd_ablate(int argc, char** argv);
 
+/// `runner prune RUN.h5 [--order importance|random] [--step 10%]`: Michel et al.'s pruning curve,
+/// heads switched off step by step, recorded under /pruning/<name>.
+int cmd_prune(int argc, char** argv);
+
 /// `runner average RUN.h5 --last K [--name NAME]`: the mean of the last K kept epoch checkpoints
 /// (trainer option keep_checkpoints) as RUN.h5.ckpt/NAME.pt, for `runner eval --checkpoint NAME`.
 int cmd_average(int argc, char** argv);

@@ -27,6 +27,7 @@ int (*command_function(std::string_view name))(int, char**) {
   if (name == "eval") return cmd_eval;
   if (name == "average") return cmd_average;
   if (name == "ablate") return cmd_ablate;
+  if (name == "prune") return cmd_prune;
   if (name == "summary") return cmd_summary;
   if (name == "batches") return cmd_batches;
   return nullptr;

@@ -25,6 +25,7 @@ inline constexpr CommandInfo kCommands[] = {
     {"rollout", "attention rollout and flow of a recorded sentence (tables, csv, json, --write)", false},
     {"eval", "translate a split with a run's best checkpoint and score it (sacreBLEU)", true},
     {"ablate", "which heads matter: each head off alone (delta loss, BLEU) and gradient importance, on a split", true},
+    {"prune", "pruning curve: heads off step by step, least important first or in random orders (loss, BLEU)", true},
     {"average", "average the weights of a run's last K epochs (trainer.keep_checkpoints) into one checkpoint", true},
     {"summary", "print an experiment's model: layers, parameter counts, output shape", true},
     {"batches", "write the training batches a run draws to HDF5 (for other programs)", true},
