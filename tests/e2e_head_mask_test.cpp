@@ -246,3 +246,52 @@ TEST_F(HeadMaskRun, PruneRefusesBadStepsAndOptions) {
 }
 
 }  // namespace
+
+namespace {
+
+// Blank-out (Abnar & Zuidema 2020): each source token replaced by <unk> in turn; the per-sentence
+// losses add up to the split's loss, and the recorded attention is what runner rollout reads.
+TEST_F(HeadMaskRun, TokensAreBlankedOutOneAtATimeAndTheirAttentionRecorded) {
+  const auto path = trained();
+  auto heads = run({"ablate", path, "--importance", "ablation", "--no-bleu", "-q"});
+  ASSERT_EQ(heads.exit_code, 0) << heads.err;
+  auto tok = run({"ablate", path, "--tokens", "--sentences", "1000"});
+  ASSERT_EQ(tok.exit_code, 0) << tok.out << tok.err;
+  EXPECT_NE(tok.out.find("64 sentences of the val split"), std::string::npos) << tok.out;
+  std::vector<float> position, target_tokens, loss, delta, sentence;
+  double base_loss = 0;
+  {
+    results::ResultsReader rd(path);
+    position = rd.array("ablation/tokens_val/position").values;
+    sentence = rd.array("ablation/tokens_val/sentence").values;
+    target_tokens = rd.array("ablation/tokens_val/target_tokens").values;
+    loss = rd.array("ablation/tokens_val/loss").values;
+    delta = rd.array("ablation/tokens_val/delta_loss").values;
+    base_loss = rd.attr_double_at("ablation/val", "base_loss");
+    EXPECT_EQ(rd.attr_string_at("ablation/tokens_val", "blank"), "<unk>");
+    EXPECT_EQ(rd.attention_samples().size(), 64u);
+    const auto modules = rd.attention_modules("val 0");
+    EXPECT_EQ(modules, (std::vector<std::string>{"decoder_cross", "decoder_self", "encoder_self"}));
+  }
+  // The per-sentence losses (on each sentence's first row), weighted by their target tokens, are
+  // the split's loss as ablate measured it batch by batch.
+  double sum = 0, tokens = 0;
+  int64_t blanked_somewhere = 0;
+  for (size_t i = 0; i < position.size(); ++i) {
+    if (position[i] == 0) {
+      sum += loss[i] * target_tokens[i];
+      tokens += target_tokens[i];
+    }
+    EXPECT_TRUE(std::isfinite(delta[i]));
+    blanked_somewhere += std::abs(delta[i]) > 1e-6;
+  }
+  EXPECT_NEAR(sum / tokens, base_loss, 1e-4);
+  EXPECT_GT(blanked_somewhere, static_cast<int64_t>(position.size()) / 2) << "blanking a token changed nothing";
+  EXPECT_EQ(sentence.back(), 63.0f);
+  // runner rollout reads the recorded sentences.
+  auto roll = run({"rollout", path, "--sample", "val 0", "--module", "decoder_cross", "--write"});
+  ASSERT_EQ(roll.exit_code, 0) << roll.out << roll.err;
+  EXPECT_TRUE(results::ResultsReader(path).has("rollout"));
+}
+
+}  // namespace

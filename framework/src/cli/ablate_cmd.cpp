@@ -52,19 +52,30 @@ int cmd_ablate(int argc, char** argv) {
       ->check(CLI::IsMember({"ablation", "gradient", "both"}));
   app.add_flag("--no-bleu", no_bleu, "ablation measures the loss only (no decoding: much faster)");
   app.add_option("--name", name, "group under /ablation (default: the split's name)");
+  bool tokens = false;
+  int64_t sentences = 100;
+  app.add_flag("--tokens", tokens,
+               "blank out source tokens instead of heads (Abnar & Zuidema 2020): each token of the split's first "
+               "--sentences sentences replaced by <unk> in turn, the change of the reference's loss; their "
+               "attention is recorded for runner rollout");
+  app.add_option("--sentences", sentences, "with --tokens: how many sentences of the split")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{100000}));
   add_plugin_path_option(app, plugin_dirs);
   app.add_flag("-q,--quiet", quiet, "print only the summary lines");
   app.footer(
       "Examples:\n  runner ablate RUN.h5 --split val\n  runner ablate RUN.h5 --importance gradient\n"
       "  runner ablate RUN.h5 --split test --no-bleu --name test_loss\n"
+      "  runner ablate RUN.h5 --tokens --sentences 100      # blank-out importance of source tokens\n"
       "Writes /ablation/<name>: one row per module x layer x head (module, layer, head from 1, loss, delta_loss, bleu,\n"
       "delta_bleu, importance, importance_normalized), read by runner compare and report and attnlab.load(...).");
   if (auto code = parse_command_line(app, argc, argv, "runner ablate")) return *code;
   const std::string &run = args.run, &split_name = args.split_name, &which = args.which;
-  if (name.empty()) name = split_name;
+  if (name.empty()) name = tokens ? "tokens_" + split_name : split_name;
   check_group_name(name, "--name", "ablation");
   const bool by_ablation = importance != "gradient", by_gradient = importance != "ablation";
   HeadStudy study = open_head_study("ablate", args, plugin_dirs, quiet);
+  if (tokens) return ablate_tokens(study, name, sentences, quiet);
   const auto& sites = study.sites;
   int64_t heads_total = 0;
   for (const auto& s : sites) heads_total += s.heads;
@@ -199,10 +210,10 @@ int cmd_ablate(int argc, char** argv) {
     const auto count = [&](auto pred) { return std::count_if(rows.begin(), rows.end(), pred); };
     std::cout << fmt::format(
         "{} heads, {} split: full model loss {:.4f}, BLEU {:.2f}; removed alone, {} lower BLEU by more than 0.5, {} "
-        "raise it, {} change it by at most 0.5 -> /ablation/{} ({:.1f}s)\n",
+        "raise it by more than 0.5, {} change it by at most 0.5 -> /ablation/{} ({:.1f}s)\n",
         rows.size(), split_name, base_loss, base_bleu.score,
         count([&](const Row& r) { return r.bleu < base_bleu.score - 0.5; }),
-        count([&](const Row& r) { return r.bleu > base_bleu.score; }),
+        count([&](const Row& r) { return r.bleu > base_bleu.score + 0.5; }),
         count([&](const Row& r) { return std::abs(r.bleu - base_bleu.score) <= 0.5; }), name, seconds);
   } else {
     std::cout << fmt::format("{} heads, {} split: full model loss {:.4f}; {} -> /ablation/{} ({:.1f}s)\n", rows.size(),

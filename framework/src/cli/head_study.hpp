@@ -79,6 +79,10 @@ void add_study_options(CLI::App& app, StudyArgs& args);
 HeadStudy open_head_study(const std::string& command, const StudyArgs& args, const std::vector<std::string>& plugin_dirs,
                           bool quiet);
 
+/// `runner ablate --tokens`: each source token of the split's first `max_sentences` sentences
+/// blanked in turn (blankout.cpp); writes /ablation/<name> and the sentences' attention.
+int ablate_tokens(HeadStudy& study, const std::string& name, int64_t max_sentences, bool quiet);
+
 /// Whether a mask on `module` leaves the encoder's output unchanged: the decoder's own modules.
 bool decoder_only(const std::string& module);
 
