@@ -8,6 +8,7 @@
 #include <attnlab/results/reader.hpp>
 #include <attnlab/results/results.hpp>
 
+#include "testing/chromium.hpp"
 #include "testing/png.hpp"
 #include "testing/runner.hpp"
 #include "testing/testing.hpp"
@@ -83,24 +84,6 @@ constexpr const char* kHarness = R"js(<script>
 </script>
 )js";
 
-/// Chromium: $ATTNLAB_CHROMIUM, else chromium or chromium-browser on PATH; "" when none.
-std::string find_chromium() {
-  if (const char* env = std::getenv("ATTNLAB_CHROMIUM"); env && *env) return env;
-  const std::string path = testutil::env_or("PATH", "/usr/bin:/bin");
-  size_t start = 0;
-  while (start <= path.size()) {
-    const auto end = path.find(':', start);
-    const auto dir = path.substr(start, end == std::string::npos ? std::string::npos : end - start);
-    for (const char* name : {"chromium", "chromium-browser"}) {
-      const auto p = dir + "/" + name;
-      if (!dir.empty() && ::access(p.c_str(), X_OK) == 0) return p;
-    }
-    if (end == std::string::npos) break;
-    start = end + 1;
-  }
-  return "";
-}
-
 /// The first integer after "key": in the harness JSON; -1 when absent.
 long field(const std::string& json, const std::string& key) {
   std::smatch m;
@@ -151,37 +134,8 @@ class ReportRunner : public ::testing::Test {
   testutil::ProcessResult runner(std::vector<std::string> args) {
     return testutil::run_process(runner_, args, source_, tmp_);
   }
-  /// Chromium with `args`; fails the test (never skips) when it is missing or does not start.
-  testutil::ProcessResult chromium(std::vector<std::string> args) {
-    const auto exe = find_chromium();
-    EXPECT_FALSE(exe.empty()) << "Chromium is needed to test runner report's page: install the Debian package "
-                                 "chromium (scripts/setup does) or set ATTNLAB_CHROMIUM";
-    if (exe.empty()) return {};
-    EXPECT_EQ(::access(exe.c_str(), X_OK), 0) << "Chromium " << exe << " is not an executable file (ATTNLAB_CHROMIUM?)";
-    args.insert(args.begin(), {"--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
-                               "--user-data-dir=" + tmp_ + "/chromium-profile", "--virtual-time-budget=20000"});
-    auto r = testutil::run_process(exe, args, tmp_, tmp_);
-    EXPECT_EQ(r.exit_code, 0) << "Chromium (" << exe << ") did not run: " << r.err;
-    return r;
-  }
-  /// Opens a copy of `page` with the harness and returns what the harness wrote ("" when nothing).
-  std::string browse(const std::string& page) {
-    auto html = testutil::read_file(page);
-    const std::string anchor = "<main id=\"report\"></main>";
-    const auto at = html.find(anchor);
-    EXPECT_NE(at, std::string::npos) << page << " lacks " << anchor;
-    if (at == std::string::npos) return "";
-    html.insert(at + anchor.size(), std::string("\n") + kHarness);
-    const auto copy = page + ".harness.html";
-    std::ofstream(copy) << html;
-    const auto r = chromium({"--dump-dom", "file://" + copy});
-    std::smatch m;
-    if (!std::regex_search(r.out, m, std::regex("<pre id=\"harness\">([^<]*)</pre>"))) {
-      ADD_FAILURE() << "the harness wrote nothing into the page; Chromium said:\n" << r.err.substr(0, 4000);
-      return "";
-    }
-    return m[1];
-  }
+  testutil::ProcessResult chromium(std::vector<std::string> args) { return testutil::chromium(std::move(args), tmp_); }
+  std::string browse(const std::string& page) { return testutil::browse(page, kHarness, tmp_); }
   static inline std::string runner_, source_, tmp_, first_, last_;
   static inline testutil::ProcessResult setup_;
 };

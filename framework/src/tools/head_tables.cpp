@@ -147,6 +147,7 @@ Table top_heads_table(const HeadAblation& a, size_t k) {
       const double v = (*a.column(c))[row];
       r.push_back(std::isnan(v)                    ? std::string("off in training")
                   : c == "importance_normalized" ? fmt::format("{:.4f}", v)
+                  : c == "delta_bleu"            ? fmt::format("{:+.2f}", v)
                                                  : fmt::format("{:+.4f}", v));
     }
     t.rows.push_back(std::move(r));
