@@ -125,6 +125,7 @@ class Heads : public ::testing::Test {
     plain_ = tmp_ + "/plain.h5";
     for (const auto& f : {heads_, plain_}) {
       results::Results w(f, "heads");
+      w.write_config(f == heads_ ? "model:\n  norm: first\n" : "model:\n  norm: last\n");
       for (double v : {2.0, 1.5}) w.append_metric("train", "loss", v);
       if (f == heads_) {
         write_ablation(w);
@@ -218,6 +219,18 @@ TEST_F(Heads, CompareCsvHasTheSummaryColumnsLast) {
   auto plain = runner({"compare", plain_, "--format", "csv"});
   ASSERT_EQ(plain.exit_code, 0) << plain.err;
   EXPECT_FALSE(contains(plain.out, "ablation/")) << plain.out;
+}
+
+TEST_F(Heads, GroupedCompareHasTheSummariesAsQuantities) {
+  auto r = runner({"compare", heads_, plain_, "--group-by", "model.norm"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::smatch m;
+  EXPECT_TRUE(std::regex_search(r.out, m, std::regex(R"(\n\s+max_delta_loss\s+0\.2\s)"))) << r.out;
+  EXPECT_TRUE(contains(r.out, "ablation val ")) << r.out;
+  EXPECT_TRUE(contains(r.out, "pruning importance_val")) << r.out;
+  auto none = runner({"compare", heads_, plain_, "--group-by", "model.norm", "--no-heads"});
+  ASSERT_EQ(none.exit_code, 0) << none.err;
+  EXPECT_FALSE(contains(none.out, "ablation")) << none.out;
 }
 
 TEST_F(Heads, PlotDrawsTheHeadGridAndThePruningCurves) {
