@@ -262,30 +262,9 @@ TEST_F(Heads, PlotDrawsTheHeadGridAndThePruningCurves) {
 
 /// Waits for the page, counts the heads' and rollout's marks, reads the grid's tooltips from the
 /// views' data, switches the first grid to delta BLEU and reads its cells' numbers again.
-constexpr const char* kHarness = R"js(<script>
-(function () {
-  var errors = [];
-  window.addEventListener("error", function (e) { errors.push("error: " + e.message); });
-  window.addEventListener("unhandledrejection", function (e) { errors.push("unhandled rejection: " + e.reason); });
-  var original = console.error;
-  console.error = function () { errors.push("console.error: " + Array.prototype.join.call(arguments, " ")); original.apply(console, arguments); };
-  function done(r) {
-    r.errors = errors;
-    var pre = document.createElement("pre");
-    pre.id = "harness";
-    pre.textContent = JSON.stringify(r);
-    document.body.appendChild(pre);
-  }
-  function count(selector) { return document.querySelectorAll(selector).length; }
-  function texts(selector) { return Array.prototype.map.call(document.querySelectorAll(selector), function (t) { return t.textContent; }); }
-  var tries = 0;
-  function wait() {
-    var ready = document.body.getAttribute("data-ready");
-    if (ready !== "1") {
-      if (ready !== "error" && ++tries < 150) return setTimeout(wait, 100);
-      return done({ ready: ready });
-    }
-    var r = { ready: ready, grids: count("#heads .head-grid"), cells: count("#heads .head-grid g.hcell path"),
+constexpr const char* kHarness = R"js(
+  whenReady(function (start) {
+    var r = { ready: start.ready, grids: count("#heads .head-grid"), cells: count("#heads .head-grid g.hcell path"),
       values: texts("#heads .head-grid g.hval text"), curves: count("#heads .pruning-curve g.pline path"),
       bands: count("#heads .pruning-curve g.pband path"), points: count("#heads .pruning-curve g.ppt path"),
       rollout: count("#rollout .rollout-map g.cell path"), nav: texts("nav a"), tables: texts("#tables h3") };
@@ -303,17 +282,10 @@ constexpr const char* kHarness = R"js(<script>
       r.bleuValues = texts("#heads .head-grid g.hval text");
       done(r);
     }, 500);
-  }
-  window.addEventListener("load", function () { setTimeout(wait, 50); });
-})();
-</script>
+  });
 )js";
 
-long field(const std::string& json, const std::string& key) {
-  std::smatch m;
-  if (!std::regex_search(json, m, std::regex("\"" + key + "\":(-?[0-9]+)"))) return -1;
-  return std::stol(m[1]);
-}
+using testutil::harness_field;
 
 TEST_F(Heads, ReportDrawsGridsCurvesAndRolloutInChromium) {
   const auto page = tmp_ + "/heads.html";
@@ -323,12 +295,12 @@ TEST_F(Heads, ReportDrawsGridsCurvesAndRolloutInChromium) {
   ASSERT_FALSE(json.empty());
   EXPECT_TRUE(contains(json, "\"errors\":[]")) << json;
   EXPECT_TRUE(contains(json, "\"ready\":\"1\"")) << json;
-  EXPECT_EQ(field(json, "grids"), 2) << json;  // encoder_self, decoder_cross
-  EXPECT_EQ(field(json, "cells"), 6) << json;
-  EXPECT_EQ(field(json, "curves"), 2) << json;  // importance and random order in one chart
-  EXPECT_EQ(field(json, "bands"), 1) << json;   // random order's min-max band
-  EXPECT_EQ(field(json, "points"), 8) << json;
-  EXPECT_EQ(field(json, "rollout"), 9) << json;
+  EXPECT_EQ(harness_field(json, "grids"), 2) << json;  // encoder_self, decoder_cross
+  EXPECT_EQ(harness_field(json, "cells"), 6) << json;
+  EXPECT_EQ(harness_field(json, "curves"), 2) << json;  // importance and random order in one chart
+  EXPECT_EQ(harness_field(json, "bands"), 1) << json;   // random order's min-max band
+  EXPECT_EQ(harness_field(json, "points"), 8) << json;
+  EXPECT_EQ(harness_field(json, "rollout"), 9) << json;
   // The numbers in the cells, and the heads off in training.
   for (const char* v : {"\"+0.0500\"", "\"+0.2000\"", "\"-0.0020\"", "\"off\""}) EXPECT_TRUE(contains(json, v)) << v;
   for (const char* tip : {"decoder_cross layer 1 head 1: \u0394loss +0.2000, \u0394BLEU -3.50, importance (normalised) 0.9000",

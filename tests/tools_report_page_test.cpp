@@ -29,33 +29,9 @@ namespace fs = std::filesystem;
 /// Records errors, waits for the page (body[data-ready]), counts what Vega drew, hovers the second
 /// query token of the first head view and sorts the attention table, then writes it all as JSON
 /// into <pre id="harness">.
-constexpr const char* kHarness = R"js(<script>
-(function () {
-  var errors = [];
-  window.addEventListener("error", function (e) { errors.push("error: " + e.message); });
-  window.addEventListener("unhandledrejection", function (e) { errors.push("unhandled rejection: " + e.reason); });
-  var original = console.error;
-  console.error = function () {
-    errors.push("console.error: " + Array.prototype.join.call(arguments, " "));
-    original.apply(console, arguments);
-  };
-  function done(r) {
-    r.errors = errors;
-    r.pwned = !!window.__pwned;
-    var pre = document.createElement("pre");
-    pre.id = "harness";
-    pre.textContent = JSON.stringify(r);
-    document.body.appendChild(pre);
-  }
-  function count(selector) { return document.querySelectorAll(selector).length; }
-  var tries = 0;
-  function wait() {
-    var ready = document.body.getAttribute("data-ready");
-    if (ready !== "1") {
-      if (ready !== "error" && ++tries < 150) return setTimeout(wait, 100);
-      return done({ ready: ready });
-    }
-    var r = { ready: ready, curves: count("#curves g.curve path"), charts: count("#curves .chart"),
+constexpr const char* kHarness = R"js(
+  whenReady(function (start) {
+    var r = { ready: start.ready, curves: count("#curves g.curve path"), charts: count("#curves .chart"),
       model: count("#attention .model-view g.mvcell path"), head: count("#attention .head-view g.cell path"),
       panels: count("#attention .att-panel"), tables: count("table.data"),
       figures: count("#predictions .chart.figure"), figureMarks: count("#predictions .chart.figure g.mark-symbol path") };
@@ -78,18 +54,10 @@ constexpr const char* kHarness = R"js(<script>
       if (th) { th.click(); th.click(); r.sorted = th.className; }
       done(r);
     }, 400);
-  }
-  window.addEventListener("load", function () { setTimeout(wait, 50); });
-})();
-</script>
+  });
 )js";
 
-/// The first integer after "key": in the harness JSON; -1 when absent.
-long field(const std::string& json, const std::string& key) {
-  std::smatch m;
-  if (!std::regex_search(json, m, std::regex("\"" + key + "\":\"?(-?[0-9]+)"))) return -1;
-  return std::stol(m[1]);
-}
+using testutil::harness_field;
 
 /// Non-background pixels and distinct colours (of a 1-in-4 sample) of a PNG.
 std::pair<double, size_t> png_content(const std::string& path) {
@@ -169,19 +137,19 @@ TEST_F(ReportRunner, TwoRunsDrawEveryCurveAndHeatmapAndHoverHighlightsARow) {
   EXPECT_NE(json.find("\"ready\":\"1\""), std::string::npos) << json;
   EXPECT_NE(json.find("\"errors\":[]"), std::string::npos) << json;
   const auto want = expected({first_, last_}, "encoder_self");  // the explorer opens on encoder self-attention
-  EXPECT_EQ(field(json, "curves"), want.curves) << json;
-  EXPECT_EQ(field(json, "model"), want.model) << json;
-  EXPECT_EQ(field(json, "head"), want.head) << json;
-  EXPECT_EQ(field(json, "panels"), 2) << json;  // norm first beside norm last
-  EXPECT_GE(field(json, "tables"), 3) << json;  // runs, metrics, attention
+  EXPECT_EQ(harness_field(json, "curves"), want.curves) << json;
+  EXPECT_EQ(harness_field(json, "model"), want.model) << json;
+  EXPECT_EQ(harness_field(json, "head"), want.head) << json;
+  EXPECT_EQ(harness_field(json, "panels"), 2) << json;  // norm first beside norm last
+  EXPECT_GE(harness_field(json, "tables"), 3) << json;  // runs, metrics, attention
   // Each run's regression trainer declared its predictions figure: drawn from the declaration.
-  EXPECT_EQ(field(json, "figures"), 2) << json;
-  EXPECT_GT(field(json, "figureMarks"), 20) << json;
+  EXPECT_EQ(harness_field(json, "figures"), 2) << json;
+  EXPECT_GT(harness_field(json, "figureMarks"), 20) << json;
   // Hovering the second query token highlights row 1, here and in the other run's panel.
-  EXPECT_EQ(field(json, "rowBefore"), -1) << json;
-  EXPECT_EQ(field(json, "rowAfter"), 1) << json;
-  EXPECT_EQ(field(json, "otherRow"), 1) << json;
-  EXPECT_GT(field(json, "highlighted"), 0) << json;
+  EXPECT_EQ(harness_field(json, "rowBefore"), -1) << json;
+  EXPECT_EQ(harness_field(json, "rowAfter"), 1) << json;
+  EXPECT_EQ(harness_field(json, "otherRow"), 1) << json;
+  EXPECT_GT(harness_field(json, "highlighted"), 0) << json;
   EXPECT_NE(json.find("attends to: "), std::string::npos) << json;
   EXPECT_NE(json.find("\"sorted\":\"sorted-desc\""), std::string::npos) << json;
 }
@@ -220,7 +188,7 @@ TEST_F(ReportRunner, StringsFromTheFileCannotBreakThePage) {
   EXPECT_NE(json.find("\"pwned\":false"), std::string::npos) << json;
   // The token reaches the page as text: dump-dom escapes it again in the harness's <pre>.
   EXPECT_NE(json.find("\"firstToken\":\"&lt;/script&gt;\""), std::string::npos) << json;
-  EXPECT_EQ(field(json, "head"), 9) << json;
+  EXPECT_EQ(harness_field(json, "head"), 9) << json;
 }
 
 TEST_F(ReportRunner, DeclaredFiguresOfEveryKindAreDrawnWithoutErrors) {
@@ -255,9 +223,9 @@ TEST_F(ReportRunner, DeclaredFiguresOfEveryKindAreDrawnWithoutErrors) {
   const auto json = browse(page);
   EXPECT_NE(json.find("\"ready\":\"1\""), std::string::npos) << json;
   EXPECT_NE(json.find("\"errors\":[]"), std::string::npos) << json;
-  EXPECT_EQ(field(json, "figures"), 3) << json;  // curve, sequences and heatmap charts; the table is a table
-  EXPECT_GT(field(json, "figureMarks"), 30) << json;
-  EXPECT_GE(field(json, "tables"), 2) << json;  // the runs' table and the figure's
+  EXPECT_EQ(harness_field(json, "figures"), 3) << json;  // curve, sequences and heatmap charts; the table is a table
+  EXPECT_GT(harness_field(json, "figureMarks"), 30) << json;
+  EXPECT_GE(harness_field(json, "tables"), 2) << json;  // the runs' table and the figure's
 }
 
 TEST_F(ReportRunner, FolderGroupedByAKey) {

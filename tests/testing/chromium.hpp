@@ -49,9 +49,60 @@ inline ProcessResult chromium(std::vector<std::string> args, const std::string& 
   return r;
 }
 
-/// Opens a copy of `page` with `harness` (a <script> element) and returns what the harness wrote
-/// ("" when nothing).
-inline std::string browse(const std::string& page, const std::string& harness, const std::string& tmp) {
+/// What a test's harness script starts with: it records errors (window errors, unhandled
+/// rejections, console.error), defines done(r) (r with the errors, and whether window.__pwned was
+/// set, as JSON into <pre id="harness">), count(selector), texts(selector) and whenReady(then),
+/// which calls then({ready: "1"}) once the page has drawn (body[data-ready]) or ends with
+/// done({ready}) when it failed or did not draw within 15 s. The test's script follows it and
+/// kHarnessEnd closes it.
+inline constexpr const char* kHarnessStart = R"js(<script>
+(function () {
+  var errors = [];
+  window.addEventListener("error", function (e) { errors.push("error: " + e.message); });
+  window.addEventListener("unhandledrejection", function (e) { errors.push("unhandled rejection: " + e.reason); });
+  var original = console.error;
+  console.error = function () {
+    errors.push("console.error: " + Array.prototype.join.call(arguments, " "));
+    original.apply(console, arguments);
+  };
+  function done(r) {
+    r.errors = errors;
+    r.pwned = !!window.__pwned;
+    var pre = document.createElement("pre");
+    pre.id = "harness";
+    pre.textContent = JSON.stringify(r);
+    document.body.appendChild(pre);
+  }
+  function count(selector) { return document.querySelectorAll(selector).length; }
+  function texts(selector) {
+    return Array.prototype.map.call(document.querySelectorAll(selector), function (t) { return t.textContent; });
+  }
+  function whenReady(then) {
+    var tries = 0;
+    function wait() {
+      var ready = document.body.getAttribute("data-ready");
+      if (ready !== "1") {
+        if (ready !== "error" && ++tries < 150) return setTimeout(wait, 100);
+        return done({ ready: ready });
+      }
+      then({ ready: ready });
+    }
+    window.addEventListener("load", function () { setTimeout(wait, 50); });
+  }
+)js";
+inline constexpr const char* kHarnessEnd = "})();\n</script>\n";
+
+/// The first integer after "key": in the harness JSON; -1 when absent.
+inline long harness_field(const std::string& json, const std::string& key) {
+  std::smatch m;
+  if (!std::regex_search(json, m, std::regex("\"" + key + "\":\"?(-?[0-9]+)"))) return -1;
+  return std::stol(m[1]);
+}
+
+/// Opens a copy of `page` with a harness script and returns what the harness wrote ("" when nothing).
+/// The harness is kHarnessStart + `script` + kHarnessEnd.
+inline std::string browse(const std::string& page, const std::string& script, const std::string& tmp) {
+  const std::string harness = std::string(kHarnessStart) + script + kHarnessEnd;
   auto html = read_file(page);
   const std::string anchor = "<main id=\"report\"></main>";
   const auto at = html.find(anchor);
