@@ -181,7 +181,7 @@ TEST_F(Heads, CompareShowsTheSummaryAndEachRunsTopHeads) {
   EXPECT_TRUE(contains(r.out, "3 (2 lower, 1 raise)")) << r.out;
   EXPECT_TRUE(contains(r.out, "pruning/importance_val/max_fraction_within_0.5_bleu")) << r.out;
   EXPECT_TRUE(contains(r.out, "0.333")) << r.out;
-  EXPECT_TRUE(contains(r.out, "Top 3 heads of A by delta loss: ablation 'val' (split val, best.pt; base loss 2.5000, "
+  EXPECT_TRUE(contains(r.out, "Top 3 heads of A by delta loss: ablation 'val' (split val, checkpoint best.pt; base loss 2.5000, "
                               "base BLEU 30.00)"))
       << r.out;
   EXPECT_FALSE(contains(r.out, "heads of B")) << r.out;  // the plain run has no ablation

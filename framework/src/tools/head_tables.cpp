@@ -160,7 +160,7 @@ std::string top_heads_heading(const std::string& run, const HeadAblation& a, siz
   if (a.base_loss) base += fmt::format("; base loss {:.4f}", *a.base_loss);
   if (a.base_bleu) base += fmt::format(", base BLEU {:.2f}", *a.base_bleu);
   const bool all = k == 0 || k >= a.rows();
-  return fmt::format("{} heads of {} by {}: ablation '{}' (split {}, {}{})",
+  return fmt::format("{} heads of {} by {}: ablation '{}' (split {}, checkpoint {}{})",
                      all ? std::string("All") : fmt::format("Top {}", k), run,
                      a.column("delta_loss") ? "delta loss" : "normalised gradient importance", a.name, a.split, a.checkpoint, base);
 }

@@ -32,7 +32,7 @@ inline constexpr const char* kHeadsHeading =
 /// rank | module | layer | head | delta_loss | delta_bleu | importance_normalized (those stored):
 /// the `k` rows with the largest delta_loss (all when k is 0), NaN (off in training) last.
 Table top_heads_table(const HeadAblation& a, size_t k);
-/// Above it: "Top 10 heads of A by delta loss: ablation 'val' (split val, best.pt; base loss ..., base BLEU ...)".
+/// Above it: "Top 10 heads of A by delta loss: ablation 'val' (split val, checkpoint best; base loss ..., base BLEU ...)".
 std::string top_heads_heading(const std::string& run, const HeadAblation& a, size_t k);
 
 }  // namespace attnlab::tools
