@@ -212,10 +212,11 @@ TEST_F(Heads, CompareCsvHasTheSummaryColumnsLast) {
   const auto header = r.out.substr(0, r.out.find('\n'));
   EXPECT_TRUE(header.ends_with("ablation/val/base_loss,ablation/val/max_delta_loss,ablation/val/base_bleu,"
                                "ablation/val/min_delta_bleu,ablation/val/heads_abs_delta_bleu_over_0.5,"
-                               "pruning/importance_val/base_bleu,pruning/importance_val/max_fraction_within_0.5_bleu,"
+                               "pruning/importance_val/base_loss,pruning/importance_val/base_bleu,"
+                               "pruning/importance_val/max_fraction_within_0.5_bleu,pruning/random_val/base_loss,"
                                "pruning/random_val/base_bleu,pruning/random_val/max_fraction_within_0.5_bleu"))
       << header;
-  EXPECT_TRUE(contains(r.out, ",2.5,0.200000003,30,-3.5,3,30,0.333333343,30,0\n")) << r.out;
+  EXPECT_TRUE(contains(r.out, ",2.5,0.200000003,30,-3.5,3,2.5,30,0.333333343,2.5,30,0\n")) << r.out;
   auto plain = runner({"compare", plain_, "--format", "csv"});
   ASSERT_EQ(plain.exit_code, 0) << plain.err;
   EXPECT_FALSE(contains(plain.out, "ablation/")) << plain.out;
@@ -258,6 +259,38 @@ TEST_F(Heads, PlotDrawsTheHeadGridAndThePruningCurves) {
   auto one = runner({"plot", heads_, "--heads", "-o", tmp_ + "/one.png"});
   EXPECT_NE(one.exit_code, 0);
   EXPECT_TRUE(contains(one.err, "2 figures were chosen")) << one.err;
+}
+
+TEST_F(Heads, APruningCurveWithoutBleuIsOneOfLoss) {
+  const auto file = tmp_ + "/loss_only.h5";
+  {
+    results::Results w(file, "heads");
+    const std::string at = "pruning/importance_test";
+    w.write_array(at + "/heads_off", ints({0, 3, 6}));
+    w.write_array(at + "/fraction", floats({0.0f, 0.5f, 1.0f}));
+    w.write_array(at + "/loss", floats({2.5f, 2.75f, 4.0f}, {1, 3}));
+    w.set_attr_at(at, "split", std::string("test"));
+    w.set_attr_at(at, "order", std::string("importance"));
+    w.set_attr_at(at, "heads_total", int64_t{6});
+    w.set_attr_at(at, "base_loss", 2.5);
+    w.set_status(results::Status::Completed);
+  }
+  results::ResultsReader in(file);
+  const auto curves = tools::read_pruning(in);
+  ASSERT_EQ(curves.size(), 1u);
+  EXPECT_EQ(curves[0].metric(), "loss");
+  EXPECT_FALSE(tools::fraction_within(curves[0]));
+  auto c = runner({"compare", file});
+  ASSERT_EQ(c.exit_code, 0) << c.err;
+  EXPECT_TRUE(contains(c.out, "pruning/importance_test/base_loss")) << c.out;
+  EXPECT_FALSE(contains(c.out, "max_fraction")) << c.out;
+  auto p = runner({"plot", file, "--heads", "-o", tmp_ + "/loss_only"});
+  ASSERT_EQ(p.exit_code, 0) << p.err;
+  EXPECT_GT(testutil::png_size(tmp_ + "/loss_only/pruning_test.png").first, 300);
+  auto r = runner({"report", file, "-o", tmp_ + "/loss_only.html"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto html = testutil::read_file(tmp_ + "/loss_only.html");
+  EXPECT_TRUE(contains(html, R"("metric":"loss","base_loss":2.5,"base_bleu":null,"within":null)")) << html.substr(html.size() - 600);
 }
 
 /// Waits for the page, counts the heads' and rollout's marks, reads the grid's tooltips from the

@@ -189,7 +189,7 @@ int cmd_compare(int argc, char** argv) {
     if (!no_heads && any_heads(runs)) {  // runner ablate / prune: nothing printed for runs without them
       if (attention) std::cout << "\n";
       heading(kHeadsHeading);
-      std::cout << render(heads_table(runs), fmt_kind);
+      std::cout << render(heads_table(runs), fmt_kind);  // base_loss at least
       for (size_t i = 0; i < runs.size(); ++i) {
         for (const auto& a : runs[i].ablations) {
           std::cout << "\n";

@@ -75,6 +75,10 @@ std::vector<Quantity> head_quantities(const std::vector<Run>& runs) {
   }
   for (const auto& n : pruning) {
     auto pr = [n](const Run& r) { return find_pruning(r, n); };
+    all.push_back({"pruning", n, "base_loss", [pr](const Run& r) {
+                     const auto* c = pr(r);
+                     return c ? c->base_loss : std::nullopt;
+                   }});
     all.push_back({"pruning", n, "base_bleu", [pr](const Run& r) {
                      const auto* c = pr(r);
                      return c ? c->base_bleu : std::nullopt;

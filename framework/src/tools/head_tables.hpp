@@ -16,7 +16,7 @@ bool any_heads(const std::vector<Run>& runs);
 
 /// One number per run for every ablation and pruning name any run has, section "ablation" or
 /// "pruning", name the group's name, value: base_loss, max_delta_loss, base_bleu, min_delta_bleu,
-/// heads_abs_delta_bleu_over_0.5 (ablation); base_bleu, max_fraction_within_0.5_bleu (pruning).
+/// heads_abs_delta_bleu_over_0.5 (ablation); base_loss, base_bleu, max_fraction_within_0.5_bleu (pruning).
 /// Quantities no run has are left out. (group.cpp's quantities() adds these.)
 std::vector<Quantity> head_quantities(const std::vector<Run>& runs);
 /// "ablation/val/max_delta_loss": how compare's csv and summary table name a quantity.
