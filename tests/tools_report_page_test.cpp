@@ -8,6 +8,7 @@
 #include <attnlab/results/reader.hpp>
 #include <attnlab/results/results.hpp>
 
+#include "testing/chromium.hpp"
 #include "testing/png.hpp"
 #include "testing/runner.hpp"
 #include "testing/testing.hpp"
@@ -28,33 +29,9 @@ namespace fs = std::filesystem;
 /// Records errors, waits for the page (body[data-ready]), counts what Vega drew, hovers the second
 /// query token of the first head view and sorts the attention table, then writes it all as JSON
 /// into <pre id="harness">.
-constexpr const char* kHarness = R"js(<script>
-(function () {
-  var errors = [];
-  window.addEventListener("error", function (e) { errors.push("error: " + e.message); });
-  window.addEventListener("unhandledrejection", function (e) { errors.push("unhandled rejection: " + e.reason); });
-  var original = console.error;
-  console.error = function () {
-    errors.push("console.error: " + Array.prototype.join.call(arguments, " "));
-    original.apply(console, arguments);
-  };
-  function done(r) {
-    r.errors = errors;
-    r.pwned = !!window.__pwned;
-    var pre = document.createElement("pre");
-    pre.id = "harness";
-    pre.textContent = JSON.stringify(r);
-    document.body.appendChild(pre);
-  }
-  function count(selector) { return document.querySelectorAll(selector).length; }
-  var tries = 0;
-  function wait() {
-    var ready = document.body.getAttribute("data-ready");
-    if (ready !== "1") {
-      if (ready !== "error" && ++tries < 150) return setTimeout(wait, 100);
-      return done({ ready: ready });
-    }
-    var r = { ready: ready, curves: count("#curves g.curve path"), charts: count("#curves .chart"),
+constexpr const char* kHarness = R"js(
+  whenReady(function (start) {
+    var r = { ready: start.ready, curves: count("#curves g.curve path"), charts: count("#curves .chart"),
       model: count("#attention .model-view g.mvcell path"), head: count("#attention .head-view g.cell path"),
       panels: count("#attention .att-panel"), tables: count("table.data"),
       figures: count("#predictions .chart.figure"), figureMarks: count("#predictions .chart.figure g.mark-symbol path") };
@@ -77,36 +54,10 @@ constexpr const char* kHarness = R"js(<script>
       if (th) { th.click(); th.click(); r.sorted = th.className; }
       done(r);
     }, 400);
-  }
-  window.addEventListener("load", function () { setTimeout(wait, 50); });
-})();
-</script>
+  });
 )js";
 
-/// Chromium: $ATTNLAB_CHROMIUM, else chromium or chromium-browser on PATH; "" when none.
-std::string find_chromium() {
-  if (const char* env = std::getenv("ATTNLAB_CHROMIUM"); env && *env) return env;
-  const std::string path = testutil::env_or("PATH", "/usr/bin:/bin");
-  size_t start = 0;
-  while (start <= path.size()) {
-    const auto end = path.find(':', start);
-    const auto dir = path.substr(start, end == std::string::npos ? std::string::npos : end - start);
-    for (const char* name : {"chromium", "chromium-browser"}) {
-      const auto p = dir + "/" + name;
-      if (!dir.empty() && ::access(p.c_str(), X_OK) == 0) return p;
-    }
-    if (end == std::string::npos) break;
-    start = end + 1;
-  }
-  return "";
-}
-
-/// The first integer after "key": in the harness JSON; -1 when absent.
-long field(const std::string& json, const std::string& key) {
-  std::smatch m;
-  if (!std::regex_search(json, m, std::regex("\"" + key + "\":\"?(-?[0-9]+)"))) return -1;
-  return std::stol(m[1]);
-}
+using testutil::harness_field;
 
 /// Non-background pixels and distinct colours (of a 1-in-4 sample) of a PNG.
 std::pair<double, size_t> png_content(const std::string& path) {
@@ -151,37 +102,8 @@ class ReportRunner : public ::testing::Test {
   testutil::ProcessResult runner(std::vector<std::string> args) {
     return testutil::run_process(runner_, args, source_, tmp_);
   }
-  /// Chromium with `args`; fails the test (never skips) when it is missing or does not start.
-  testutil::ProcessResult chromium(std::vector<std::string> args) {
-    const auto exe = find_chromium();
-    EXPECT_FALSE(exe.empty()) << "Chromium is needed to test runner report's page: install the Debian package "
-                                 "chromium (scripts/setup does) or set ATTNLAB_CHROMIUM";
-    if (exe.empty()) return {};
-    EXPECT_EQ(::access(exe.c_str(), X_OK), 0) << "Chromium " << exe << " is not an executable file (ATTNLAB_CHROMIUM?)";
-    args.insert(args.begin(), {"--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
-                               "--user-data-dir=" + tmp_ + "/chromium-profile", "--virtual-time-budget=20000"});
-    auto r = testutil::run_process(exe, args, tmp_, tmp_);
-    EXPECT_EQ(r.exit_code, 0) << "Chromium (" << exe << ") did not run: " << r.err;
-    return r;
-  }
-  /// Opens a copy of `page` with the harness and returns what the harness wrote ("" when nothing).
-  std::string browse(const std::string& page) {
-    auto html = testutil::read_file(page);
-    const std::string anchor = "<main id=\"report\"></main>";
-    const auto at = html.find(anchor);
-    EXPECT_NE(at, std::string::npos) << page << " lacks " << anchor;
-    if (at == std::string::npos) return "";
-    html.insert(at + anchor.size(), std::string("\n") + kHarness);
-    const auto copy = page + ".harness.html";
-    std::ofstream(copy) << html;
-    const auto r = chromium({"--dump-dom", "file://" + copy});
-    std::smatch m;
-    if (!std::regex_search(r.out, m, std::regex("<pre id=\"harness\">([^<]*)</pre>"))) {
-      ADD_FAILURE() << "the harness wrote nothing into the page; Chromium said:\n" << r.err.substr(0, 4000);
-      return "";
-    }
-    return m[1];
-  }
+  testutil::ProcessResult chromium(std::vector<std::string> args) { return testutil::chromium(std::move(args), tmp_); }
+  std::string browse(const std::string& page) { return testutil::browse(page, kHarness, tmp_); }
   static inline std::string runner_, source_, tmp_, first_, last_;
   static inline testutil::ProcessResult setup_;
 };
@@ -215,19 +137,19 @@ TEST_F(ReportRunner, TwoRunsDrawEveryCurveAndHeatmapAndHoverHighlightsARow) {
   EXPECT_NE(json.find("\"ready\":\"1\""), std::string::npos) << json;
   EXPECT_NE(json.find("\"errors\":[]"), std::string::npos) << json;
   const auto want = expected({first_, last_}, "encoder_self");  // the explorer opens on encoder self-attention
-  EXPECT_EQ(field(json, "curves"), want.curves) << json;
-  EXPECT_EQ(field(json, "model"), want.model) << json;
-  EXPECT_EQ(field(json, "head"), want.head) << json;
-  EXPECT_EQ(field(json, "panels"), 2) << json;  // norm first beside norm last
-  EXPECT_GE(field(json, "tables"), 3) << json;  // runs, metrics, attention
+  EXPECT_EQ(harness_field(json, "curves"), want.curves) << json;
+  EXPECT_EQ(harness_field(json, "model"), want.model) << json;
+  EXPECT_EQ(harness_field(json, "head"), want.head) << json;
+  EXPECT_EQ(harness_field(json, "panels"), 2) << json;  // norm first beside norm last
+  EXPECT_GE(harness_field(json, "tables"), 3) << json;  // runs, metrics, attention
   // Each run's regression trainer declared its predictions figure: drawn from the declaration.
-  EXPECT_EQ(field(json, "figures"), 2) << json;
-  EXPECT_GT(field(json, "figureMarks"), 20) << json;
+  EXPECT_EQ(harness_field(json, "figures"), 2) << json;
+  EXPECT_GT(harness_field(json, "figureMarks"), 20) << json;
   // Hovering the second query token highlights row 1, here and in the other run's panel.
-  EXPECT_EQ(field(json, "rowBefore"), -1) << json;
-  EXPECT_EQ(field(json, "rowAfter"), 1) << json;
-  EXPECT_EQ(field(json, "otherRow"), 1) << json;
-  EXPECT_GT(field(json, "highlighted"), 0) << json;
+  EXPECT_EQ(harness_field(json, "rowBefore"), -1) << json;
+  EXPECT_EQ(harness_field(json, "rowAfter"), 1) << json;
+  EXPECT_EQ(harness_field(json, "otherRow"), 1) << json;
+  EXPECT_GT(harness_field(json, "highlighted"), 0) << json;
   EXPECT_NE(json.find("attends to: "), std::string::npos) << json;
   EXPECT_NE(json.find("\"sorted\":\"sorted-desc\""), std::string::npos) << json;
 }
@@ -266,7 +188,7 @@ TEST_F(ReportRunner, StringsFromTheFileCannotBreakThePage) {
   EXPECT_NE(json.find("\"pwned\":false"), std::string::npos) << json;
   // The token reaches the page as text: dump-dom escapes it again in the harness's <pre>.
   EXPECT_NE(json.find("\"firstToken\":\"&lt;/script&gt;\""), std::string::npos) << json;
-  EXPECT_EQ(field(json, "head"), 9) << json;
+  EXPECT_EQ(harness_field(json, "head"), 9) << json;
 }
 
 TEST_F(ReportRunner, DeclaredFiguresOfEveryKindAreDrawnWithoutErrors) {
@@ -301,9 +223,9 @@ TEST_F(ReportRunner, DeclaredFiguresOfEveryKindAreDrawnWithoutErrors) {
   const auto json = browse(page);
   EXPECT_NE(json.find("\"ready\":\"1\""), std::string::npos) << json;
   EXPECT_NE(json.find("\"errors\":[]"), std::string::npos) << json;
-  EXPECT_EQ(field(json, "figures"), 3) << json;  // curve, sequences and heatmap charts; the table is a table
-  EXPECT_GT(field(json, "figureMarks"), 30) << json;
-  EXPECT_GE(field(json, "tables"), 2) << json;  // the runs' table and the figure's
+  EXPECT_EQ(harness_field(json, "figures"), 3) << json;  // curve, sequences and heatmap charts; the table is a table
+  EXPECT_GT(harness_field(json, "figureMarks"), 30) << json;
+  EXPECT_GE(harness_field(json, "tables"), 2) << json;  // the runs' table and the figure's
 }
 
 TEST_F(ReportRunner, FolderGroupedByAKey) {

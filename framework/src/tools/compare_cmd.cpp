@@ -3,6 +3,7 @@
 #include "tools/commands.hpp"
 #include "tools/compare_tables.hpp"
 #include "tools/group.hpp"
+#include "tools/head_tables.hpp"
 #include "tools/plot/figures.hpp"
 #include "tools/runs.hpp"
 #include "tools/table.hpp"
@@ -20,7 +21,7 @@ namespace {
 
 /// Everything in one row per run (for spreadsheets and scripts).
 Table csv_table(const std::vector<Run>& runs, const std::vector<std::string>& keys,
-                const std::vector<std::string>& metrics) {
+                const std::vector<std::string>& metrics, bool heads) {
   Table t{{"run", "file", "experiment", "status", "differs", "num_parameters", "wall_seconds"}, {}, {}};
   for (const auto& m : metrics) {
     for (const char* suffix : {"final", "final_epoch", "best", "best_epoch"}) t.header.push_back(m + " " + suffix);
@@ -42,6 +43,9 @@ Table csv_table(const std::vector<Run>& runs, const std::vector<std::string>& ke
       }
     }
   }
+  // runner ablate / prune summaries last, so that the columns before them keep their places.
+  const auto head_qs = heads ? head_quantities(runs) : std::vector<Quantity>{};
+  for (const auto& q : head_qs) t.header.push_back(head_quantity_name(q));
   for (size_t i = 0; i < runs.size(); ++i) {
     const auto& r = runs[i];
     std::vector<std::string> row{run_id(i),
@@ -80,6 +84,10 @@ Table csv_table(const std::vector<Run>& runs, const std::vector<std::string>& ke
         }
       }
     }
+    for (const auto& q : head_qs) {
+      const auto v = q.of(r);
+      row.push_back(v ? fmt::format("{:.9g}", *v) : "");
+    }
     t.rows.push_back(std::move(row));
   }
   return t;
@@ -87,12 +95,12 @@ Table csv_table(const std::vector<Run>& runs, const std::vector<std::string>& ke
 
 /// --group-by: completed runs in groups; the others are named on stderr and left out.
 int compare_groups(const std::vector<Run>& all, const std::vector<std::string>& keys,
-                   const std::vector<std::string>& wanted, TableFormat format, bool attention,
+                   const std::vector<std::string>& wanted, TableFormat format, bool attention, bool heads,
                    const std::string& plot_path, plot::PixelSize size, bool log_losses) {
   const auto runs = completed_runs(all, "compare");
   const auto groups = group_runs(runs, keys);
   const auto metrics = select_metrics(shared_metrics(runs), wanted);
-  const auto qs = quantities(runs, metrics, attention);
+  const auto qs = quantities(runs, metrics, attention, heads);
   if (format == TableFormat::Csv) {
     std::cout << render(grouped_csv(groups, qs, keys), format);
   } else {
@@ -118,7 +126,8 @@ int cmd_compare(int argc, char** argv) {
   std::vector<std::string> files, wanted, group_by;
   std::string format = "table", plot_path;
   int width = 0, height = 0;
-  bool linear = false, no_attention = false;
+  bool linear = false, no_attention = false, no_heads = false;
+  size_t top_heads = 10;
   app.add_option("files", files, "results files (.h5) of the runs to compare, or folders of them (a sweep's)")
       ->required()
       ->expected(1, -1);
@@ -133,21 +142,24 @@ int cmd_compare(int argc, char** argv) {
   app.add_option("--height", height, "plot height in pixels (default: natural size)");
   app.add_flag("--linear", linear, "linear y axis in the plot (default: log for losses)");
   app.add_flag("--no-attention", no_attention, "leave out the attention statistics");
+  app.add_flag("--no-heads", no_heads, "leave out what runner ablate and runner prune stored (/ablation, /pruning)");
+  app.add_option("--top-heads", top_heads, "per run and ablation, the heads whose removal costs most (0: every head)")
+      ->capture_default_str();
   app.footer(
       "Examples:\n  runner compare results/first.h5 results/last.h5 --plot compare.png\n  runner compare results/norm-sweep --group-by model.norm --plot sweep.png");
   if (auto code = parse_command_line(app, argc, argv, "runner compare")) return *code;
   std::vector<Run> runs;
   for (const auto& f : expand_folders(files)) runs.push_back(load_run(f));  // ResultsError for non-results files
   if (!group_by.empty()) {
-    return compare_groups(runs, group_by, wanted, parse_table_format(format), !no_attention, plot_path, {width, height},
-                          !linear);
+    return compare_groups(runs, group_by, wanted, parse_table_format(format), !no_attention, !no_heads, plot_path,
+                          {width, height}, !linear);
   }
   const auto keys = differing_keys(runs);
   const auto metrics = select_metrics(shared_metrics(runs), wanted);
   const auto fmt_kind = parse_table_format(format);
 
   if (fmt_kind == TableFormat::Csv) {
-    std::cout << render(csv_table(runs, keys, metrics), fmt_kind);
+    std::cout << render(csv_table(runs, keys, metrics, !no_heads), fmt_kind);
   } else {
     const bool md = fmt_kind == TableFormat::Markdown;
     auto heading = [&](const std::string& s) { std::cout << (md ? "### " + s + "\n\n" : s + "\n"); };
@@ -169,9 +181,22 @@ int cmd_compare(int argc, char** argv) {
       std::cout << render(ev, fmt_kind) << "\n";
     }
     auto att = attention_table(runs);
-    if (!no_attention && !att.rows.empty()) {
+    const bool attention = !no_attention && !att.rows.empty();
+    if (attention) {
       heading(kAttentionHeading);
       std::cout << render(att, fmt_kind);
+    }
+    if (!no_heads && any_heads(runs)) {  // runner ablate / prune: nothing printed for runs without them
+      if (attention) std::cout << "\n";
+      heading(kHeadsHeading);
+      std::cout << render(heads_table(runs), fmt_kind);  // base_loss at least
+      for (size_t i = 0; i < runs.size(); ++i) {
+        for (const auto& a : runs[i].ablations) {
+          std::cout << "\n";
+          heading(top_heads_heading(run_id(i), a, top_heads));
+          std::cout << render(top_heads_table(a, top_heads), fmt_kind);
+        }
+      }
     }
   }
   if (!plot_path.empty()) {

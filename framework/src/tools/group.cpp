@@ -1,5 +1,7 @@
 #include "tools/group.hpp"
 
+#include "tools/head_tables.hpp"
+
 #include <attnlab/config/node.hpp>
 #include <attnlab/error.hpp>
 
@@ -74,7 +76,7 @@ std::vector<Group> group_runs(const std::vector<Run>& runs, const std::vector<st
 }
 
 std::vector<Quantity> quantities(const std::vector<Run>& runs, const std::vector<std::string>& metrics,
-                                 bool attention) {
+                                 bool attention, bool heads) {
   std::vector<Quantity> qs;
   for (const auto& m : metrics) {
     qs.push_back({"metric", m, "final", [m](const Run& r) -> std::optional<double> {
@@ -110,6 +112,9 @@ std::vector<Quantity> quantities(const std::vector<Run>& runs, const std::vector
   }
   if (any_samples(runs)) {
     qs.push_back({"samples", "sentence BLEU", "mean", [](const Run& r) { return r.samples_mean_bleu; }});
+  }
+  if (heads) {
+    for (auto& q : head_quantities(runs)) qs.push_back(std::move(q));
   }
   if (!attention) return qs;
   for (const auto& [m, layers] : union_of_heads(runs)) {

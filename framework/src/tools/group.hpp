@@ -30,8 +30,9 @@ struct Quantity {
   std::string value;    // "final", "best (min)", "sacrebleu", "d2l_mean_bleu", "mean", "entropy", "max_weight"
   std::function<std::optional<double>(const Run&)> of;
 };
+/// With `heads`, also the summaries of runner ablate and runner prune (head_tables.hpp), when a run has them.
 std::vector<Quantity> quantities(const std::vector<Run>& runs, const std::vector<std::string>& metrics,
-                                 bool attention);
+                                 bool attention, bool heads = true);
 
 /// quantity | value | one column per group ("mean ± sd [min, max]") | p (Welch) | Hedges' g.
 Table grouped_table(const std::vector<Group>& groups, const std::vector<Quantity>& qs);

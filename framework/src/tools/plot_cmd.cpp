@@ -2,9 +2,11 @@
 // declared (attnlab/results/figure.hpp) from one results file, as PNG or SVG.
 #include "tools/commands.hpp"
 #include "tools/figure_data.hpp"
+#include "tools/head_views.hpp"
 #include "tools/plot/canvas.hpp"
 #include "tools/plot/declared.hpp"
 #include "tools/plot/figures.hpp"
+#include "tools/plot/head_figures.hpp"
 
 #include <attnlab/error.hpp>
 #include <attnlab/files.hpp>
@@ -76,7 +78,7 @@ int cmd_plot(int argc, char** argv) {
   CLI::App app{"Draw a run's attention heatmaps, metric curves and the figures its plugins declared (PNG or SVG)"};
   std::string file, out, sample, format = "png";
   std::vector<std::string> modules, wanted;
-  bool losses = false, every_figure = false, linear = false;
+  bool losses = false, every_figure = false, linear = false, heads = false;
   plot::PixelSize size;
   int count = 0;
   app.add_option("run", file, "results file (.h5)")->required();
@@ -91,6 +93,9 @@ int cmd_plot(int argc, char** argv) {
                  "lists the run's)")
       ->delimiter(',');
   app.add_flag("--figures,--predictions", every_figure, "every figure the run's plugins declared");
+  app.add_flag("--heads", heads,
+               "what runner ablate and runner prune stored: each /ablation's head grid (ablation_<name>) and each "
+               "split's pruning curves (pruning_<split>)");
   app.add_option("--format", format, "file type inside an output folder")->check(CLI::IsMember({"png", "svg"}));
   app.add_option("--width", size.width, "width in pixels (default: the figure's natural size)");
   app.add_option("--height", size.height, "height in pixels (default: the figure's natural size)");
@@ -101,13 +106,14 @@ int cmd_plot(int argc, char** argv) {
       "Examples:\n  runner plot results/first.h5                  # every figure -> results/first_plots/\n"
       "  runner plot RUN.h5 --figures -o figures/          # what the run's plugins declared\n"
       "  runner plot RUN.h5 --attention encoder_self --sample 0 -o enc.png\n"
-      "  runner plot RUN.h5 --losses -o losses.svg");
+      "  runner plot RUN.h5 --losses -o losses.svg\n"
+      "  runner plot RUN.h5 --heads -o heads/           # head importance grids and pruning curves");
   if (auto code = parse_command_line(app, argc, argv, "runner plot")) return *code;
   // Drawing reads the file as it goes: the whole of it is rehearsed in a copy of this process
   // (results::rehearse_read), drawing into a scratch folder, before it is done here.
   const auto draw = [&](const std::string& out) -> std::vector<std::string> {
     results::ResultsReader in(file, results::ReadCheck::none);  // checked by the rehearsal below
-    const bool all = modules.empty() && !losses && !every_figure && wanted.empty();
+    const bool all = modules.empty() && !losses && !every_figure && wanted.empty() && !heads;
 
     std::vector<Figure> figures;
     if (all || losses) {
@@ -149,6 +155,33 @@ int cmd_plot(int argc, char** argv) {
         if (count > 0) f.panels = count;
         figures.push_back({safe(f.name), [&in, f, &size](const std::string& p) {
                              plot::declared_figure(read_figure_data(in, f), p, size);
+                           }});
+      }
+    }
+    if (all || heads) {
+      const auto ablations = read_ablations(in);
+      const auto pruning = read_pruning(in);
+      ATTNLAB_CHECK(!heads || !ablations.empty() || !pruning.empty(), Error,
+                    "plot: --heads: {} holds neither /ablation (runner ablate) nor /pruning (runner prune)", file);
+      for (const auto& a : ablations) {
+        figures.push_back({"ablation_" + safe(a.name), [a, file, &size](const std::string& p) {
+                             plot::ablation_figure(a, fmt::format("{}: ablation '{}' (split {})", fs::path(file).filename().string(), a.name, a.split),
+                                                   p, size);
+                           }});
+      }
+      std::vector<std::string> splits;  // one figure per split: importance and random order together
+      for (const auto& c : pruning) {
+        if (std::find(splits.begin(), splits.end(), c.split) == splits.end()) splits.push_back(c.split);
+      }
+      for (const auto& split : splits) {
+        std::vector<PruningCurve> curves;
+        for (const auto& c : pruning) {
+          if (c.split == split) curves.push_back(c);
+        }
+        figures.push_back({"pruning_" + safe(split), [curves, split, file, &size](const std::string& p) {
+                             std::vector<const PruningCurve*> ptrs;
+                             for (const auto& c : curves) ptrs.push_back(&c);
+                             plot::pruning_figure(ptrs, fmt::format("{}: pruning on {}", fs::path(file).filename().string(), split), p, size);
                            }});
       }
     }

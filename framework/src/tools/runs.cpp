@@ -150,6 +150,8 @@ Run read_run(const std::string& path) {
     e.sentences = static_cast<int64_t>(in.attr_double_at(at, "sentences"));
     r.evals[name] = e;
   }
+  r.ablations = read_ablations(in);
+  r.pruning = read_pruning(in);
   return r;
 }
 

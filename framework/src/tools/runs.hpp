@@ -4,6 +4,7 @@
 #include <attnlab/config/node.hpp>
 
 #include "core/duration.hpp"
+#include "tools/head_views.hpp"
 
 #include <cstdint>
 #include <map>
@@ -18,6 +19,8 @@ struct HeadStats {
   double entropy = 0;     // mean over samples and queries of -sum_k w log w (nats)
   double max_weight = 0;  // largest weight seen
   int64_t samples = 0;
+  std::vector<HeadAblation> ablations;  // /ablation/<name> (runner ablate), sorted by name
+  std::vector<PruningCurve> pruning;    // /pruning/<name> (runner prune), sorted by name
 };
 /// "encoder_self" -> layer (as stored: the layers attribute) -> head -> stats
 using AttentionStats = std::map<std::string, std::map<int64_t, std::map<int64_t, HeadStats>>>;
@@ -47,6 +50,8 @@ struct Run {
   /// their d2l sentence BLEU (d2l's "mean BLEU" over its example sentences), and how many.
   std::optional<double> samples_mean_bleu;
   int64_t samples = 0;
+  std::vector<HeadAblation> ablations;  // /ablation/<name> (runner ablate), sorted by name
+  std::vector<PruningCurve> pruning;    // /pruning/<name> (runner prune), sorted by name
 };
 
 /// Reads everything compare needs. ResultsError (from ResultsReader) for files that are not

@@ -12,6 +12,8 @@ std::string_view vega_bundle();
 std::string_view vega_version();
 /// framework/src/tools/report/page.js and page.css.
 std::string_view page_script();
+/// framework/src/tools/report/heads.js: the head grids, pruning curves and rollout maps (before page.js).
+std::string_view heads_script();
 std::string_view page_style();
 
 }  // namespace attnlab::tools::report::assets

@@ -29,6 +29,30 @@ int64_t real_length(const std::vector<std::string>& tokens, int64_t stored) {
   return n;
 }
 
+/// /rollout/<sample>/<result>: trailing <pad> cut and at most max_tokens per axis, as attention.
+RolloutMap rollout_map(const results::ResultsReader& in, const std::string& at, const std::string& name,
+                       int64_t max_tokens) {
+  const auto a = in.array(at);  // [queries, keys]
+  ATTNLAB_CHECK(a.dim() == 2, Error, "{}: /{} should be [queries, keys] but has {} dimensions", in.path(), at, a.dim());
+  RolloutMap m;
+  m.name = name;
+  for (auto [field, attr] : {std::pair{&m.method, "method"}, {&m.module, "module"}, {&m.definition, "definition"}}) {
+    if (in.has_attr_at(at, attr)) *field = in.attr_string_at(at, attr);
+  }
+  auto tokens = [&](const char* attr) {
+    return in.has_attr_at(at, attr) ? in.attr_strings_at(at, attr) : std::vector<std::string>{};
+  };
+  auto q_tokens = tokens("query_tokens"), k_tokens = tokens("key_tokens");
+  m.queries = std::min(real_length(q_tokens, a.size(0)), max_tokens);
+  m.keys = std::min(real_length(k_tokens, a.size(1)), max_tokens);
+  if (q_tokens.size() == static_cast<size_t>(a.size(0))) m.query_tokens.assign(q_tokens.begin(), q_tokens.begin() + m.queries);
+  if (k_tokens.size() == static_cast<size_t>(a.size(1))) m.key_tokens.assign(k_tokens.begin(), k_tokens.begin() + m.keys);
+  for (int64_t q = 0; q < m.queries; ++q) {
+    for (int64_t k = 0; k < m.keys; ++k) m.weights.push_back(quantise(a.at({q, k})));
+  }
+  return m;
+}
+
 }  // namespace
 
 AttentionMap make_map(const std::string& module, const results::Attention& att, int64_t max_tokens) {
@@ -83,6 +107,12 @@ RunExtras read_extras(const std::string& path, int64_t max_tokens) {
     x.attention.push_back(std::move(s));
   }
   x.samples = in.samples();
+  for (const auto& group : in.children("rollout")) {
+    const std::string at = "rollout/" + group;
+    RolloutSample s{in.has_attr_at(at, "text") ? in.attr_string_at(at, "text") : group, {}};
+    for (const auto& name : in.children(at)) s.results.push_back(rollout_map(in, at + "/" + name, name, max_tokens));
+    if (!s.results.empty()) x.rollout.push_back(std::move(s));
+  }
   for (const auto& f : results::declared_figures(in)) {
     try {
       x.figures.push_back(read_figure_data(in, f, kPageFigureLimits));

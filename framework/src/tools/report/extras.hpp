@@ -31,6 +31,18 @@ struct AttentionSample {
   std::vector<AttentionMap> maps;
 };
 
+/// One /rollout/<sample>/<result> (runner rollout --write): [queries, keys] quantised as attention.
+struct RolloutMap {
+  std::string name, method, module, definition;  // "encoder_self_rollout", "rollout", ...
+  int64_t queries = 0, keys = 0;
+  std::vector<std::string> query_tokens, key_tokens;
+  std::vector<int32_t> weights;  // [queries, keys], row-major, 0..kWeightScale
+};
+struct RolloutSample {
+  std::string text;
+  std::vector<RolloutMap> results;
+};
+
 struct RunExtras {
   std::string config_yaml;  // /config as stored ("" when absent)
   std::string detail;       // the root attribute error, diverged or interrupted_during ("" when none)
@@ -39,6 +51,7 @@ struct RunExtras {
   std::vector<results::Sample> samples;  // /samples: source, reference, hypothesis, sentence BLEU
   std::vector<FigureData> figures;          // the figures the run's plugins declared, read for the page
   std::vector<std::string> figure_problems;  // one line per declared figure that could not be read
+  std::vector<RolloutSample> rollout;        // /rollout, each map cut to max_tokens per axis
 };
 
 /// How much of a declared figure the page holds: curves thinned to 2,000 points per layer, tables

@@ -4,6 +4,7 @@
 
 #include "tools/compare_tables.hpp"
 #include "tools/group.hpp"
+#include "tools/head_tables.hpp"
 #include "tools/report/json.hpp"
 
 namespace attnlab::tools::report {
@@ -74,6 +75,7 @@ void write_tables(JsonWriter& j, const PageInput& in, const std::vector<std::str
   }
   if (auto t = evals_table(in.runs); !t.rows.empty()) write_table(j, "evals", kEvalsHeading, t);
   if (auto t = attention_table(in.runs); !t.rows.empty()) write_table(j, "attention", kAttentionHeading, t);
+  if (any_heads(in.runs)) write_table(j, "heads", kHeadsHeading, heads_table(in.runs));
   j.end_array();
 }
 
@@ -183,6 +185,70 @@ void write_outputs(JsonWriter& j, const PageInput& in) {
   j.end_array();
 }
 
+void write_optional(JsonWriter& j, const char* key, const std::optional<double>& v) {
+  j.key(key);
+  if (v) {
+    j.value(*v);
+  } else {
+    j.null();
+  }
+}
+
+/// runner ablate's /ablation/<name> and runner prune's /pruning/<name> of every run (page.js
+/// draws the head grids and the pruning curves).
+void write_heads(JsonWriter& j, const std::vector<Run>& runs) {
+  j.key("ablations").begin_array();
+  for (size_t i = 0; i < runs.size(); ++i) {
+    for (const auto& a : runs[i].ablations) {
+      j.begin_object().key("run").value(i).key("name").value(a.name).key("split").value(a.split);
+      j.key("checkpoint").value(a.checkpoint).key("method").value(a.method);
+      j.key("trained_head_mask").value(a.trained_head_mask);
+      write_optional(j, "base_loss", a.base_loss);
+      write_optional(j, "base_bleu", a.base_bleu);
+      j.key("modules").array(a.modules()).key("module").array(a.module).key("layer").array(a.layer);
+      j.key("head").array(a.head).key("columns").begin_object();
+      for (const char* c : kAblationColumns) {
+        if (const auto* v = a.column(c)) j.key(c).array(*v);
+      }
+      j.end_object().end_object();
+    }
+  }
+  j.end_array().key("pruning").begin_array();
+  for (size_t i = 0; i < runs.size(); ++i) {
+    for (const auto& c : runs[i].pruning) {
+      const auto band = curve_band(c.values());
+      j.begin_object().key("run").value(i).key("name").value(c.name).key("split").value(c.split);
+      j.key("order").value(c.order).key("reestimate").value(c.reestimate).key("repeats").value(c.repeats);
+      j.key("heads_total").value(c.heads_total).key("metric").value(c.metric());
+      write_optional(j, "base_loss", c.base_loss);
+      write_optional(j, "base_bleu", c.base_bleu);
+      write_optional(j, "within", fraction_within(c, 0.5));
+      j.key("heads_off").array(c.heads_off).key("fraction").array(c.fraction);
+      j.key("mean").array(band.mean).key("lo").array(band.lo).key("hi").array(band.hi).end_object();
+    }
+  }
+  j.end_array();
+}
+
+/// runner rollout --write's /rollout/<sample>/<result> of every run.
+void write_rollout(JsonWriter& j, const PageInput& in) {
+  j.key("rollout").begin_array();
+  for (size_t i = 0; i < in.extras.size(); ++i) {
+    for (const auto& s : in.extras[i].rollout) {
+      j.begin_object().key("run").value(i).key("text").value(s.text).key("results").begin_array();
+      for (const auto& r : s.results) {
+        j.begin_object().key("name").value(r.name).key("method").value(r.method).key("module").value(r.module);
+        j.key("definition").value(r.definition).key("queries").value(r.queries).key("keys").value(r.keys);
+        j.key("query_tokens").array(r.query_tokens).key("key_tokens").array(r.key_tokens).key("w").begin_array();
+        for (int32_t w : r.weights) j.value(static_cast<int64_t>(w));
+        j.end_array().end_object();
+      }
+      j.end_array().end_object();
+    }
+  }
+  j.end_array();
+}
+
 }  // namespace
 
 std::vector<size_t> curve_rows(size_t size) {
@@ -203,6 +269,8 @@ std::string page_data(const PageInput& in) {
   write_tables(j, in, keys, groups);
   write_attention(j, in);
   write_outputs(j, in);
+  write_heads(j, in.runs);
+  write_rollout(j, in);
   j.end_object();
   return j.str();
 }

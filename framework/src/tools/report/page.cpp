@@ -56,7 +56,8 @@ std::string html_escape(const std::string& s) {
 
 std::string page_html(const std::string& title, const std::string& data) {
   std::string out;
-  out.reserve(data.size() + assets::vega_bundle().size() + assets::page_script().size() + 4096);
+  out.reserve(data.size() + assets::vega_bundle().size() + assets::page_script().size() + assets::heads_script().size() +
+              4096);
   out += "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n";
   out += "<meta name=\"generator\" content=\"attnlab runner report\">\n";
   out += fmt::format("<meta name=\"vega-version\" content=\"{}\">\n", html_escape(std::string(assets::vega_version())));
@@ -69,6 +70,8 @@ std::string page_html(const std::string& title, const std::string& data) {
   out += "</script>\n<script>\n";
   out += assets::vega_bundle();
   out += "\n</script>\n<script>\n";
+  out += assets::heads_script();  // in the page script's element, before it: it registers what page.js calls
+  out += "\n";
   out += assets::page_script();
   out += "\n</script>\n</body>\n</html>\n";
   return out;

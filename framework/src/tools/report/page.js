@@ -49,7 +49,10 @@
     main.appendChild(el("h1", { text: title }));
     main.appendChild(el("nav", {}, [
       el("a", { href: "#runs", text: "Runs" }), el("a", { href: "#curves", text: "Curves" }),
-      el("a", { href: "#tables", text: "Tables" }), el("a", { href: "#attention", text: "Attention" }),
+      el("a", { href: "#tables", text: "Tables" }),
+      data.ablations.length || data.pruning.length ? el("a", { href: "#heads", text: "Heads" }) : null,
+      el("a", { href: "#attention", text: "Attention" }),
+      data.rollout.length ? el("a", { href: "#rollout", text: "Rollout" }) : null,
       el("a", { href: "#predictions", text: "Translations & figures" })]));
     var s = section("runs", "Runs");
     s.appendChild(el("p", {}, [el("b", { text: "Differing config keys: " }),
@@ -572,10 +575,20 @@
     if (!any) s.appendChild(el("p", { className: "muted", text: "No translations or figures stored." }));
   }
 
+  // ---- parts drawn by other scripts (heads.js: runner ablate, prune and rollout --write) --------
+  var lib = { data: data, el: el, section: section, swatch: swatch, render: render, finalize: finalize,
+    palette: palette, tokenLabels: tokenLabels, heatmapFigureSpec: heatmapFigureSpec };
+  function part(name) {
+    var parts = window.attnlabReportParts || {};
+    if (parts[name]) parts[name](lib);
+  }
+
   header();
   curves();
   tables();
+  part("heads");
   explorer();
+  part("rollout");
   outputs();
   Promise.all(pending).then(function () {
     report.ready = true;
