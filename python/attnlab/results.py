@@ -136,11 +136,16 @@ def _read_ablation(f):
         return None
     frames = []
     for name, g in f["ablation"].items():
-        if not isinstance(g, h5py.Group) or "module" not in g:
+        if not isinstance(g, h5py.Group) or ("module" not in g and "token" not in g):
             continue
-        columns = {"name": name, "module": _strings(g["module"])}
-        for key in ("layer", "head", "loss", "delta_loss", "bleu", "delta_bleu", "importance",
-                    "importance_normalized"):
+        if "token" in g:  # runner ablate --tokens: one row per blanked source token
+            columns = {"name": name, "token": _strings(g["token"])}
+            keys = ("sentence", "position", "target_tokens", "loss", "delta_loss")
+        else:
+            columns = {"name": name, "module": _strings(g["module"])}
+            keys = ("layer", "head", "loss", "delta_loss", "bleu", "delta_bleu", "importance",
+                    "importance_normalized")
+        for key in keys:
             if key in g:
                 columns[key] = np.asarray(g[key][()])
         frames.append(_with_attrs(pd.DataFrame(columns), g))
@@ -149,7 +154,8 @@ def _read_ablation(f):
 
 register_section("ablation", summary=lambda df: {
     f"ablation/{name}/{key}": float(rows[key].max())
-    for name, rows in df.groupby("name") for key in ("delta_loss", "importance_normalized") if key in rows
+    for name, rows in df.groupby("name") if "module" in rows and rows["module"].notna().any()
+    for key in ("delta_loss", "importance_normalized") if key in rows
 })(_read_ablation)
 
 

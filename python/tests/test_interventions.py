@@ -31,6 +31,13 @@ def test_ablation_table_matches_the_file(runner, d2l_run, tmp_path):
     summary = attnlab.runs([path])
     assert "ablation/train/delta_loss" in summary.columns
 
+    run_runner(runner, "ablate", path, "--split", "train", "--tokens", "--sentences", "5", "-q")
+    tokens = attnlab.load(path).ablation
+    tokens = tokens[tokens["name"] == "tokens_train"]
+    assert sorted(tokens["sentence"].unique()) == [0, 1, 2, 3, 4]
+    assert tokens["token"].notna().all() and np.isfinite(tokens["delta_loss"]).all()
+    assert len(attnlab.load(path).ablation.query("name == 'train'")) == 24
+
     run_runner(runner, "prune", path, "--split", "train", "--no-bleu", "--step", "25%", "-q")
     run_runner(runner, "prune", path, "--split", "train", "--no-bleu", "--step", "50%", "--order", "random",
                "--repeats", "2", "-q")
