@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 
 #include <attnlab/results/reader.hpp>
+#include <fmt/format.h>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -274,6 +275,28 @@ TEST_F(Distributed, AKilledRankEndsTheOtherWithAnErrorAndTheRunFailed) {
   EXPECT_TRUE(error.starts_with("distributed run: rank 0 of 2 stopped in training: ")) << error;
   EXPECT_TRUE(contains(error, "(a collective with the other ranks failed: one of them died or failed")) << error;
   EXPECT_TRUE(contains(log, "error: distributed run: rank 0 of 2 stopped in training")) << log;
+}
+
+// A rank that cannot join says so in one line (no c10d warnings or backtraces) within the
+// distributed timeout: a MASTER_ADDR that does not resolve at once, a port nobody listens on when
+// the bound has passed (c10d alone retried past it, with a random backoff).
+TEST_F(Distributed, AFailedJoinIsOneLineWithinTheTimeout) {
+  const int port = testutil::free_port();
+  for (const auto& [addr, want] : std::vector<std::pair<std::string, std::string>>{
+           {"host.invalid", "MASTER_ADDR 'host.invalid' does not resolve"},
+           {"127.0.0.1", fmt::format("could not join the process group within 4 s: nothing accepted a connection at "
+                                     "127.0.0.1:{}", port)}}) {
+    testutil::ScopedEnv a("MASTER_ADDR", addr.c_str()), p("MASTER_PORT", std::to_string(port).c_str()),
+        w("WORLD_SIZE", "2"), r("RANK", "1"), t("ATTNLAB_DISTRIBUTED_TIMEOUT", "4");
+    const auto started = std::chrono::steady_clock::now();
+    const auto out = run({"experiments/tests/tiny_synthetic.yaml", "--results", tmp_ + "/join.h5"});
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    EXPECT_EQ(out.exit_code, 1) << out.err;
+    EXPECT_TRUE(contains(out.err, want)) << out.err;
+    EXPECT_EQ(testutil::count_lines(out.out + out.err), 1u) << out.out << out.err;
+    EXPECT_LT(seconds, 4.0 + 3.0) << "the join took " << seconds << " s against a bound of 4 s";
+    EXPECT_FALSE(fs::exists(tmp_ + "/join.h5"));
+  }
 }
 
 TEST_F(Distributed, BadEnvironmentsAndTrainersThatCannotShareAreOneLineErrors) {

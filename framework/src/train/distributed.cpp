@@ -18,6 +18,12 @@
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+#include <netdb.h>
+#include <netinet/in.h>
+#include <unistd.h>
+#include <sys/socket.h>
+#include <sys/types.h>
 #include <torch/csrc/distributed/c10d/comm.hpp>
 #include <torch/csrc/distributed/c10d/logger.hpp>
 #include <torch/csrc/distributed/c10d/reducer.hpp>
@@ -28,6 +34,7 @@
 #include <limits>
 #include <optional>
 #include <string>
+#include <thread>
 
 namespace attnlab::train {
 namespace {
@@ -58,6 +65,22 @@ constexpr int64_t kBucketBytes = 25 * 1024 * 1024;      // DDP's default bucket_
 constexpr int64_t kFirstBucketBytes = 1 * 1024 * 1024;  // DDP's first bucket: starts the overlap early
 constexpr size_t kBroadcastBytes = 250 * 1024 * 1024;   // DDP's broadcast_bucket_size
 
+/// c10d's own log lines (a warning per connection retry, an error with a C++ backtrace on timeout)
+/// silenced for the scope: at the default level (warnings), raised to fatal-only; a level the
+/// user lowered (TORCH_CPP_LOG_LEVEL=INFO) is kept.
+class QuietC10d {
+ public:
+  QuietC10d() : saved_(FLAGS_caffe2_log_level) {
+    if (saved_ >= 1) FLAGS_caffe2_log_level = 3;
+  }
+  ~QuietC10d() { FLAGS_caffe2_log_level = saved_; }
+  QuietC10d(const QuietC10d&) = delete;
+  QuietC10d& operator=(const QuietC10d&) = delete;
+
+ private:
+  int saved_;
+};
+
 /// One process group with a backend per device type, as `init_process_group("cpu:gloo,cuda:nccl")`:
 /// Gloo for CPU tensors (metrics, stop votes, agreement checks, barriers; and everything of a CPU
 /// run), NCCL for the CUDA tensors of a CUDA run (the weights' broadcast, the gradient buckets).
@@ -74,8 +97,49 @@ class C10dDistributed final : public Distributed {
     so.numWorkers = static_cast<size_t>(e.world_size);
     so.waitWorkers = true;
     so.timeout = timeout;
+    // A host name that does not resolve is said at once, in one line (c10d would retry it until the
+    // timeout and then some, with a warning per try).
+    addrinfo hints{};
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo* found = nullptr;
+    if (const int rc = getaddrinfo(e.master_addr.c_str(), nullptr, &hints, &found); rc != 0) {
+      throw Error(fmt::format("distributed run: rank {} of {} cannot join the process group: MASTER_ADDR '{}' does "
+                              "not resolve ({}); set it to rank 0's host name or address",
+                              e.rank, e.world_size, e.master_addr, gai_strerror(rc)));
+    }
+    // A client first waits (within the bound) for something to accept a connection there: c10d
+    // retries a refused connect until its timeout, then sleeps a random backoff and tries again,
+    // which overshoots the bound by seconds.
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    if (!so.isServer && !e.agent_store) {
+      bool reached = false;
+      while (!reached) {
+        for (const addrinfo* a = found; a != nullptr && !reached; a = a->ai_next) {
+          const int fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+          if (fd < 0) continue;
+          if (a->ai_family == AF_INET) reinterpret_cast<sockaddr_in*>(a->ai_addr)->sin_port = htons(so.port);
+          if (a->ai_family == AF_INET6) reinterpret_cast<sockaddr_in6*>(a->ai_addr)->sin6_port = htons(so.port);
+          reached = connect(fd, a->ai_addr, a->ai_addrlen) == 0;
+          close(fd);
+        }
+        if (reached || std::chrono::steady_clock::now() + std::chrono::milliseconds(100) >= deadline) break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      }
+      if (!reached) {
+        freeaddrinfo(found);
+        throw Error(fmt::format(
+            "distributed run: rank {} of {} could not join the process group within {} s: nothing accepted a "
+            "connection at {}:{} (is rank 0 running, with this MASTER_ADDR and MASTER_PORT?)",
+            e.rank, e.world_size, timeout_seconds, e.master_addr, e.master_port));
+      }
+      so.timeout = std::max(std::chrono::milliseconds(1000), std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                                  deadline - std::chrono::steady_clock::now()));
+    }
+    freeaddrinfo(found);
+    const QuietC10d quiet;  // our one line says what failed; c10d's per-retry warnings and backtraces do not
     try {
       auto store = c10::make_intrusive<c10d::TCPStore>(e.master_addr, so);
+      store->setTimeout(timeout);  // the whole bound for what waits on the store later
       // Keys of this attempt only: torchrun's agent store outlives a restart.
       auto prefixed = c10::make_intrusive<c10d::PrefixStore>(fmt::format("attnlab/{}/", e.restart_count), store);
       store_ = prefixed;
