@@ -226,6 +226,24 @@ TEST_F(HeadMaskRun, PruneRemovesTheLeastImportantHeadFirstAndRecordsTheCurve) {
   EXPECT_FALSE(rd.has("pruning/random_val/bleu"));
 }
 
+TEST_F(HeadMaskRun, SentencesMeasuresTheSplitsFirstRowsOnly) {
+  const auto path = trained();
+  auto all = run({"ablate", path, "--importance", "gradient", "-q"});
+  ASSERT_EQ(all.exit_code, 0) << all.err;
+  auto ten = run({"ablate", path, "--sentences", "10", "--name", "ten", "-q"});
+  ASSERT_EQ(ten.exit_code, 0) << ten.err;
+  auto p = run({"prune", path, "--sentences", "10", "--no-bleu", "--step", "3", "-q"});
+  ASSERT_EQ(p.exit_code, 0) << p.err;
+  results::ResultsReader rd(path);
+  EXPECT_EQ(rd.attr_double_at("ablation/ten", "sentences"), 10.0);
+  EXPECT_EQ(rd.attr_double_at("ablation/val", "sentences"), 64.0);
+  EXPECT_EQ(rd.attr_double_at("pruning/importance_val", "sentences"), 10.0);
+  EXPECT_NE(rd.attr_double_at("ablation/ten", "base_loss"), rd.attr_double_at("ablation/val", "base_loss"));
+  EXPECT_NEAR(rd.attr_double_at("ablation/ten", "base_loss"), rd.attr_double_at("pruning/importance_val", "base_loss"),
+              1e-9);
+  EXPECT_TRUE(rd.has("ablation/ten/bleu"));
+}
+
 TEST_F(HeadMaskRun, PruneRefusesBadStepsAndOptions) {
   const auto path = trained();
   for (const auto& [args, message] : std::vector<std::pair<std::vector<std::string>, std::string>>{

@@ -53,14 +53,10 @@ int cmd_ablate(int argc, char** argv) {
   app.add_flag("--no-bleu", no_bleu, "ablation measures the loss only (no decoding: much faster)");
   app.add_option("--name", name, "group under /ablation (default: the split's name)");
   bool tokens = false;
-  int64_t sentences = 100;
   app.add_flag("--tokens", tokens,
                "blank out source tokens instead of heads (Abnar & Zuidema 2020): each token of the split's first "
                "--sentences sentences replaced by <unk> in turn, the change of the reference's loss; their "
                "attention is recorded for runner rollout");
-  app.add_option("--sentences", sentences, "with --tokens: how many sentences of the split")
-      ->capture_default_str()
-      ->check(CLI::Range(int64_t{1}, int64_t{100000}));
   add_plugin_path_option(app, plugin_dirs);
   app.add_flag("-q,--quiet", quiet, "print only the summary lines");
   app.footer(
@@ -75,7 +71,7 @@ int cmd_ablate(int argc, char** argv) {
   check_group_name(name, "--name", "ablation");
   const bool by_ablation = importance != "gradient", by_gradient = importance != "ablation";
   HeadStudy study = open_head_study("ablate", args, plugin_dirs, quiet);
-  if (tokens) return ablate_tokens(study, name, sentences, quiet);
+  if (tokens) return ablate_tokens(study, name, args.sentences > 0 ? args.sentences : 100, quiet);
   const auto& sites = study.sites;
   int64_t heads_total = 0;
   for (const auto& s : sites) heads_total += s.heads;
@@ -175,7 +171,7 @@ int cmd_ablate(int argc, char** argv) {
     out.set_attr_at(at, "split", split_name);
     out.set_attr_at(at, "checkpoint", which);
     out.set_attr_at(at, "method", importance);
-    out.set_attr_at(at, "sentences", study.data.sentences);
+    out.set_attr_at(at, "sentences", study.data.sentences);  // those measured (--sentences: the first N)
     out.set_attr_at(at, "tokens", study.data.tokens);
     out.set_attr_at(at, "heads", n);
     out.set_attr_at(at, "seconds", seconds);

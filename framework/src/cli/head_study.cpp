@@ -31,6 +31,10 @@ void add_study_options(CLI::App& app, StudyArgs& args) {
   app.add_option("overrides", args.overrides, "key.path=value changes to the stored config (e.g. device=cpu)");
   app.add_option("--split", args.split_name, "train, val or test")->capture_default_str();
   app.add_option("--checkpoint", args.which, "best, last, epoch-N or a runner average's name")->capture_default_str();
+  app.add_option("--sentences", args.sentences,
+                 "the split's first N sentences only (loss and BLEU; with ablate --tokens the sentences blanked out; "
+                 "default all, or 100 with --tokens)")
+      ->check(CLI::Range(int64_t{1}, int64_t{100000000}));
 }
 
 bool decoder_only(const std::string& module) { return module == nn::kDecoderSelf || module == nn::kDecoderCross; }
@@ -79,7 +83,15 @@ double HeadStudy::loss(bool reuse_encoder) {
 }
 
 metrics::BleuScore HeadStudy::bleu() {
-  return train::score_translation(train::translate_split(setup.model, *setup.dataset, split, {})).bleu;
+  if (sentences == 0) {
+    return train::score_translation(train::translate_split(setup.model, *setup.dataset, split, {})).bleu;
+  }
+  auto sources = setup.dataset->raw_sources(split), references = setup.dataset->raw_targets(split);
+  sources.resize(static_cast<size_t>(data.sentences));
+  references.resize(static_cast<size_t>(data.sentences));
+  return train::score_translation(train::translate_sentences(setup.model, *setup.dataset, std::move(sources),
+                                                             std::move(references), {}))
+      .bleu;
 }
 
 std::vector<torch::Tensor> HeadStudy::importance(const nn::HeadMask& at) {
@@ -154,7 +166,18 @@ HeadStudy open_head_study(const std::string& command, const StudyArgs& args, con
       if (!s.off_in_training(site, h)) s.heads.push_back({&site, h});
     }
   }
-  for (const auto& b : s.setup.dataset->batches(s.split, false, 0)) {
+  s.sentences = args.sentences;
+  for (const auto& whole : s.setup.dataset->batches(s.split, false, 0)) {
+    const int64_t left = args.sentences > 0 ? args.sentences - s.data.sentences : whole.size();
+    if (left <= 0) break;
+    data::Batch b = whole;
+    if (left < whole.size()) {  // the first rows only
+      b.src = whole.src.slice(0, 0, left);
+      b.src_valid_lens = whole.src_valid_lens.slice(0, 0, left);
+      b.tgt_in = whole.tgt_in.slice(0, 0, left);
+      b.tgt_out = whole.tgt_out.slice(0, 0, left);
+      b.tgt_valid_lens = whole.tgt_valid_lens.slice(0, 0, left);
+    }
     s.data.tokens += b.tgt_valid_lens.sum().item<int64_t>();
     s.data.sentences += b.size();
     s.data.batches.push_back(b.to(s.device));

@@ -43,7 +43,8 @@ struct HeadStudy {
   std::vector<nn::AttentionSite> sites;
   run::ResolvedHeadMask trained;  // the heads the run trained with switched off (usually none)
   std::vector<Head> heads;        // every head the run trained with, in site order
-  SplitData data;
+  SplitData data;                 // the split's batches, cut to `sentences` rows when that is set
+  int64_t sentences = 0;          // StudyArgs::sentences
   train::TokenLoss how;           // summed token cross-entropy, no label smoothing
   torch::Device device = torch::kCPU;
 
@@ -68,6 +69,7 @@ struct HeadStudy {
 struct StudyArgs {
   std::string run, split_name = "val", which = "best";
   std::vector<std::string> overrides;
+  int64_t sentences = 0;  // the split's first N sentences only (0 = all)
 };
 
 /// Adds StudyArgs' options to `app`.

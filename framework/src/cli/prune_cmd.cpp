@@ -237,6 +237,7 @@ int cmd_prune(int argc, char** argv) {
     out.set_attr_at(at, "seed", static_cast<int64_t>(seed));
     out.set_attr_at(at, "step", step);
     out.set_attr_at(at, "heads_total", n);
+    out.set_attr_at(at, "sentences", study.data.sentences);
     out.set_attr_at(at, "base_loss", base_loss);
     out.set_attr_at(at, "seconds", seconds);
     out.set_attr_at(at, "decoding", std::string(with_bleu ? "greedy" : "none"));
