@@ -129,6 +129,20 @@ def _with_attrs(frame, group):
     return frame
 
 
+def _pick_sample(samples: list, sample, has: str, lacks: str) -> str:
+    """`sample` (a text, an index, or None for the first) among `samples`; ResultsError "<has> N
+    samples; there is no sample i" or "<lacks> sample 'x' (it has: ...)" otherwise."""
+    if sample is None:
+        sample = 0
+    if isinstance(sample, int):
+        if not -len(samples) <= sample < len(samples):
+            raise ResultsError(f"{has} {len(samples)} samples; there is no sample {sample}")
+        sample = samples[sample]
+    if sample not in samples:
+        raise ResultsError(f"{lacks} sample {sample!r} (it has: {', '.join(repr(s) for s in samples)})")
+    return sample
+
+
 def _read_ablation(f):
     """/ablation/<name>: `runner ablate`'s tables, one row per name x module x layer x head (layers
     and heads from 1), with the group's attributes (split, checkpoint, base_loss, base_bleu, ...)."""
@@ -439,16 +453,8 @@ class Run:
         if not samples:
             raise ResultsError(f"results file {self.path} recorded no attention (the experiment's "
                                f"evaluate.attention lists the sentences to record)")
-        if sample is None:
-            sample = 0
-        if isinstance(sample, int):
-            if not -len(samples) <= sample < len(samples):
-                raise ResultsError(f"results file {self.path} recorded attention for {len(samples)} samples; "
-                                   f"there is no sample {sample}")
-            sample = samples[sample]
-        if sample not in samples:
-            raise ResultsError(f"results file {self.path} recorded no attention for sample {sample!r}"
-                               f" (it has: {', '.join(repr(s) for s in samples)})")
+        sample = _pick_sample(samples, sample, f"results file {self.path} recorded attention for",
+                              f"results file {self.path} recorded no attention for")
         with self._open() as f:
             return Attention._read(f, sample, self.path)
 
@@ -463,17 +469,8 @@ class Run:
             if not texts:
                 raise ResultsError(f"results file {self.path} holds no rollout results (run `runner rollout "
                                    f"{self.path} --write`)")
-            order = list(texts)
-            if sample is None:
-                sample = 0
-            if isinstance(sample, int):
-                if not -len(order) <= sample < len(order):
-                    raise ResultsError(f"results file {self.path} holds rollout results for {len(order)} samples; "
-                                       f"there is no sample {sample}")
-                sample = order[sample]
-            if sample not in texts:
-                raise ResultsError(f"results file {self.path} holds no rollout results for sample {sample!r}"
-                                   f" (it has: {', '.join(repr(s) for s in order)})")
+            sample = _pick_sample(list(texts), sample, f"results file {self.path} holds rollout results for",
+                                  f"results file {self.path} holds no rollout results for")
             g = groups[texts[sample]]
             if name not in g:
                 raise ResultsError(f"results file {self.path} holds no rollout result {name!r} for sample "
