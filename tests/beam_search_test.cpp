@@ -19,9 +19,10 @@ constexpr int64_t kVocab = 13, kBos = 1, kEos = 2, kSteps = 9;
 std::shared_ptr<nn::Scorer> dot(const nn::ScorerContext&) { return std::make_shared<nn::DotProductScorerImpl>(); }
 
 /// A random 2-block transformer; `eos_bias` raises <eos>'s logit so that some outputs end early.
-nn::EncoderDecoder small_model(uint64_t seed, double eos_bias, int64_t vocab = kVocab) {
+nn::EncoderDecoder small_model(uint64_t seed, double eos_bias, int64_t vocab = kVocab, bool kv_cache = true,
+                               int64_t kv_heads = 0, int64_t heads = 2) {
   torch::manual_seed(seed);
-  auto opts = nn::TransformerOptions(vocab, 16, 32, 2, 2).dropout(0.1);
+  auto opts = nn::TransformerOptions(vocab, 16, 32, heads, 2).dropout(0.1).kv_cache(kv_cache).kv_heads(kv_heads);
   auto enc = std::make_shared<nn::TransformerEncoderImpl>(opts, dot);
   auto dec = std::make_shared<nn::TransformerDecoderImpl>(opts, dot);
   {
@@ -251,6 +252,31 @@ TEST_F(BeamSearch, AnEnsembleRecordsNoAttentionRestoresModesAndRefusesOtherVocab
   EXPECT_THROW(greedy_decode(std::vector<nn::EncoderDecoder>{}, s.src, s.lens, kBos, kSteps), ConfigError);
 }
 
+TEST_F(BeamSearch, TheKvCacheDecodesWhatRecomputationDecodesGreedyAndBeam) {
+  // The same weights (the same seed) decoded with the KV cache and with d2l's recomputation from
+  // the inputs: the same tokens, greedy and beam (whose steps reorder the cache), padded batches,
+  // multi-head, grouped-query and multi-query attention.
+  for (int64_t kv_heads : {0, 2, 1}) {
+    for (uint64_t seed = 0; seed < 3; ++seed) {
+      SCOPED_TRACE(testing::Message() << "kv_heads " << kv_heads << ", seed " << seed);
+      auto cached = small_model(seed, seed % 2 ? 2.0 : 0.5, kVocab, true, kv_heads, 4);
+      auto recomputed = small_model(seed, seed % 2 ? 2.0 : 0.5, kVocab, false, kv_heads, 4);
+      auto s = sources(7, seed);
+      EXPECT_TRUE(torch::equal(greedy_decode(cached, s.src, s.lens, kBos, kSteps, kEos),
+                               greedy_decode(recomputed, s.src, s.lens, kBos, kSteps, kEos)));
+      for (int64_t k : {1, 3}) {
+        BeamOptions o{.beam_size = k, .length_penalty = 0.6, .max_steps = kSteps};
+        auto a = beam_search(cached, s.src, s.lens, kBos, kEos, o);
+        auto b = beam_search(recomputed, s.src, s.lens, kBos, kEos, o);
+        for (int64_t r = 0; r < 7; ++r) {
+          EXPECT_EQ(row_tokens(a, r), row_tokens(b, r)) << "beam " << k << " row " << r;
+          EXPECT_NEAR(a.log_prob[r].item<double>(), b.log_prob[r].item<double>(), 1e-5);
+        }
+      }
+    }
+  }
+}
+
 TEST(BeamLengthPenalty, IsGnmt) {
   EXPECT_DOUBLE_EQ(gnmt_length_penalty(7, 0.0), 1.0);
   EXPECT_DOUBLE_EQ(gnmt_length_penalty(7, 1.0), 2.0);
@@ -267,6 +293,15 @@ TEST(DecoderStateReorder, TransformerStateSelectsRowsOfEveryCacheAndTheEncoder) 
   EXPECT_TRUE(torch::equal(st.encoder.states.flatten(), torch::tensor({2.f, 2.f, 0.f})));
   EXPECT_TRUE(torch::equal(st.caches[0].flatten(), torch::tensor({4, 5, 4, 5, 0, 1})));
   EXPECT_FALSE(st.caches[1].defined());
+  // The KV cache's keys and values, self and cross: [B, kv_heads, K, d].
+  st.self_kv = {{torch::arange(3).view({3, 1, 1, 1}), torch::arange(3).view({3, 1, 1, 1}) + 10}, {}};
+  st.cross_kv = {{torch::arange(3).view({3, 1, 1, 1}) + 20, torch::arange(3).view({3, 1, 1, 1}) + 30}, {}};
+  st.reorder(torch::tensor({1, 1, 2}));
+  EXPECT_TRUE(torch::equal(st.self_kv[0].keys.flatten(), torch::tensor({1, 1, 2})));
+  EXPECT_TRUE(torch::equal(st.self_kv[0].values.flatten(), torch::tensor({11, 11, 12})));
+  EXPECT_TRUE(torch::equal(st.cross_kv[0].keys.flatten(), torch::tensor({21, 21, 22})));
+  EXPECT_TRUE(torch::equal(st.cross_kv[0].values.flatten(), torch::tensor({31, 31, 32})));
+  EXPECT_FALSE(st.self_kv[1].defined());
 }
 
 TEST(DecoderStateReorder, EncoderOutputHiddenIsBatchSecond) {

@@ -288,6 +288,95 @@ TEST_F(MultiHead, OtherInputSizesAndRejectsIndivisibleHeads) {
   EXPECT_THROW(MultiHeadAttention(MultiHeadAttentionOptions(255, 4), dot()), c10::Error);
 }
 
+TEST_F(MultiHead, KvHeadsEqualToTheHeadsIsMultiHeadAttentionBitForBit) {
+  // kv_heads = num_heads (or 0, the default) draws the same weights and computes what d2l's
+  // multi-head attention computes, bit for bit: transpose_qkv of each projection, the scorer's
+  // attention per head, transpose_output, W_o.
+  auto x = torch::randn({2, 3, 8}), y = torch::randn({2, 5, 8});
+  const auto lens = torch::tensor({5, 2});
+  torch::manual_seed(11);
+  MultiHeadAttention plain(MultiHeadAttentionOptions(8, 2).bias(true), dot());
+  torch::manual_seed(11);
+  MultiHeadAttention explicit_kv(MultiHeadAttentionOptions(8, 2).bias(true).kv_heads(2), dot());
+  const auto theirs = explicit_kv->named_parameters();
+  for (const auto& item : plain->named_parameters()) {
+    EXPECT_TRUE(torch::equal(item.value(), theirs[item.key()])) << item.key();
+  }
+  auto q = transpose_qkv(plain->W_q->forward(x), 2), k = transpose_qkv(plain->W_k->forward(y), 2),
+       v = transpose_qkv(plain->W_v->forward(y), 2);  // [4, T, 4]
+  auto heads = scaled_dot_product_attend(q, k, v, lens.repeat_interleave(2, 0), {}, 0.0);
+  auto expected = plain->W_o->forward(transpose_output(heads, 2));  // [2, 3, 8]
+  EXPECT_TRUE(torch::equal(plain->forward(x, y, y, lens), expected));
+  EXPECT_TRUE(torch::equal(explicit_kv->forward(x, y, y, lens), expected));
+  AttentionRecorder recorder;
+  RecordingScope scope(&recorder);  // the explicit path: the same for both
+  EXPECT_TRUE(torch::equal(plain->forward(x, y, y, lens), explicit_kv->forward(x, y, y, lens)));
+}
+
+TEST_F(MultiHead, GroupedQueryAttentionIsMultiHeadWithEachKeyValueHeadRepeatedForItsGroup) {
+  // 4 query heads of size 3 sharing 2 (GQA) or 1 (MQA) key/value heads equal 4-head attention
+  // whose W_k/W_v rows for query head n are key/value head n / (4 / kv_heads)'s, on both paths
+  // and with per-head projections.
+  auto x = torch::randn({2, 3, 12}), y = torch::randn({2, 5, 12});
+  const auto lens = torch::tensor({4, 5});
+  for (bool per_head : {false, true}) {
+    for (int64_t kv : {2, 1}) {
+      SCOPED_TRACE(testing::Message() << "kv_heads " << kv << (per_head ? ", per-head projections" : ""));
+      MultiHeadAttention gqa(MultiHeadAttentionOptions(12, 4).kv_heads(kv).per_head_projections(per_head), dot());
+      MultiHeadAttention mha(MultiHeadAttentionOptions(12, 4).per_head_projections(per_head), dot());
+      EXPECT_EQ(gqa->kv_heads(), kv);
+      const int64_t group = 4 / kv;
+      {
+        torch::NoGradGuard no_grad;
+        auto owners = torch::arange(4, torch::kLong).div(group, "floor");  // kv head of each query head
+        if (per_head) {
+          EXPECT_EQ(gqa->W_k_heads->weight.sizes(), (std::vector<int64_t>{kv, 12, 3}));
+          mha->W_q_heads->weight.copy_(gqa->W_q_heads->weight);
+          mha->W_k_heads->weight.copy_(gqa->W_k_heads->weight.index_select(0, owners));
+          mha->W_v_heads->weight.copy_(gqa->W_v_heads->weight.index_select(0, owners));
+        } else {
+          EXPECT_EQ(gqa->W_k->weight.sizes(), (std::vector<int64_t>{kv * 3, 12}));
+          mha->W_q->weight.copy_(gqa->W_q->weight);
+          mha->W_k->weight.copy_(gqa->W_k->weight.view({kv, 3, 12}).index_select(0, owners).view({12, 12}));
+          mha->W_v->weight.copy_(gqa->W_v->weight.view({kv, 3, 12}).index_select(0, owners).view({12, 12}));
+        }
+        mha->W_o->weight.copy_(gqa->W_o->weight);
+      }
+      EXPECT_ALLCLOSE(gqa->forward(x, y, y, lens), mha->forward(x, y, y, lens), 1e-6, 1e-6);
+      AttentionRecorder a, b;
+      {
+        RecordingScope scope(&a);
+        gqa->forward(x, y, y, lens);
+      }
+      {
+        RecordingScope scope(&b);
+        mha->forward(x, y, y, lens);
+      }
+      EXPECT_ALLCLOSE(a.module("attention").weights, b.module("attention").weights, 1e-6, 1e-6);
+      // What a KV cache keeps: kv_heads heads of keys and values, a quarter or half of the width.
+      auto kvs = gqa->project(y, y);
+      EXPECT_EQ(kvs.keys.sizes(), (std::vector<int64_t>{2, kv, 5, 3}));
+      EXPECT_EQ(kvs.bytes(), 2 * 2 * kv * 5 * 3 * 4);
+      EXPECT_TRUE(torch::equal(gqa->forward_projected(x, kvs, lens), gqa->forward(x, y, y, lens)));
+    }
+  }
+  EXPECT_THROW(MultiHeadAttention(MultiHeadAttentionOptions(12, 4).kv_heads(3), dot()), c10::Error);
+}
+
+TEST_F(MultiHead, KeyValuesAppendAndSelectRows) {
+  KeyValues none;
+  EXPECT_FALSE(none.defined());
+  EXPECT_EQ(none.length(), 0);
+  EXPECT_EQ(none.bytes(), 0);
+  KeyValues one{torch::arange(6.f).view({3, 1, 1, 2}), -torch::arange(6.f).view({3, 1, 1, 2})};  // [3, 1, 1, 2]
+  auto two = none.append(one).append(one);  // [3, 1, 2, 2]
+  EXPECT_EQ(two.length(), 2);
+  auto picked = two.index_select(torch::tensor({2, 0}));
+  EXPECT_TRUE(torch::equal(picked.keys.flatten(), torch::tensor({4.f, 5.f, 4.f, 5.f, 0.f, 1.f, 0.f, 1.f})));
+  EXPECT_TRUE(torch::equal(picked.values, -picked.keys));
+  EXPECT_FALSE(none.index_select(torch::tensor({0})).defined());
+}
+
 // ------------------------------------------------------------- layers
 
 class Layers : public SeededTest {};

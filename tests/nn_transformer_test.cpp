@@ -180,47 +180,98 @@ TEST_F(Transformer, FinalLayerNormOnlyForNormFirst) {
 
 // ------------------------------------------------------------- incremental decoding
 
-void expect_incremental_equals_full(NormPlacement norm) {
-  auto options = TransformerOptions(13, 16, 32, 4, 2).dropout(0.3).norm(norm);
+void expect_incremental_equals_full(NormPlacement norm, bool kv_cache, int64_t kv_heads) {
+  SCOPED_TRACE(testing::Message() << "norm " << (norm == NormPlacement::First ? "first" : "last") << ", kv_cache "
+                                  << kv_cache << ", kv_heads " << kv_heads);
+  auto options = TransformerOptions(13, 16, 32, 4, 2).dropout(0.3).norm(norm).kv_cache(kv_cache).kv_heads(kv_heads);
   TransformerEncoder encoder(options, dot);
   TransformerDecoder decoder(options, dot);
   encoder->eval();
   decoder->eval();
   torch::NoGradGuard no_grad;
   auto enc = encoder->forward(torch::randint(0, 13, {2, 5}), torch::tensor({5, 3}));
-  auto tgt = torch::randint(0, 13, {2, 6});  // [B, T]
+  auto tgt = torch::randint(0, 13, {2, 7});  // [B, T], odd
   AttentionRecorder full_pass, by_step;
-  torch::Tensor full;  // [2, 6, 13]
+  torch::Tensor full;  // [2, 7, 13]
   {
     RecordingScope scope(&full_pass);
     auto full_state = decoder->init_state(enc, false);
     full = decoder->forward(tgt, *full_state);
   }
   auto state = decoder->init_state(enc, true);
-  RecordingScope scope(&by_step);
   std::vector<torch::Tensor> steps;
-  for (int64_t t = 0; t < tgt.size(1); ++t) {
-    steps.push_back(decoder->forward(tgt.slice(1, t, t + 1), *state));  // [2, 1, 13]
-    // Each step appends one query row; self-attention's keys grow by one.
-    EXPECT_EQ(by_step.module(kDecoderSelf).weights.sizes(), (Sizes{2, 2, 4, t + 1, t + 1}));
-    EXPECT_EQ(by_step.module(kDecoderCross).weights.sizes(), (Sizes{2, 2, 4, t + 1, 5}));
+  {
+    RecordingScope scope(&by_step);
+    // One step of 3 tokens (a prefix), then one token at a time.
+    steps.push_back(decoder->forward(tgt.slice(1, 0, 3), *state));  // [2, 3, 13]
+    for (int64_t t = 3; t < tgt.size(1); ++t) {
+      steps.push_back(decoder->forward(tgt.slice(1, t, t + 1), *state));  // [2, 1, 13]
+      // Each step appends one query row; self-attention's keys grow by one.
+      EXPECT_EQ(by_step.module(kDecoderSelf).weights.sizes(), (Sizes{2, 2, 4, t + 1, t + 1}));
+      EXPECT_EQ(by_step.module(kDecoderCross).weights.sizes(), (Sizes{2, 2, 4, t + 1, 5}));
+    }
   }
   EXPECT_ALLCLOSE(torch::cat(steps, 1), full, 1e-5, 1e-5);
   // The steps' maps are the full causal pass's: the keys a step does not see yet are zero in both.
   for (const char* module : {kDecoderSelf, kDecoderCross}) {
     EXPECT_ALLCLOSE(by_step.module(module).weights, full_pass.module(module).weights, 1e-5, 1e-6) << module;
   }
+  // Without a recorder the scorer's fused path decodes the same.
+  auto fused_state = decoder->init_state(enc, true);
+  std::vector<torch::Tensor> fused;
+  for (int64_t t = 0; t < tgt.size(1); ++t) fused.push_back(decoder->forward(tgt.slice(1, t, t + 1), *fused_state));
+  EXPECT_ALLCLOSE(torch::cat(fused, 1), full, 1e-5, 1e-5);
   auto& st = dynamic_cast<TransformerDecoderState&>(*state);
-  EXPECT_EQ(st.steps, 6);
-  EXPECT_EQ(st.caches[1].sizes(), (Sizes{2, 6, 16}));
+  EXPECT_EQ(st.steps, 7);
+  const int64_t kv = kv_heads == 0 ? 4 : kv_heads;
+  if (kv_cache) {
+    ASSERT_EQ(st.self_kv.size(), 2u);
+    EXPECT_EQ(st.self_kv[1].keys.sizes(), (Sizes{2, kv, 7, 4}));  // [B, kv_heads, steps, H / heads]
+    EXPECT_EQ(st.self_kv[1].values.sizes(), (Sizes{2, kv, 7, 4}));
+    EXPECT_EQ(st.cross_kv[1].keys.sizes(), (Sizes{2, kv, 5, 4}));  // [B, kv_heads, S, H / heads]
+    EXPECT_FALSE(st.caches[1].defined());
+    EXPECT_EQ(st.cache_bytes(), 2 * 2 * (2 * kv * 7 * 4 + 2 * kv * 5 * 4) * 4);  // blocks, keys+values, fp32
+  } else {
+    EXPECT_EQ(st.caches[1].sizes(), (Sizes{2, 7, 16}));
+    EXPECT_TRUE(st.self_kv.empty());
+    EXPECT_EQ(st.cache_bytes(), 2 * 2 * 7 * 16 * 4);
+  }
 }
 
 TEST_F(Transformer, IncrementalDecodingEqualsFullCausalPass) {
-  expect_incremental_equals_full(NormPlacement::Last);
-  expect_incremental_equals_full(NormPlacement::First);
+  for (auto norm : {NormPlacement::Last, NormPlacement::First}) {
+    for (bool kv_cache : {true, false}) {
+      for (int64_t kv_heads : {0, 2, 1}) expect_incremental_equals_full(norm, kv_cache, kv_heads);
+    }
+  }
 }
 
-// ------------------------------------------------------------- recording and composition
+TEST_F(Transformer, TheKvCacheAndRecomputationGiveTheSameStepsAndTheKvCacheHoldsLess) {
+  // Two decoders with the same weights (the same seed), one with each cache: the same logits at
+  // every step; the KV cache keeps kv_heads * d_k per token and block where the inputs' cache keeps
+  // the model width, and cross-attention's keys once.
+  auto options = TransformerOptions(13, 16, 32, 4, 2);
+  auto make = [&](bool kv_cache) {
+    torch::manual_seed(5);
+    auto d = TransformerDecoder(TransformerOptions(options).kv_cache(kv_cache), dot);
+    d->eval();
+    return d;
+  };
+  auto cached = make(true), recomputed = make(false);
+  torch::NoGradGuard no_grad;
+  EncoderOutput enc{torch::randn({3, 6, 16}), torch::tensor({6, 2, 4})};
+  auto a = cached->init_state(enc, true), b = recomputed->init_state(enc, true);
+  for (int64_t t = 0; t < 9; ++t) {
+    auto tok = torch::randint(0, 13, {3, 1});
+    EXPECT_ALLCLOSE(cached->forward(tok, *a), recomputed->forward(tok, *b), 1e-5, 1e-6) << "step " << t;
+  }
+}
+
+TEST_F(Transformer, KvHeadsRejectsWhatDoesNotDivideTheHeads) {
+  EXPECT_THROW(TransformerDecoder(TransformerOptions(13, 16, 32, 4, 1).kv_heads(3), dot), c10::Error);
+  EXPECT_THROW(TransformerEncoder(TransformerOptions(13, 16, 32, 4, 1).kv_heads(8), dot), c10::Error);
+  EXPECT_NO_THROW(TransformerEncoder(TransformerOptions(13, 16, 32, 4, 1).kv_heads(4), dot));
+}
 
 TEST_F(Transformer, RecordsAttentionMaps) {
   auto options = TransformerOptions(13, 16, 32, 4, 3);

@@ -173,46 +173,97 @@ void PerHeadLinearImpl::copy_from_fused(const torch::Tensor& fused_weight, const
   if (bias.defined() && fused_bias.defined()) bias.copy_(fused_bias.view({heads, d}));
 }
 
+KeyValues KeyValues::append(const KeyValues& next) const {
+  if (!defined()) return next;
+  TORCH_CHECK(next.defined(), "KeyValues::append: nothing to append");
+  return {torch::cat({keys, next.keys}, 2), torch::cat({values, next.values}, 2)};  // [B, kv_heads, K + K', d]
+}
+
+KeyValues KeyValues::index_select(const torch::Tensor& indices) const {
+  if (!defined()) return {};
+  return {keys.index_select(0, indices), values.index_select(0, indices)};  // [N, kv_heads, K, d]
+}
+
+int64_t KeyValues::bytes() const {
+  if (!defined()) return 0;
+  return static_cast<int64_t>(keys.numel() * keys.element_size() + values.numel() * values.element_size());
+}
+
 MultiHeadAttentionImpl::MultiHeadAttentionImpl(const MultiHeadAttentionOptions& opts, std::shared_ptr<Scorer> scorer)
     : options(opts) {
   const int64_t hiddens = options.num_hiddens(), heads = options.num_heads();
   TORCH_CHECK(hiddens >= 1 && heads >= 1, "MultiHeadAttention: num_hiddens and num_heads must be >= 1, found ",
               hiddens, " and ", heads);
   TORCH_CHECK(hiddens % heads == 0, "MultiHeadAttention: ", heads, " heads do not divide num_hiddens ", hiddens);
+  TORCH_CHECK(options.kv_heads() >= 0 && (options.kv_heads() == 0 || heads % options.kv_heads() == 0),
+              "MultiHeadAttention: kv_heads must divide num_heads ", heads, " (0: num_heads), found ",
+              options.kv_heads());
+  const int64_t kv = kv_heads(), head_size = hiddens / heads;
   auto in = [&](int64_t size) { return size > 0 ? size : hiddens; };
-  auto linear = [&](int64_t from) {
-    return torch::nn::Linear(torch::nn::LinearOptions(from, hiddens).bias(options.bias()));
+  auto linear = [&](int64_t from, int64_t to) {
+    return torch::nn::Linear(torch::nn::LinearOptions(from, to).bias(options.bias()));
   };
   if (options.per_head_projections()) {
-    auto per_head = [&](int64_t from) { return PerHeadLinear(heads, from, hiddens / heads, options.bias()); };
-    W_q_heads = register_module("W_q", per_head(in(options.query_size())));
-    W_k_heads = register_module("W_k", per_head(in(options.key_size())));
-    W_v_heads = register_module("W_v", per_head(in(options.value_size())));
+    auto per_head = [&](int64_t n, int64_t from) { return PerHeadLinear(n, from, head_size, options.bias()); };
+    W_q_heads = register_module("W_q", per_head(heads, in(options.query_size())));
+    W_k_heads = register_module("W_k", per_head(kv, in(options.key_size())));
+    W_v_heads = register_module("W_v", per_head(kv, in(options.value_size())));
   } else {
-    W_q = register_module("W_q", linear(in(options.query_size())));
-    W_k = register_module("W_k", linear(in(options.key_size())));
-    W_v = register_module("W_v", linear(in(options.value_size())));
+    W_q = register_module("W_q", linear(in(options.query_size()), hiddens));
+    W_k = register_module("W_k", linear(in(options.key_size()), kv * head_size));
+    W_v = register_module("W_v", linear(in(options.value_size()), kv * head_size));
   }
-  W_o = register_module("W_o", linear(hiddens));
+  W_o = register_module("W_o", linear(hiddens, hiddens));
   attention_ =
       register_module("attention", Attention(std::move(scorer), options.dropout(), options.record_as(), heads));
+}
+
+int64_t MultiHeadAttentionImpl::kv_heads() const {
+  return options.kv_heads() > 0 ? options.kv_heads() : options.num_heads();
+}
+
+KeyValues MultiHeadAttentionImpl::project(const torch::Tensor& keys, const torch::Tensor& values) {
+  const int64_t kv = kv_heads();
+  if (options.per_head_projections()) {
+    auto per_head = [&](PerHeadLinear& w, const torch::Tensor& x) {  // [B * kv, T, d] -> [B, kv, T, d]
+      auto y = w->forward(x);
+      return y.reshape({-1, kv, y.size(1), y.size(2)});
+    };
+    return {per_head(W_k_heads, keys), per_head(W_v_heads, values)};
+  }
+  auto split = [&](const torch::Tensor& y) {  // [B, T, kv * d] -> [B, kv, T, d]
+    return y.reshape({y.size(0), y.size(1), kv, -1}).permute({0, 2, 1, 3}).contiguous();
+  };
+  return {split(W_k->forward(keys)), split(W_v->forward(values))};
 }
 
 torch::Tensor MultiHeadAttentionImpl::forward(const torch::Tensor& queries, const torch::Tensor& keys,
                                               const torch::Tensor& values, const torch::Tensor& valid_lens,
                                               const Positions& positions) {
-  const int64_t heads = options.num_heads();
-  const bool split = options.per_head_projections();
-  auto q = split ? W_q_heads->forward(queries) : transpose_qkv(W_q->forward(queries), heads);  // [B * heads, Q, H / heads]
-  auto k = split ? W_k_heads->forward(keys) : transpose_qkv(W_k->forward(keys), heads);        // [B * heads, K, H / heads]
-  auto v = split ? W_v_heads->forward(values) : transpose_qkv(W_v->forward(values), heads);    // [B * heads, K, H / heads]
-  torch::Tensor lens;                                    // [B * heads] or [B * heads, Q]
+  return forward_projected(queries, project(keys, values), valid_lens, positions);
+}
+
+torch::Tensor MultiHeadAttentionImpl::forward_projected(const torch::Tensor& queries, const KeyValues& kv,
+                                                        const torch::Tensor& valid_lens, const Positions& positions) {
+  const int64_t heads = options.num_heads(), groups = heads / kv_heads();
+  TORCH_CHECK(kv.defined() && kv.keys.dim() == 4 && kv.keys.size(1) == kv_heads(),
+              "MultiHeadAttention: expected projected keys [B, ", kv_heads(), ", K, d], found ",
+              kv.defined() ? kv.keys.sizes() : torch::IntArrayRef{});
+  auto q = options.per_head_projections() ? W_q_heads->forward(queries)
+                                          : transpose_qkv(W_q->forward(queries), heads);  // [B * heads, Q, H / heads]
+  auto per_query_head = [&](const torch::Tensor& x) {  // [B, kv_heads, K, d] -> [B * heads, K, d]
+    const auto y = groups > 1 ? x.repeat_interleave(groups, 1) : x;  // query head n reads kv head n / groups
+    return y.reshape({-1, y.size(2), y.size(3)});
+  };
+  auto k = per_query_head(kv.keys);    // [B * heads, K, H / heads]
+  auto v = per_query_head(kv.values);  // [B * heads, K, H / heads]
+  torch::Tensor lens;                  // [B * heads] or [B * heads, Q]
   if (valid_lens.defined()) {  // the same per-head lengths for every layer (nn/mask_memo.hpp)
     lens = memo::derived(valid_lens, {memo::kRepeatHeads, heads, 0, 0},
                          [&] { return std::vector<torch::Tensor>{valid_lens.repeat_interleave(heads, 0)}; })[0];
   }
   auto out = attention_->forward(q, k, v, lens, positions);  // [B * heads, Q, H / heads]
-  return W_o->forward(transpose_output(out, heads));     // [B, Q, H]
+  return W_o->forward(transpose_output(out, heads));         // [B, Q, H]
 }
 
 }  // namespace attnlab::nn

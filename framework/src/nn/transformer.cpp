@@ -16,12 +16,15 @@ void check_options(const TransformerOptions& o, const char* who) {
               o.ffn_num_hiddens(), ", ", o.num_heads(), ", ", o.num_blks());
   TORCH_CHECK(o.num_hiddens() % o.num_heads() == 0, who, ": ", o.num_heads(), " heads do not divide num_hiddens ",
               o.num_hiddens());
+  TORCH_CHECK(o.kv_heads() >= 0 && (o.kv_heads() == 0 || o.num_heads() % o.kv_heads() == 0), who,
+              ": kv_heads must divide num_heads ", o.num_heads(), " (0: num_heads), found ", o.kv_heads());
 }
 
 }  // namespace
 
 TransformerBlockOptions TransformerOptions::block() const {
   return TransformerBlockOptions(num_hiddens(), ffn_num_hiddens(), num_heads())
+      .kv_heads(kv_heads())
       .dropout(dropout())
       .attention_dropout(attention_dropout())
       .bias(bias())
@@ -102,6 +105,18 @@ void TransformerDecoderState::reorder(const torch::Tensor& indices) {
   for (auto& cache : caches) {
     if (cache.defined()) cache = cache.index_select(0, indices);  // [N, steps, H]
   }
+  for (auto& kv : self_kv) kv = kv.index_select(indices);   // [N, kv_heads, steps, d]
+  for (auto& kv : cross_kv) kv = kv.index_select(indices);  // [N, kv_heads, S, d]
+}
+
+int64_t TransformerDecoderState::cache_bytes() const {
+  int64_t bytes = 0;
+  for (const auto& cache : caches) {
+    if (cache.defined()) bytes += static_cast<int64_t>(cache.numel() * cache.element_size());
+  }
+  for (const auto& kv : self_kv) bytes += kv.bytes();
+  for (const auto& kv : cross_kv) bytes += kv.bytes();
+  return bytes;
 }
 
 TransformerDecoderImpl::TransformerDecoderImpl(const TransformerOptions& options_, const ScorerFactory& make_scorer)
@@ -139,7 +154,12 @@ std::unique_ptr<DecoderState> TransformerDecoderImpl::init_state(const EncoderOu
   auto state = std::make_unique<TransformerDecoderState>();
   state->encoder = enc;
   state->incremental = incremental;
+  state->kv_cache = options.kv_cache();
   state->caches.resize(blocks.size());
+  if (state->kv_cache) {
+    state->self_kv.resize(blocks.size());
+    state->cross_kv.resize(blocks.size());
+  }
   return state;
 }
 

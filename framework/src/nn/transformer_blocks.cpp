@@ -18,6 +18,7 @@ MultiHeadAttention make_mha(const TransformerBlockOptions& o, const ScorerFactor
   auto scorer = make_scorer(context);
   TORCH_CHECK(scorer != nullptr, "Transformer block: the scorer factory returned no scorer");
   return MultiHeadAttention(MultiHeadAttentionOptions(o.num_hiddens(), o.num_heads())
+                                .kv_heads(o.kv_heads())
                                 .dropout(o.attention_dropout().value_or(o.dropout()))
                                 .bias(o.bias())
                                 .per_head_projections(o.per_head_projections())
@@ -66,14 +67,38 @@ TransformerDecoderBlockImpl::TransformerDecoderBlockImpl(const TransformerBlockO
 
 torch::Tensor TransformerDecoderBlockImpl::forward(const torch::Tensor& x, TransformerDecoderState& state) {
   TORCH_CHECK(x.dim() == 3, "TransformerDecoderBlock: expected x [B, T, H], found ", x.sizes());
-  TORCH_CHECK(index >= 0 && index < static_cast<int64_t>(state.caches.size()), "TransformerDecoderBlock ", index,
-              ": the state has ", state.caches.size(), " caches; make it with the decoder's init_state");
+  const bool kv_cache = state.incremental && state.kv_cache;
+  const auto blocks_known = static_cast<int64_t>(kv_cache ? state.self_kv.size() : state.caches.size());
+  if (kv_cache && blocks_known <= index) {  // a state made by hand: its blocks' slots, empty
+    state.self_kv.resize(index + 1);
+    state.cross_kv.resize(index + 1);
+  } else {
+    TORCH_CHECK(index >= 0 && index < blocks_known, "TransformerDecoderBlock ", index, ": the state has ",
+                blocks_known, " caches; make it with the decoder's init_state");
+  }
   auto h = addnorm1->pre(x);  // [B, T, H] what self-attention sees
   const int64_t batch = x.size(0), steps = x.size(1);
   // x's rows stand at positions offset..offset + T - 1; the keys (cache + x) from 0.
   const int64_t offset = state.incremental ? state.steps : 0;
-  torch::Tensor key_values;      // [B, K, H], K = offset + T
   torch::Tensor dec_valid_lens;  // [B, T]: query t sees keys 0..offset + t; undefined for one step
+  if (!state.incremental || steps > 1) {
+    dec_valid_lens =
+        torch::arange(offset + 1, offset + steps + 1, torch::TensorOptions(torch::kLong).device(x.device()))
+            .repeat({batch, 1});  // [B, T]
+  }
+  const Positions positions{offset, 0};
+  const auto& enc = state.encoder.states;  // [B, S, H]
+  if (kv_cache) {
+    auto& self = state.self_kv[index];  // [B, kv_heads, offset, d] -> [B, kv_heads, offset + T, d]
+    self = self.append(attention1->project(h, h));
+    auto y = addnorm1->post(x, attention1->forward_projected(h, self, dec_valid_lens, positions));  // [B, T, H]
+    auto& cross = state.cross_kv[index];  // [B, kv_heads, S, d], projected once
+    if (!cross.defined()) cross = attention2->project(enc, enc);
+    auto z = addnorm2->post(
+        y, attention2->forward_projected(addnorm2->pre(y), cross, state.encoder.valid_lens, positions));  // [B, T, H]
+    return addnorm3->post(z, ffn->forward(addnorm3->pre(z)));  // [B, T, H]
+  }
+  torch::Tensor key_values;  // [B, K, H], K = offset + T
   if (state.incremental) {
     auto& cache = state.caches[index];  // [B, steps, H]
     key_values = cache.defined() ? torch::cat({cache, h}, 1) : h;
@@ -81,14 +106,7 @@ torch::Tensor TransformerDecoderBlockImpl::forward(const torch::Tensor& x, Trans
   } else {
     key_values = h;
   }
-  if (!state.incremental || steps > 1) {
-    dec_valid_lens =
-        torch::arange(offset + 1, offset + steps + 1, torch::TensorOptions(torch::kLong).device(x.device()))
-            .repeat({batch, 1});  // [B, T]
-  }
-  const Positions positions{offset, 0};
   auto y = addnorm1->post(x, attention1->forward(h, key_values, key_values, dec_valid_lens, positions));  // [B, T, H]
-  const auto& enc = state.encoder.states;                                                                 // [B, S, H]
   auto z = addnorm2->post(
       y, attention2->forward(addnorm2->pre(y), enc, enc, state.encoder.valid_lens, positions));  // [B, T, H]
   return addnorm3->post(z, ffn->forward(addnorm3->pre(z)));                                      // [B, T, H]

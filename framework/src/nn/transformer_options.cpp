@@ -14,6 +14,11 @@ config::Binding<TransformerConfig> transformer_binding(AttentionRoles roles, con
               {.min = 1, .max = 1 << 20})
       .option("num_heads", &C::num_heads, "attention heads; must divide num_hiddens", {.min = 1, .max = 1024})
       .option("num_blks", &C::num_blks, "number of transformer blocks", {.min = 1, .max = 1000})
+      .option("kv_heads", &C::kv_heads,
+              "key/value heads, shared by groups of query heads: null = num_heads (multi-head attention), a "
+              "divisor of num_heads = grouped-query attention (Ainslie et al. 2023), 1 = multi-query (Shazeer "
+              "2019); a decoder's self- and cross-attention both",
+              {.min = 1, .max = 1024})
       .option(
           "dropout", &C::dropout,
           "dropout on positional encoding, residual branches and (unless attention_dropout is set) attention weights",
@@ -63,7 +68,11 @@ config::Binding<TransformerDecoderVariantConfig> transformer_decoder_variant_bin
       .option("tie_embeddings", &D::tie_embeddings,
               "output projection = the target embedding transposed (shared weight, no output bias)")
       .choice("output", &D::output_softmax, {{"logits", false}, {"softmax", true}},
-              "what forward returns: logits, or softmax probabilities (TF lab; losses take their log)");
+              "what forward returns: logits, or softmax probabilities (TF lab; losses take their log)")
+      .option("kv_cache", &D::kv_cache,
+              "incremental decoding (translation, beam search) keeps each block's projected keys and values and "
+              "projects the encoder's states once; false: d2l's cache of the blocks' inputs, projected again at "
+              "every step (the same output, slower; for comparison)");
 }
 
 TransformerOptions transformer_options(const config::Options& o, const TransformerConfig& c, int64_t vocab_size) {
@@ -72,7 +81,15 @@ TransformerOptions transformer_options(const config::Options& o, const Transform
         .fail(o, &TransformerConfig::num_heads,
               fmt::format("{} heads do not divide num_hiddens {}", c.num_heads, c.num_hiddens));
   }
+  if (c.kv_heads && c.num_heads % *c.kv_heads != 0) {
+    transformer_binding(AttentionRoles::Self)
+        .fail(o, &TransformerConfig::kv_heads,
+              fmt::format("kv_heads {} does not divide num_heads {}: each key/value head serves a group of "
+                          "num_heads / kv_heads query heads",
+                          *c.kv_heads, c.num_heads));
+  }
   return TransformerOptions(vocab_size, c.num_hiddens, c.ffn_num_hiddens, c.num_heads, c.num_blks)
+      .kv_heads(c.kv_heads.value_or(0))
       .dropout(c.dropout)
       .attention_dropout(c.attention_dropout)
       .bias(c.bias)
@@ -92,7 +109,7 @@ TransformerOptions& apply_variant_options(const TransformerVariantConfig& v, Tra
 
 TransformerOptions& apply_variant_options(const TransformerDecoderVariantConfig& v, TransformerOptions& options) {
   apply_variant_options(static_cast<const TransformerVariantConfig&>(v), options);
-  return options.tie_embeddings(v.tie_embeddings).output_softmax(v.output_softmax);
+  return options.tie_embeddings(v.tie_embeddings).output_softmax(v.output_softmax).kv_cache(v.kv_cache);
 }
 
 }  // namespace attnlab::nn

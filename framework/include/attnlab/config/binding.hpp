@@ -14,7 +14,7 @@
 //
 // The name is written once, in the binding; the type comes from the field's type (an integer
 // field is an int option, bounded to what the field can hold; floating point a float, and
-// std::optional<floating point> a float that may be null; bool a bool; std::string a string;
+// std::optional<floating point or integer> a float or int that may be null; bool a bool; std::string a string;
 // config::Node a map, list or any), and the default from the struct's initializer (or from the
 // defaults the binding was made with); `required(...)` declares one without a default. Code reads
 // fields, so a mistyped option name cannot exist past compilation. `fail(o, &T::field, msg)`
@@ -47,6 +47,10 @@ template <class V>
 struct is_optional_float : std::false_type {};
 template <class U>
 struct is_optional_float<std::optional<U>> : std::is_floating_point<U> {};
+template <class V>
+struct is_optional_int : std::false_type {};
+template <class U>
+struct is_optional_int<std::optional<U>> : std::bool_constant<std::is_integral_v<U> && !std::is_same_v<U, bool>> {};
 
 template <class T>
 class Binding {
@@ -101,6 +105,18 @@ class Binding {
       add(std::move(spec), field, [](const Options& o, const std::string& n) -> V {
         if (o.node(n).is_null()) return std::nullopt;
         return static_cast<U>(o.get_float(n));
+      });
+    } else if constexpr (is_optional_int<V>::value) {
+      // null (the default when the field's is nullopt) = not set; the plugin decides what that means.
+      using U = typename V::value_type;
+      spec.type = Type::Int;
+      spec.nullable = true;
+      spec.min = bounds.min;
+      spec.max = bounds.max;
+      spec.default_value = def ? std::to_string(*def) : std::string("null");
+      add(std::move(spec), field, [](const Options& o, const std::string& n) -> V {
+        if (o.node(n).is_null()) return std::nullopt;
+        return static_cast<U>(o.get_int(n));
       });
     } else {
       static_assert(sizeof(V) == 0, "Binding::option: a field of another type needs choice() or node()");

@@ -46,6 +46,11 @@ struct MultiHeadAttentionOptions {
   MultiHeadAttentionOptions(int64_t num_hiddens, int64_t num_heads) : num_hiddens_(num_hiddens), num_heads_(num_heads) {}
   TORCH_ARG(int64_t, num_hiddens);  // model width; W_q/W_k/W_v/W_o map to it
   TORCH_ARG(int64_t, num_heads);    // must divide num_hiddens
+  /// Key/value heads: 0 = num_heads (multi-head attention). A divisor of num_heads makes W_k/W_v
+  /// project to kv_heads heads, each shared by num_heads / kv_heads query heads (grouped-query
+  /// attention, Ainslie et al. 2023; 1 = multi-query, Shazeer 2019): query head n reads key/value
+  /// head n / (num_heads / kv_heads).
+  TORCH_ARG(int64_t, kv_heads) = 0;
   TORCH_ARG(double, dropout) = 0.0;  // on attention weights
   TORCH_ARG(bool, bias) = false;     // bias in W_q/W_k/W_v/W_o
   TORCH_ARG(int64_t, query_size) = 0;  // input sizes; 0 = num_hiddens (d2l's LazyLinear)
@@ -70,17 +75,45 @@ class PerHeadLinearImpl : public torch::nn::Module {
 };
 TORCH_MODULE(PerHeadLinear);
 
+/// Projected keys and values of one multi-head attention, per key/value head: what a decoder's
+/// KV cache keeps between steps instead of the raw keys and values.
+struct KeyValues {
+  torch::Tensor keys;    // [B, kv_heads, K, d]
+  torch::Tensor values;  // [B, kv_heads, K, d]
+
+  bool defined() const { return keys.defined(); }
+  /// K, the positions held (0 when undefined).
+  int64_t length() const { return keys.defined() ? keys.size(2) : 0; }
+  /// These positions followed by `next`'s (cat on K); `next` alone when these are undefined.
+  KeyValues append(const KeyValues& next) const;
+  /// The batch rows `indices` [N] (beam search's reordering).
+  KeyValues index_select(const torch::Tensor& indices) const;
+  /// Bytes held by keys and values.
+  int64_t bytes() const;
+};
+
 /// d2l MultiHeadAttention: W_q/W_k/W_v, transpose_qkv, per-head attention with the given scorer
 /// (built for per-head sizes num_hiddens / num_heads, with ScorerContext::num_heads = num_heads:
 /// it sees [B * heads, T, num_hiddens / heads], row r = sequence r / heads, head r % heads),
-/// transpose_output, W_o. Recorded weights: [B, heads, Q, K] as options.record_as.
+/// transpose_output, W_o. Recorded weights: [B, heads, Q, K] as options.record_as. With
+/// options.kv_heads < num_heads, W_k/W_v project to kv_heads heads and each is repeated for its
+/// group of query heads before the scorer sees them (the scorer's view is unchanged).
 class MultiHeadAttentionImpl : public torch::nn::Module {
  public:
   MultiHeadAttentionImpl(const MultiHeadAttentionOptions& options, std::shared_ptr<Scorer> scorer);
   /// queries [B, Q, Dq], keys [B, K, Dk], values [B, K, Dv], valid_lens [B] / [B, Q] / undefined,
-  /// positions of query row 0 and key column 0 (passed to the scorer) -> [B, Q, num_hiddens]
+  /// positions of query row 0 and key column 0 (passed to the scorer) -> [B, Q, num_hiddens].
+  /// The same as forward_projected(queries, project(keys, values), valid_lens, positions).
   torch::Tensor forward(const torch::Tensor& queries, const torch::Tensor& keys, const torch::Tensor& values,
                         const torch::Tensor& valid_lens = {}, const Positions& positions = {});
+  /// W_k(keys), W_v(values) per key/value head: keys [B, K, Dk], values [B, K, Dv] -> [B, kv_heads, K, d]
+  KeyValues project(const torch::Tensor& keys, const torch::Tensor& values);
+  /// Attention over keys and values already projected (a KV cache): queries [B, Q, Dq],
+  /// kv [B, kv_heads, K, d] -> [B, Q, num_hiddens]
+  torch::Tensor forward_projected(const torch::Tensor& queries, const KeyValues& kv, const torch::Tensor& valid_lens = {},
+                                  const Positions& positions = {});
+  /// options.kv_heads, 0 resolved to num_heads.
+  int64_t kv_heads() const;
 
   MultiHeadAttentionOptions options;
   torch::nn::Linear W_q{nullptr}, W_k{nullptr}, W_v{nullptr}, W_o{nullptr};  // W_q/k/v null when per head

@@ -21,6 +21,7 @@ struct TransformerBlockOptions {
   TORCH_ARG(int64_t, num_hiddens);                                     // model width H
   TORCH_ARG(int64_t, ffn_num_hiddens);                                 // FFN inner width
   TORCH_ARG(int64_t, num_heads);                                       // must divide num_hiddens
+  TORCH_ARG(int64_t, kv_heads) = 0;  // key/value heads of every attention (MultiHeadAttentionOptions); 0 = num_heads
   TORCH_ARG(double, dropout) = 0.0;                                    // attention weights and every residual branch
   TORCH_ARG(std::optional<double>, attention_dropout) = std::nullopt;  // attention weights' own; unset: dropout
   TORCH_ARG(bool, bias) = false;                                       // bias in the attention projections
@@ -48,27 +49,39 @@ class TransformerEncoderBlockImpl : public torch::nn::Module {
 };
 TORCH_MODULE(TransformerEncoderBlock);
 
-/// Decoding state of a transformer decoder: encoder outputs plus a self-attention cache per block.
+/// Decoding state of a transformer decoder: encoder outputs plus, in incremental mode, what each
+/// block keeps of the steps decoded so far.
 struct TransformerDecoderState : DecoderState {
-  /// Per block: what its self-attention saw as keys/values so far, [B, steps, H] (incremental mode).
+  /// How incremental steps reuse the past. true (the default): a KV cache, each block's
+  /// self-attention keeps its projected keys and values (self_kv) and its cross-attention projects
+  /// the encoder's states once (cross_kv). false: d2l's cache of each block's inputs (caches),
+  /// projected again at every step (the reference the KV cache is tested and benchmarked against).
+  bool kv_cache = true;
+  /// kv_cache false: per block, what its self-attention saw as keys/values so far, [B, steps, H].
   std::vector<torch::Tensor> caches;
+  /// kv_cache true: per block, its self-attention's keys and values [B, kv_heads, steps, d] and its
+  /// cross-attention's [B, kv_heads, S, d] (made at the first step). Blocks grow them as needed.
+  std::vector<KeyValues> self_kv, cross_kv;
   /// Target positions decoded so far (incremental mode): the next step's positional offset.
   int64_t steps = 0;
-  /// Rows `indices` [N] of every cache ([N, steps, H]) and of the encoder outputs (beam search).
+  /// Rows `indices` [N] of every cache and of the encoder outputs (beam search).
   void reorder(const torch::Tensor& indices) override;
+  /// Bytes the caches hold (self and cross, or the inputs' cache): what decoding keeps per sequence.
+  int64_t cache_bytes() const;
 };
 
 /// Causal self-attention + add&norm, cross-attention on the encoder outputs + add&norm,
-/// FFN + add&norm. Block `index` owns state.caches[index] and records as layer `index` of
+/// FFN + add&norm. Block `index` owns the state's caches at `index` and records as layer `index` of
 /// kDecoderSelf (attention1) and kDecoderCross (attention2). Its scorers are asked for with role
 /// Self and causal (attention1), role Cross (attention2).
 class TransformerDecoderBlockImpl : public torch::nn::Module {
  public:
   TransformerDecoderBlockImpl(const TransformerBlockOptions& options, const ScorerFactory& make_scorer, int64_t index);
   /// x [B, T, H] -> [B, T, H]. Full-sequence mode (state.incremental false): keys/values = x with
-  /// causal valid lengths 1..T, positions from 0. Incremental: keys/values = cat(cache, x),
-  /// appended to the cache; x's rows stand at positions state.steps.. (the scorers' query offset;
-  /// keys from 0), and x's row t sees keys up to state.steps + t.
+  /// causal valid lengths 1..T, positions from 0. Incremental: keys/values = the cached past and x
+  /// (state.kv_cache: projected ones; otherwise the inputs, projected again), x appended to the
+  /// cache; x's rows stand at positions state.steps.. (the scorers' query offset; keys from 0),
+  /// and x's row t sees keys up to state.steps + t.
   torch::Tensor forward(const torch::Tensor& x, TransformerDecoderState& state);
 
   TransformerBlockOptions options;
@@ -102,6 +115,8 @@ struct TransformerOptions {
   TORCH_ARG(int64_t, ffn_num_hiddens);  // FFN inner width
   TORCH_ARG(int64_t, num_heads);        // must divide num_hiddens
   TORCH_ARG(int64_t, num_blks);         // number of blocks
+  TORCH_ARG(int64_t, kv_heads) = 0;     // key/value heads (grouped-query; 1 = multi-query); 0 = num_heads
+  TORCH_ARG(bool, kv_cache) = true;     // decoder: incremental decoding keeps projected keys/values
   TORCH_ARG(double, dropout) = 0.0;     // positional encoding, attention, residual branches
   TORCH_ARG(std::optional<double>, attention_dropout) = std::nullopt;  // attention weights' own; unset: dropout
   TORCH_ARG(bool, bias) = false;                                       // bias in the attention projections

@@ -22,6 +22,7 @@ struct TransformerConfig {
   int64_t ffn_num_hiddens = 64;
   int64_t num_heads = 4;
   int64_t num_blks = 2;
+  std::optional<int64_t> kv_heads = std::nullopt;  // null: num_heads (multi-head); 1: multi-query
   double dropout = 0.2;
   std::optional<double> attention_dropout = std::nullopt;  // null: dropout
   bool bias = false;
@@ -50,11 +51,13 @@ config::Binding<TransformerVariantConfig> transformer_variant_binding();
 struct TransformerDecoderVariantConfig : TransformerVariantConfig {
   bool tie_embeddings = false;
   bool output_softmax = false;  // output: logits | softmax
+  bool kv_cache = true;         // incremental decoding keeps projected keys and values
 };
 config::Binding<TransformerDecoderVariantConfig> transformer_decoder_variant_binding();
 
 /// The config + vocabulary size -> TransformerOptions. ConfigError at num_heads' place (in `o`,
-/// the options the config was read from) when num_heads does not divide num_hiddens.
+/// the options the config was read from) when num_heads does not divide num_hiddens, at
+/// kv_heads' when kv_heads does not divide num_heads.
 TransformerOptions transformer_options(const config::Options& o, const TransformerConfig& c, int64_t vocab_size);
 
 /// The variant options onto `options`.

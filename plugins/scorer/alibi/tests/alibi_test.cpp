@@ -262,6 +262,8 @@ TEST_F(Alibi, TheQueryOffsetIsWhatMakesStepsRight) {
     for (bool count_steps : {true, false}) {
       state.incremental = true;
       state.caches[0] = torch::Tensor();
+      state.self_kv.clear();  // the KV cache's slots (the block makes them again)
+      state.cross_kv.clear();
       state.steps = 0;
       std::vector<torch::Tensor> steps;
       for (int64_t t = 0; t < 5; ++t) {

@@ -1,0 +1,149 @@
+// Decoding speed of the Transformer decoder with the KV cache and with d2l's recomputation, and
+// what the cache holds per token for multi-head, grouped-query and multi-query attention.
+// bench/decode runs it; see bench/README.md ("Decoding: the KV cache"). Random weights of the
+// Multi30K model's shape (3+3 blocks, width 256, FFN 512, 8 heads, 8000 tokens): the time of a
+// step does not depend on the values. Every row decodes exactly `length` steps greedily (no
+// <eos> stop), so tokens/s = batch * length / seconds.
+#include <attnlab/nn/dot_product.hpp>
+#include <attnlab/nn/transformer.hpp>
+#include <attnlab/train/decode.hpp>
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace {
+
+using namespace attnlab;
+
+std::vector<int64_t> int_list(const std::string& text) {
+  std::vector<int64_t> out;
+  std::stringstream in(text);
+  for (std::string item; std::getline(in, item, ',');) out.push_back(std::stoll(item));
+  return out;
+}
+
+struct Args {
+  std::vector<int64_t> lengths{16, 32, 64, 128, 256};
+  std::vector<int64_t> batches{1, 32};
+  std::vector<int64_t> kv_heads{8, 2, 1};
+  int64_t source_length = 24, reps = 3, threads = 1;
+};
+
+Args parse(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string flag = argv[i], value = argv[i + 1];
+    if (flag == "--lengths") {
+      a.lengths = int_list(value);
+    } else if (flag == "--batches") {
+      a.batches = int_list(value);
+    } else if (flag == "--kv-heads") {
+      a.kv_heads = int_list(value);
+    } else if (flag == "--source-length") {
+      a.source_length = std::stoll(value);
+    } else if (flag == "--reps") {
+      a.reps = std::stoll(value);
+    } else if (flag == "--threads") {
+      a.threads = std::stoll(value);
+    } else {
+      std::fprintf(stderr, "decode_bench: unknown option %s\n", flag.c_str());
+      std::exit(2);
+    }
+  }
+  if (argc % 2 == 0) {
+    std::fprintf(stderr, "usage: decode_bench [--lengths 16,32] [--batches 1,32] [--kv-heads 8,2,1] "
+                         "[--source-length 24] [--reps 3] [--threads 1]\n");
+    std::exit(2);
+  }
+  return a;
+}
+
+nn::EncoderDecoder model(bool kv_cache, int64_t kv_heads, int64_t max_len) {
+  torch::manual_seed(0);
+  auto dot = [](const nn::ScorerContext&) { return std::make_shared<nn::DotProductScorerImpl>(); };
+  auto o = nn::TransformerOptions(8000, 256, 512, 8, 3)
+               .kv_heads(kv_heads)
+               .kv_cache(kv_cache)
+               .max_len(max_len)
+               .init(nn::TransformerInit::GlorotUniform);
+  auto m = nn::EncoderDecoder(std::make_shared<nn::TransformerEncoderImpl>(o, dot),
+                              std::make_shared<nn::TransformerDecoderImpl>(o, dot));
+  m->eval();
+  return m;
+}
+
+/// Median seconds of `reps` greedy decodings of `length` steps.
+double seconds(nn::EncoderDecoder& m, const torch::Tensor& src, const torch::Tensor& lens, int64_t length,
+               int64_t reps) {
+  std::vector<double> times;
+  train::greedy_decode(m, src, lens, /*bos_id=*/1, std::min<int64_t>(length, 4));  // warm-up
+  for (int64_t r = 0; r < reps; ++r) {
+    const auto t0 = std::chrono::steady_clock::now();
+    train::greedy_decode(m, src, lens, /*bos_id=*/1, length);
+    times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
+}
+
+/// Bytes the decoder's caches hold after `steps` steps of a batch of one: (self, cross).
+std::pair<int64_t, int64_t> cache_bytes(nn::EncoderDecoder& m, int64_t source_length, int64_t steps) {
+  torch::InferenceMode guard;
+  auto src = torch::randint(3, 8000, {1, source_length}, torch::kLong);
+  auto enc = m->encode(src, torch::tensor({source_length}));
+  auto state = m->init_state(enc, true);
+  auto tok = torch::ones({1, 1}, torch::kLong);
+  m->decode(tok, *state);
+  const int64_t after_one = dynamic_cast<nn::TransformerDecoderState&>(*state).cache_bytes();
+  for (int64_t t = 1; t < steps; ++t) m->decode(tok, *state);
+  const int64_t after = dynamic_cast<nn::TransformerDecoderState&>(*state).cache_bytes();
+  const int64_t per_token = (after - after_one) / (steps - 1);
+  return {per_token, after - per_token * steps};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Args a = parse(argc, argv);
+  torch::set_num_threads(static_cast<int>(a.threads));
+  const int64_t longest = *std::max_element(a.lengths.begin(), a.lengths.end());
+  std::printf("## Greedy decoding, tokens/s (threads %lld, source length %lld, median of %lld)\n\n",
+              static_cast<long long>(a.threads), static_cast<long long>(a.source_length),
+              static_cast<long long>(a.reps));
+  std::printf("| kv_heads | batch | steps | KV cache tok/s | recomputation tok/s | speed-up |\n");
+  std::printf("|---:|---:|---:|---:|---:|---:|\n");
+  for (int64_t kv : a.kv_heads) {
+    auto cached = model(true, kv, longest + 1), recomputed = model(false, kv, longest + 1);
+    for (int64_t batch : a.batches) {
+      torch::manual_seed(1);
+      auto src = torch::randint(3, 8000, {batch, a.source_length}, torch::kLong);
+      auto lens = torch::full({batch}, a.source_length, torch::kLong);
+      for (int64_t length : a.lengths) {
+        const double c = seconds(cached, src, lens, length, a.reps);
+        const double r = seconds(recomputed, src, lens, length, a.reps);
+        const double tokens = static_cast<double>(batch * length);
+        std::printf("| %lld | %lld | %lld | %.0f | %.0f | %.2fx |\n", static_cast<long long>(kv),
+                    static_cast<long long>(batch), static_cast<long long>(length), tokens / c, tokens / r, r / c);
+        std::fflush(stdout);
+      }
+    }
+  }
+  std::printf("\n## Cache bytes per sequence (fp32, 3 blocks)\n\n");
+  std::printf("| kv_heads | KV cache: bytes per target token | KV cache: cross-attention bytes per source token "
+              "| recomputation: bytes per target token |\n|---:|---:|---:|---:|\n");
+  for (int64_t kv : a.kv_heads) {
+    auto cached = model(true, kv, 64), recomputed = model(false, kv, 64);
+    const auto [self, cross] = cache_bytes(cached, a.source_length, 8);
+    const auto [inputs, none] = cache_bytes(recomputed, a.source_length, 8);
+    std::printf("| %lld | %lld | %lld | %lld |\n", static_cast<long long>(kv), static_cast<long long>(self),
+                static_cast<long long>(cross / a.source_length), static_cast<long long>(inputs));
+  }
+  return 0;
+}
