@@ -12,8 +12,8 @@
 // to a fixed permutation of the features, which the learned projections absorb.
 //
 // Every head is rotated alike (heads are folded into the batch, nn/scorer.hpp), so the scorer needs
-// no head count. The cos/sin tables are cached per device and dtype, for positions 0..N-1, and grown
-// (doubling) when a call reaches past N; angles are computed in double, then cast. RoPE is for
+// no head count. The cos/sin tables are cached on the inputs' device, for positions 0..N-1, and
+// grown (doubling) when a call reaches past N; angles are computed in double, kept in float. RoPE is for
 // self-attention: in cross-attention query and key positions count in different sequences, so the
 // scorer refuses role Cross.
 #include <attnlab/config/binding.hpp>
@@ -67,24 +67,26 @@ class Rope final : public nn::Scorer {
   torch::Tensor rotate(const torch::Tensor& x, int64_t offset) {
     TORCH_CHECK(offset >= 0, "rope: positions start at 0, found offset ", offset);
     const int64_t length = x.size(1), half = x.size(2) / 2;
-    grow(offset + length, x.size(2), x.options());
-    auto cos = cos_.narrow(0, offset, length), sin = sin_.narrow(0, offset, length);  // [T, d]
+    grow(offset + length, x.size(2), x.device(), x.scalar_type() == torch::kDouble ? torch::kDouble : torch::kFloat);
+    auto cos = cos_.narrow(0, offset, length).to(x.scalar_type());                        // [T, d]
+    auto sin = sin_.narrow(0, offset, length).to(x.scalar_type());                        // [T, d]
     auto rotated_half = torch::cat({-x.narrow(2, half, half), x.narrow(2, 0, half)}, 2);  // [B, T, d]
     return x * cos + rotated_half * sin;
   }
 
-  /// Makes cos_ and sin_ [N, d] cover positions 0..length-1 for size d on x's device and dtype.
-  void grow(int64_t length, int64_t d, const torch::TensorOptions& like) {
-    const bool fits = cos_.defined() && cos_.size(0) >= length && cos_.size(1) == d &&
-                      cos_.device() == like.device() && cos_.scalar_type() == like.dtype().toScalarType();
+  /// Makes cos_ and sin_ [N, d] cover positions 0..length-1 for size d on `device` in `dtype`
+  /// (float, or double for double inputs; a half-precision input gets them cast per call). The
+  /// angles are computed in double on the device itself (no host copy).
+  void grow(int64_t length, int64_t d, const torch::Device& device, torch::ScalarType dtype) {
+    const bool fits = cos_.defined() && cos_.size(0) >= length && cos_.size(1) == d && cos_.device() == device &&
+                      cos_.scalar_type() == dtype;
     if (fits) return;
     const int64_t n = std::max<int64_t>({length, cos_.defined() ? 2 * cos_.size(0) : 0, 64});
-    const auto f64 = torch::TensorOptions().dtype(torch::kDouble);
+    const auto f64 = torch::TensorOptions().dtype(torch::kDouble).device(device);
     auto theta = torch::pow(base_, torch::arange(0, d, 2, f64) / static_cast<double>(-d));  // [d/2] base^(-2n/d)
     auto angles = torch::outer(torch::arange(n, f64), theta).repeat({1, 2});                // [N, d]: pair n twice
-    const auto to = torch::TensorOptions().dtype(like.dtype()).device(like.device());
-    cos_ = angles.cos().to(to);
-    sin_ = angles.sin().to(to);
+    cos_ = angles.cos().to(dtype);
+    sin_ = angles.sin().to(dtype);
   }
 
   double base_;
