@@ -32,8 +32,8 @@ class ScorerPluginTest : public RegistryTest {
     ctx.data.tgt_vocab_size = 13;
   }
   /// What a multi-head attention module of `heads` heads of size d tells its scorer.
-  static nn::ScorerContext context(int64_t heads, int64_t d, nn::ScorerContext::Role role = nn::ScorerContext::Role::Self,
-                                   bool causal = false) {
+  static nn::ScorerContext context(int64_t heads, int64_t d,
+                                   nn::ScorerContext::Role role = nn::ScorerContext::Role::Self, bool causal = false) {
     nn::ScorerContext c;
     c.query_size = c.key_size = d;
     c.num_heads = heads;
@@ -135,8 +135,8 @@ class ScorerExperimentRun : public RunnerFixture {
   /// -> the results file
   std::string expect_self_attention_run(const std::string& file, const std::string& scorer) {
     const auto path = tmp_ + "/run.h5";
-    auto r = run({"experiments/" + file, "--results", path, "data_dir=" + data_dir_, "trainer.max_epochs=2",
-                  "threads=1"});
+    auto r =
+        run({"experiments/" + file, "--results", path, "data_dir=" + data_dir_, "trainer.max_epochs=2", "threads=1"});
     EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
     if (r.exit_code != 0) return path;
     results::ResultsReader rd(path);

@@ -45,11 +45,11 @@ torch::Tensor relative_position_bucket(const torch::Tensor& relative, bool bidir
     distance = -torch::min(relative, torch::zeros_like(relative));  // keys after the query: distance 0
   }
   const int64_t max_exact = num_buckets / 2;
-  auto large = (torch::log(distance.to(torch::kFloat) / max_exact) /
-                std::log(static_cast<double>(max_distance) / static_cast<double>(max_exact)) *
-                (num_buckets - max_exact))
-                   .to(torch::kLong) +
-               max_exact;
+  auto large =
+      (torch::log(distance.to(torch::kFloat) / max_exact) /
+       std::log(static_cast<double>(max_distance) / static_cast<double>(max_exact)) * (num_buckets - max_exact))
+          .to(torch::kLong) +
+      max_exact;
   large = torch::clamp_max(large, num_buckets - 1);
   return buckets + torch::where(distance < max_exact, distance, large);
 }
@@ -100,9 +100,9 @@ class T5Bias final : public nn::Scorer {
   /// b[bucket(j - i), h] for every row of a [B, Q, K] batch, row r being head r % heads -> [B, Q, K]
   torch::Tensor batch_bias(int64_t batch, int64_t queries, int64_t keys, const nn::Positions& positions,
                            torch::ScalarType dtype) const {
-    auto bucket = buckets(queries, keys, positions);                                        // [Q, K]
+    auto bucket = buckets(queries, keys, positions);                                          // [Q, K]
     auto per_head = table_.index_select(0, bucket.flatten()).view({queries, keys, heads()});  // [Q, K, heads]
-    per_head = per_head.permute({2, 0, 1}).to(dtype);                                        // [heads, Q, K]
+    per_head = per_head.permute({2, 0, 1}).to(dtype);                                         // [heads, Q, K]
     return per_head.unsqueeze(0).expand({batch / heads(), heads(), queries, keys}).reshape({batch, queries, keys});
   }
 
@@ -123,7 +123,8 @@ const config::Binding<Config>& binding() {
                   "relative position buckets (T5's 32); bidirectional (an encoder) gives half to each direction",
                   {.min = 2, .max = 1 << 16})
           .option("max_distance", &Config::max_distance,
-                  "distance of the last log-spaced bucket; farther ones share it (T5's 128)", {.min = 1, .max = 1 << 30});
+                  "distance of the last log-spaced bucket; farther ones share it (T5's 128)",
+                  {.min = 1, .max = 1 << 30});
   return b;
 }
 
