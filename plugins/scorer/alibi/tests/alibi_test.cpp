@@ -3,15 +3,12 @@
 // tests/python/alibi_golden.py), the fused path equal to the explicit one, step-by-step decoding
 // with the cache equal to the full causal forward, and its options checked against the
 // ScorerContext it is made for.
-#include <attnlab/config/node.hpp>
 #include <attnlab/nn/attention.hpp>
 #include <attnlab/nn/encoder_decoder.hpp>
 #include <attnlab/nn/rnn.hpp>
-#include <attnlab/nn/transformer.hpp>
-#include <attnlab/plugin/registry.hpp>
 
 #include "testing/golden.hpp"
-#include "testing/plugins.hpp"
+#include "testing/position_scorers.hpp"
 #include "testing/testing.hpp"
 
 #include <cmath>
@@ -103,25 +100,9 @@ const std::vector<float> kAlibiMha = {
     0.0231499225f, -0.0288859606f, 0.0068503404f, 0.0217717215f, -0.0294617657f, 0.00882688165f};
 // (end of generated values)
 
-class Alibi : public testutil::RegistryTest {
+class Alibi : public testutil::ScorerPluginTest {
  protected:
-  void SetUp() override {
-    RegistryTest::SetUp();
-    ctx.data.src_vocab_size = 11;
-    ctx.data.tgt_vocab_size = 13;
-  }
-  /// What a multi-head attention module of `heads` heads of size d tells its scorer.
-  static nn::ScorerContext context(int64_t heads, int64_t d, Role role = Role::Self, bool causal = false) {
-    nn::ScorerContext c;
-    c.query_size = c.key_size = d;
-    c.num_heads = heads;
-    c.role = role;
-    c.causal = causal;
-    return c;
-  }
-  std::shared_ptr<nn::Scorer> alibi(const std::string& text, const nn::ScorerContext& c) {
-    return registry.create<nn::Scorer>(yaml(text), ctx, c);
-  }
+  std::shared_ptr<nn::Scorer> alibi(const std::string& text, const nn::ScorerContext& c) { return scorer(text, c); }
 };
 
 TEST_F(Alibi, SlopesAreThePapers) {
@@ -185,43 +166,7 @@ TEST_F(Alibi, MultiHeadAttentionMatchesTheHeadByHeadReference) {
 }
 
 TEST_F(Alibi, FusedPathEqualsExplicitPathWithItsBias) {
-  for (bool training : {true, false}) {
-    SCOPED_TRACE(training ? "train" : "eval");
-    for (const auto& lens :
-         {torch::Tensor(), torch::tensor({3, 0, 6, 1, 2, 5}), torch::tensor({{1, 2, 3, 4}}).repeat({6, 1})}) {
-      nn::Attention attention(alibi("alibi", context(3, 8)), 0.0);
-      attention->train(training);
-      auto q = torch::randn({6, 4, 8}, torch::requires_grad()), k = torch::randn({6, 6, 8}, torch::requires_grad());
-      auto v = torch::randn({6, 6, 5}, torch::requires_grad());
-      auto fused = attention->forward(q, k, v, lens, {2, 0});  // [6, 4, 5]
-      auto g = torch::autograd::grad({(fused * fused).sum()}, {q, k, v});
-      nn::AttentionRecorder recorder;
-      nn::RecordingScope scope(&recorder);  // the explicit path
-      auto explicit_out = attention->forward(q, k, v, lens, {2, 0});
-      auto h = torch::autograd::grad({(explicit_out * explicit_out).sum()}, {q, k, v});
-      EXPECT_ALLCLOSE(fused, explicit_out, 1e-5, 1e-5);
-      for (size_t i = 0; i < g.size(); ++i) EXPECT_ALLCLOSE(g[i], h[i], 1e-4, 1e-5);
-    }
-  }
-}
-
-/// Logits of the whole target at once (teacher forcing, causal) and step by step with the cache,
-/// one token per call, then two per call: equal when every step is scored at its position.
-void expect_incremental_equals_full(nn::Encoder& encoder, nn::Decoder& decoder) {
-  torch::NoGradGuard no_grad;
-  encoder.eval();
-  decoder.eval();
-  auto src = torch::randint(0, 11, {2, 5}), tgt = torch::randint(0, 13, {2, 6});
-  auto enc = encoder.forward(src, torch::tensor({5, 3}));
-  auto full_state = decoder.init_state(enc, /*incremental=*/false);
-  auto full = decoder.forward(tgt, *full_state);  // [2, 6, 13]
-  for (int64_t chunk : {1, 2}) {
-    SCOPED_TRACE("tokens per call: " + std::to_string(chunk));
-    auto state = decoder.init_state(enc, /*incremental=*/true);
-    std::vector<torch::Tensor> steps;
-    for (int64_t t = 0; t < tgt.size(1); t += chunk) steps.push_back(decoder.forward(tgt.narrow(1, t, chunk), *state));
-    EXPECT_ALLCLOSE(torch::cat(steps, 1), full, 1e-4, 1e-5);
-  }
+  testutil::expect_fused_equals_explicit(alibi("alibi", context(3, 8)));
 }
 
 TEST_F(Alibi, StepByStepDecodingEqualsTheFullCausalForward) {
@@ -233,13 +178,13 @@ TEST_F(Alibi, StepByStepDecodingEqualsTheFullCausalForward) {
     SCOPED_TRACE(attention);
     auto encoder = registry.create<nn::Encoder>(yaml(model + "attention: {scorer: alibi}}"), ctx);
     auto decoder = registry.create<nn::Decoder>(yaml(model + attention), ctx);
-    expect_incremental_equals_full(*encoder, *decoder);
+    testutil::expect_incremental_equals_full(*encoder, *decoder);
   }
   // The GRU decoder's cross-attention too: step t's query stands at position t.
   auto gru = registry.create<nn::Encoder>(yaml("{plugin: gru, embed_size: 8, num_hiddens: 16}"), ctx);
   auto bahdanau = registry.create<nn::Decoder>(
       yaml("{plugin: gru_bahdanau, embed_size: 8, num_hiddens: 16, attention: {scorer: alibi}}"), ctx);
-  expect_incremental_equals_full(*gru, *bahdanau);
+  testutil::expect_incremental_equals_full(*gru, *bahdanau);
 }
 
 TEST_F(Alibi, TheQueryOffsetIsWhatMakesStepsRight) {
@@ -248,31 +193,8 @@ TEST_F(Alibi, TheQueryOffsetIsWhatMakesStepsRight) {
   // ignores positions the offset does not matter; with ALiBi it does.
   for (const char* name : {"dot_product", "alibi"}) {
     SCOPED_TRACE(name);
-    nn::ScorerFactory scorers = [&](const nn::ScorerContext& c) {
-      return registry.create<nn::Scorer>(yaml(name), ctx, c);
-    };
-    nn::TransformerDecoderBlock block(nn::TransformerBlockOptions(16, 32, 4), scorers, 0);
-    block->eval();
-    torch::NoGradGuard no_grad;
-    auto x = torch::randn({2, 5, 16});
-    nn::TransformerDecoderState state;
-    state.encoder.states = torch::randn({2, 4, 16});
-    state.caches.resize(1);
-    auto full = block->forward(x, state);  // [2, 5, 16]
-    for (bool count_steps : {true, false}) {
-      state.incremental = true;
-      state.caches[0] = torch::Tensor();
-      state.self_kv.clear();  // the KV cache's slots (the block makes them again)
-      state.cross_kv.clear();
-      state.steps = 0;
-      std::vector<torch::Tensor> steps;
-      for (int64_t t = 0; t < 5; ++t) {
-        steps.push_back(block->forward(x.narrow(1, t, 1), state));
-        if (count_steps) state.steps += 1;  // what TransformerDecoder::forward does
-      }
-      const bool equal = static_cast<bool>(testutil::AllClose(torch::cat(steps, 1), full, 1e-4, 1e-5));
-      EXPECT_EQ(equal, count_steps || std::string(name) == "dot_product") << "count_steps " << count_steps;
-    }
+    nn::ScorerFactory scorers = [&](const nn::ScorerContext& c) { return scorer(name, c); };
+    EXPECT_EQ(testutil::block_steps_equal_full(scorers), std::make_pair(true, std::string(name) == "dot_product"));
   }
 }
 
