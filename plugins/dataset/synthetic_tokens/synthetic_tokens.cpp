@@ -1,9 +1,13 @@
 // Dataset plugin "synthetic_tokens": seeded random token sequences for model summaries, smoke
 // tests and decoding tests without a corpus. Words are "t04".."t<V-1>" after the specials
 // <bos>=0, <eos>=1, <pad>=2, <unk>=3 (d2l's sorted vocabulary). A source has a random length in
-// [min_len, num_steps - 1] plus <eos>, padded to num_steps; its target is, per `task`, the same
-// words (copy), reversed (reverse), or unrelated random words (random), plus <eos>. Source and
-// target share the one vocabulary (info().shared_vocab), so model.share_embeddings applies.
+// [min_len, max_len] (default max_len: num_steps - 1) plus <eos>, padded to num_steps; the test
+// split's lengths may lie in another range, [test_min_len, test_max_len] (default: the same), for
+// length generalisation (train short, test long; num_steps must hold the longest plus <eos>). Its
+// target is, per `task`, the same words (copy), reversed (reverse), sorted by id (sort), or
+// unrelated random words (random), plus <eos>. Source and target share the one vocabulary
+// (info().shared_vocab), so model.share_embeddings applies. The default options draw the same
+// data as before these options existed (the lengths are the last draw of each split's stream).
 #include <attnlab/config/binding.hpp>
 #include <attnlab/config/schema.hpp>
 #include <attnlab/data/dataset.hpp>
@@ -15,6 +19,7 @@
 
 #include <algorithm>
 #include <array>
+#include <optional>
 #include <sstream>
 
 namespace {
@@ -31,7 +36,10 @@ struct Config {
   int64_t num_steps = 11;
   int64_t batch_size = 3;
   int64_t min_len = 1;
-  std::string task = "copy";  // copy | reverse | random
+  std::optional<int64_t> max_len;       // null: num_steps - 1
+  std::optional<int64_t> test_min_len;  // null: min_len
+  std::optional<int64_t> test_max_len;  // null: max_len
+  std::string task = "copy";            // copy | reverse | sort | random
   int64_t num_train = 96;
   int64_t num_val = 24;
   int64_t num_test = 24;
@@ -45,8 +53,13 @@ const config::Binding<Config>& binding() {
                   {.min = 5})
           .option("num_steps", &Config::num_steps, "padded sequence length T (words + <eos>)", {.min = 2})
           .option("batch_size", &Config::batch_size, "sequences per batch", {.min = 1})
-          .option("min_len", &Config::min_len, "fewest words in a sequence", {.min = 1})
-          .choice("task", &Config::task, {"copy", "reverse", "random"}, "target: the source words, reversed, or random")
+          .option("min_len", &Config::min_len, "fewest words in a train or val sequence", {.min = 1})
+          .option("max_len", &Config::max_len, "most words in a train or val sequence (null: num_steps - 1)",
+                  {.min = 1})
+          .option("test_min_len", &Config::test_min_len, "fewest words in a test sequence (null: min_len)", {.min = 1})
+          .option("test_max_len", &Config::test_max_len, "most words in a test sequence (null: max_len)", {.min = 1})
+          .choice("task", &Config::task, {"copy", "reverse", "sort", "random"},
+                  "target: the source words, reversed, sorted by id, or random")
           .option("num_train", &Config::num_train, "training sequences", {.min = 1})
           .option("num_val", &Config::num_val, "validation sequences (0 = no split)", {.min = 0})
           .option("num_test", &Config::num_test, "test sequences (0 = no split)", {.min = 0})
@@ -60,7 +73,9 @@ class SyntheticTokens final : public data::Dataset {
       : vocab_size_(c.vocab_size),
         num_steps_(c.num_steps),
         batch_size_(c.batch_size),
-        min_len_(c.min_len),
+        lens_{{{c.min_len, c.max_len.value_or(c.num_steps - 1)},
+               {c.min_len, c.max_len.value_or(c.num_steps - 1)},
+               {c.test_min_len.value_or(c.min_len), c.test_max_len.value_or(c.max_len.value_or(c.num_steps - 1))}}},
         seed_(static_cast<uint64_t>(c.seed)),
         task_(c.task),
         sizes_{c.num_train, c.num_val, c.num_test} {
@@ -68,17 +83,19 @@ class SyntheticTokens final : public data::Dataset {
       binding().fail(o, &Config::vocab_size,
                      fmt::format("needs more than the {} special tokens, found {}", kSpecials, vocab_size_));
     }
-    if (min_len_ > num_steps_ - 1) {
+    if (c.min_len > num_steps_ - 1) {
       binding().fail(o, &Config::min_len,
-                     fmt::format("must leave room for <eos> in num_steps {}, found {}", num_steps_, min_len_));
+                     fmt::format("must leave room for <eos> in num_steps {}, found {}", num_steps_, c.min_len));
     }
+    check_range(o, lens_[0], &Config::min_len, &Config::max_len, "min_len", "max_len");
+    check_range(o, lens_[2], &Config::test_min_len, &Config::test_max_len, "test_min_len", "test_max_len");
     std::vector<std::string> words;
     for (int64_t i = kSpecials; i < vocab_size_; ++i) words.push_back(fmt::format("t{:02d}", i));
     vocab_ = data::Vocab({words}, 0, {"<pad>", "<bos>", "<eos>"});
   }
 
   void prepare(const std::string&) override {
-    for (size_t s = 0; s < 3; ++s) splits_[s] = make(sizes_[s], seed_ * 3 + s);
+    for (size_t s = 0; s < 3; ++s) splits_[s] = make(sizes_[s], seed_ * 3 + s, lens_[s]);
   }
 
   plugin::DataInfo info() const override {
@@ -146,6 +163,28 @@ class SyntheticTokens final : public data::Dataset {
   }
 
  private:
+  struct Lengths {
+    int64_t min, max;  // words, both included
+  };
+
+  /// A config error when a split's length range is empty or its longest sequence and <eos> do not
+  /// fit in num_steps: at the range's max option when it is given, else at its min option.
+  template <class Min>
+  void check_range(const config::Options& o, Lengths r, Min Config::*min_field,
+                   std::optional<int64_t> Config::*max_field, const char* min_name, const char* max_name) const {
+    const auto fail = [&](const std::string& message) {
+      if (o.node(binding().name_of(max_field)).is_null()) binding().fail(o, min_field, message);
+      binding().fail(o, max_field, message);
+    };
+    if (r.max < r.min) {
+      fail(fmt::format("{} {} exceeds {} {}: the range of lengths is empty", min_name, r.min, max_name, r.max));
+    }
+    if (r.max > num_steps_ - 1) {
+      fail(fmt::format("{} {} words and <eos> need num_steps >= {}, found num_steps {}", max_name, r.max, r.max + 1,
+                       num_steps_));
+    }
+  }
+
   /// Rows of ids -> words up to (not including) <eos>.
   std::vector<std::string> texts(const torch::Tensor& ids, const torch::Tensor& lens) const {
     std::vector<std::string> out;
@@ -159,14 +198,14 @@ class SyntheticTokens final : public data::Dataset {
     return out;
   }
 
-  Split make(int64_t n, uint64_t seed) const {
+  Split make(int64_t n, uint64_t seed, Lengths range) const {
     Split d;
     if (n == 0) return d;
     auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
     const int64_t pad = vocab_["<pad>"], bos = vocab_["<bos>"], eos = vocab_["<eos>"];
     auto words = torch::randint(kSpecials, vocab_size_, {n, num_steps_}, gen, torch::kLong);  // [N, T]
     auto other = torch::randint(kSpecials, vocab_size_, {n, num_steps_}, gen, torch::kLong);  // [N, T]
-    auto lens = torch::randint(min_len_, num_steps_, {n}, gen, torch::kLong);                 // [N] words
+    auto lens = torch::randint(range.min, range.max + 1, {n}, gen, torch::kLong);             // [N] words
     d.src = torch::full({n, num_steps_}, pad, torch::kLong);
     d.tgt_out = torch::full({n, num_steps_}, pad, torch::kLong);
     d.tgt_in = torch::full({n, num_steps_}, pad, torch::kLong);
@@ -177,8 +216,9 @@ class SyntheticTokens final : public data::Dataset {
       const int64_t len = lens[i].item<int64_t>();
       for (int64_t t = 0; t < len; ++t) {
         src[i][t] = w[i][t];
-        out[i][t] = task_ == "copy" ? w[i][t] : task_ == "reverse" ? w[i][len - 1 - t] : o[i][t];
+        out[i][t] = task_ == "copy" || task_ == "sort" ? w[i][t] : task_ == "reverse" ? w[i][len - 1 - t] : o[i][t];
       }
+      if (task_ == "sort") std::sort(&out[i][0], &out[i][0] + len);  // a row is contiguous
       src[i][len] = eos;
       out[i][len] = eos;
       in[i][0] = bos;
@@ -189,7 +229,8 @@ class SyntheticTokens final : public data::Dataset {
     return d;
   }
 
-  int64_t vocab_size_, num_steps_, batch_size_, min_len_;
+  int64_t vocab_size_, num_steps_, batch_size_;
+  std::array<Lengths, 3> lens_;  // per split: train, val, test
   uint64_t seed_;
   std::string task_;
   std::array<int64_t, 3> sizes_;
@@ -206,5 +247,5 @@ std::shared_ptr<data::Dataset> make(const config::Options& o, const plugin::Buil
 }  // namespace
 
 ATTNLAB_PLUGIN(attnlab::data::Dataset, "synthetic_tokens",
-               "seeded random token sequences (copy, reverse or random targets) for summaries and smoke tests", schema,
-               make)
+               "seeded random token sequences (copy, reverse, sort or random targets) for summaries and smoke tests",
+               schema, make)
