@@ -31,6 +31,10 @@ struct Split {
   torch::Tensor src, src_lens, tgt_in, tgt_out, tgt_lens;  // [N, T], [N], [N, T], [N, T], [N]
 };
 
+struct Lengths {
+  int64_t min, max;  // words, both included
+};
+
 struct Config {
   int64_t vocab_size = 29;
   int64_t num_steps = 11;
@@ -67,15 +71,19 @@ const config::Binding<Config>& binding() {
   return b;
 }
 
+/// Per split (train, val, test) the range of words, the options' nulls resolved.
+std::array<Lengths, 3> ranges(const Config& c) {
+  const Lengths train{c.min_len, c.max_len.value_or(c.num_steps - 1)};
+  return {train, train, Lengths{c.test_min_len.value_or(train.min), c.test_max_len.value_or(train.max)}};
+}
+
 class SyntheticTokens final : public data::Dataset {
  public:
   SyntheticTokens(const Config& c, const config::Options& o)
       : vocab_size_(c.vocab_size),
         num_steps_(c.num_steps),
         batch_size_(c.batch_size),
-        lens_{{{c.min_len, c.max_len.value_or(c.num_steps - 1)},
-               {c.min_len, c.max_len.value_or(c.num_steps - 1)},
-               {c.test_min_len.value_or(c.min_len), c.test_max_len.value_or(c.max_len.value_or(c.num_steps - 1))}}},
+        lens_(ranges(c)),
         seed_(static_cast<uint64_t>(c.seed)),
         task_(c.task),
         sizes_{c.num_train, c.num_val, c.num_test} {
@@ -163,10 +171,6 @@ class SyntheticTokens final : public data::Dataset {
   }
 
  private:
-  struct Lengths {
-    int64_t min, max;  // words, both included
-  };
-
   /// A config error when a split's length range is empty or its longest sequence and <eos> do not
   /// fit in num_steps: at the range's max option when it is given, else at its min option.
   template <class Min>
