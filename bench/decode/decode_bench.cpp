@@ -120,7 +120,8 @@ int main(int argc, char** argv) {
   std::printf("| kv_heads | batch | steps | KV cache tok/s | recomputation tok/s | speed-up |\n");
   std::printf("|---:|---:|---:|---:|---:|---:|\n");
   for (int64_t kv : a.kv_heads) {
-    auto cached = model(true, kv, longest + 1), recomputed = model(false, kv, longest + 1);
+    const int64_t positions = std::max(longest, a.source_length) + 1;
+    auto cached = model(true, kv, positions), recomputed = model(false, kv, positions);
     for (int64_t batch : a.batches) {
       torch::manual_seed(1);
       auto src = torch::randint(3, 8000, {batch, a.source_length}, torch::kLong);
@@ -139,7 +140,7 @@ int main(int argc, char** argv) {
   std::printf("| kv_heads | KV cache: bytes per target token | KV cache: cross-attention bytes per source token "
               "| recomputation: bytes per target token |\n|---:|---:|---:|---:|\n");
   for (int64_t kv : a.kv_heads) {
-    auto cached = model(true, kv, 64), recomputed = model(false, kv, 64);
+    auto cached = model(true, kv, a.source_length + 9), recomputed = model(false, kv, a.source_length + 9);
     const auto [self, cross] = cache_bytes(cached, a.source_length, 8);
     const auto [inputs, none] = cache_bytes(recomputed, a.source_length, 8);
     std::printf("| %lld | %lld | %lld | %lld |\n", static_cast<long long>(kv), static_cast<long long>(self),

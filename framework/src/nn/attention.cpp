@@ -252,8 +252,9 @@ torch::Tensor MultiHeadAttentionImpl::forward_projected(const torch::Tensor& que
   auto q = options.per_head_projections() ? W_q_heads->forward(queries)
                                           : transpose_qkv(W_q->forward(queries), heads);  // [B * heads, Q, H / heads]
   auto per_query_head = [&](const torch::Tensor& x) {  // [B, kv_heads, K, d] -> [B * heads, K, d]
-    const auto y = groups > 1 ? x.repeat_interleave(groups, 1) : x;  // query head n reads kv head n / groups
-    return y.reshape({-1, y.size(2), y.size(3)});
+    if (groups == 1) return x.reshape({-1, x.size(2), x.size(3)});
+    // Query head n reads kv head n / groups: each kv head repeated for its group (one copy).
+    return x.unsqueeze(2).expand({x.size(0), x.size(1), groups, x.size(2), x.size(3)}).reshape({-1, x.size(2), x.size(3)});
   };
   auto k = per_query_head(kv.keys);    // [B * heads, K, H / heads]
   auto v = per_query_head(kv.values);  // [B * heads, K, H / heads]
