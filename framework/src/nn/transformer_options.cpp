@@ -17,7 +17,7 @@ config::Binding<TransformerConfig> transformer_binding(AttentionRoles roles, con
       .option("kv_heads", &C::kv_heads,
               "key/value heads, shared by groups of query heads: null = num_heads (multi-head attention), a "
               "divisor of num_heads = grouped-query attention (Ainslie et al. 2023), 1 = multi-query (Shazeer "
-              "2019); a decoder's self- and cross-attention both",
+              "2019); every attention of the module (in a decoder, self- and cross-attention both)",
               {.min = 1, .max = 1024})
       .option(
           "dropout", &C::dropout,
