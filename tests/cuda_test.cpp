@@ -116,6 +116,19 @@ TEST_F(Cuda, SdpaFastPathEqualsExplicitPathOnTheGpu) {
   }
 }
 
+/// Beam 3 (length penalty 0.6, up to max_steps) gives the same hypotheses and scores on both.
+void expect_same_beam(nn::EncoderDecoder& cpu, nn::EncoderDecoder& gpu, const torch::Tensor& src,
+                      const torch::Tensor& valid, int64_t max_steps) {
+  train::BeamOptions beam;
+  beam.beam_size = 3;
+  beam.length_penalty = 0.6;
+  beam.max_steps = max_steps;
+  auto c = train::beam_search(cpu, src, valid, 1, 2, beam);
+  auto d = train::beam_search(gpu, src.to(kGpu), valid.to(kGpu), 1, 2, beam);
+  EXPECT_TRUE(torch::equal(d.ids.cpu(), c.ids)) << c.ids << d.ids.cpu();
+  EXPECT_ALLCLOSE(d.score.cpu(), c.score, 1e-4, 1e-5);
+}
+
 TEST_F(Cuda, GreedyAndBeamDecodingGiveTheCpuTokens) {
   for (bool gru : {false, true}) {
     SCOPED_TRACE(gru ? "bahdanau" : "transformer");
@@ -140,14 +153,36 @@ TEST_F(Cuda, GreedyAndBeamDecodingGiveTheCpuTokens) {
       EXPECT_ALLCLOSE(on_gpu.module(m.module).weights.cpu(), m.weights, 1e-4, 1e-5) << m.module;
     if (gru) continue;  // the GRU decoders' state cannot reorder (no beam search)
 
-    train::BeamOptions beam;
-    beam.beam_size = 3;
-    beam.length_penalty = 0.6;
-    beam.max_steps = 7;
-    auto c = train::beam_search(cpu, src, valid, 1, 2, beam);
-    auto d = train::beam_search(gpu, src.to(kGpu), valid.to(kGpu), 1, 2, beam);
-    EXPECT_TRUE(torch::equal(d.ids.cpu(), c.ids)) << c.ids << d.ids.cpu();
-    EXPECT_ALLCLOSE(d.score.cpu(), c.score, 1e-4, 1e-5);
+    expect_same_beam(cpu, gpu, src, valid, 7);
+  }
+}
+
+// Issue 41: the KV cache and grouped-query attention on the GPU. The cached decoder on the GPU
+// (MHA, GQA with 2 kv heads, MQA) gives the tokens of the same weights decoded on the CPU by
+// recomputation (kv_cache false, d2l's cache of block inputs): greedy, and beam 3, which reorders
+// the cache rows at every step.
+TEST_F(Cuda, CachedDecodingOnTheGpuGivesTheRecomputedCpuTokens) {
+  for (int64_t kv_heads : {0, 2, 1}) {
+    SCOPED_TRACE(fmt::format("kv_heads {}", kv_heads));
+    auto make = [&](bool cache) {
+      auto options = nn::TransformerOptions(13, 16, 32, 4, 2).dropout(0.0).kv_heads(kv_heads).kv_cache(cache);
+      return nn::EncoderDecoder(nn::TransformerEncoder(options, dot).ptr(), nn::TransformerDecoder(options, dot).ptr());
+    };
+    torch::manual_seed(7);
+    nn::EncoderDecoder cpu = make(false);
+    torch::manual_seed(7);
+    nn::EncoderDecoder gpu = make(true);
+    gpu->to(kGpu);
+    cpu->eval();
+    gpu->eval();
+    auto src = torch::randint(3, 13, {4, 6});
+    auto valid = torch::tensor({6, 3, 5, 1});
+    auto a = train::greedy_decode(cpu, src, valid, 1, 9);
+    auto b = train::greedy_decode(gpu, src.to(kGpu), valid.to(kGpu), 1, 9);
+    ASSERT_TRUE(b.is_cuda());
+    EXPECT_TRUE(torch::equal(b.cpu(), a)) << a << b.cpu();
+
+    expect_same_beam(cpu, gpu, src, valid, 9);
   }
 }
 
@@ -342,6 +377,41 @@ TEST_F(RunnerDevice, ResumeOnTheGpuContinuesWithTheSavedGeneratorState) {
   ASSERT_EQ(c.exit_code, 0) << c.out << c.err;
   EXPECT_NE(c.out.find("epoch 3/4"), std::string::npos) << c.out;
   expect_cuda_run_like(results::ResultsReader(whole), results::ResultsReader(two), 4, 1e-3);
+}
+
+// Issue 40's instruments on the GPU: `runner ablate` and `runner prune` of a GPU-trained run,
+// measured with `device=cuda`, give the CPU's tables (the same heads, losses within float
+// reassociation, the same greedy BLEU up to a rare near-tie).
+TEST_F(RunnerDevice, AblateAndPruneOnTheGpuGiveTheCpuTables) {
+  SKIP_WITHOUT_CUDA();
+  const auto path = tmp_ + "/ablate.h5";
+  auto t = tiny(path, {"device=cuda", "model.encoder.dropout=0", "model.decoder.dropout=0"});
+  ASSERT_EQ(t.exit_code, 0) << t.out << t.err;
+  for (const char* device : {"cpu", "cuda"}) {
+    const std::string name = device;
+    auto a = run({"ablate", path, std::string("device=") + device, "data_dir=" + data_dir_, "--name", name, "-q"});
+    ASSERT_EQ(a.exit_code, 0) << a.out << a.err;
+    auto p = run({"prune", path, std::string("device=") + device, "data_dir=" + data_dir_, "--name", name,
+                  "--step", "25%", "--no-bleu", "-q"});
+    ASSERT_EQ(p.exit_code, 0) << p.out << p.err;
+  }
+  results::ResultsReader rd(path);
+  EXPECT_EQ(rd.strings("ablation/cpu/module"), rd.strings("ablation/cuda/module"));
+  EXPECT_NEAR(rd.attr_double_at("ablation/cuda", "base_loss"), rd.attr_double_at("ablation/cpu", "base_loss"), 1e-4);
+  for (const char* column : {"loss", "importance_normalized"}) {
+    auto x = rd.array(std::string("ablation/cpu/") + column), y = rd.array(std::string("ablation/cuda/") + column);
+    ASSERT_EQ(x.values.size(), y.values.size()) << column;
+    ASSERT_FALSE(x.values.empty());
+    for (size_t i = 0; i < x.values.size(); ++i) EXPECT_NEAR(y.values[i], x.values[i], 1e-3) << column << " row " << i;
+  }
+  auto x = rd.array("ablation/cpu/bleu").values, y = rd.array("ablation/cuda/bleu").values;
+  ASSERT_EQ(x.size(), y.size());
+  size_t same = 0;
+  for (size_t i = 0; i < x.size(); ++i) same += std::abs(x[i] - y[i]) < 1e-3;
+  EXPECT_GE(same, x.size() - 1) << "greedy BLEU differs between devices for more than one head";
+  auto lx = rd.array("pruning/cpu/loss").values, ly = rd.array("pruning/cuda/loss").values;
+  ASSERT_EQ(lx.size(), ly.size());
+  for (size_t i = 0; i < lx.size(); ++i) EXPECT_NEAR(ly[i], lx[i], 1e-3) << "pruning step " << i;
 }
 
 class RunnerTorchrun : public RunnerDevice {

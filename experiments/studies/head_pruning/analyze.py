@@ -4,6 +4,8 @@ a PNG. Run it with the project venv's python (scripts/setup installs the attnlab
 
     ~/.cache/attnlab/venv-torch-2.11.0/bin/python experiments/studies/head_pruning/analyze.py \
         results/head_pruning/runs --plot experiments/studies/head_pruning/pruning.png > results.md
+    .../analyze.py results/head_pruning/full --split test --title "the full Multi30K Transformer" \
+        --plot experiments/studies/head_pruning/pruning_full.png > results_full.md
 """
 import argparse
 import sys
@@ -36,7 +38,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("folder", help="the sweep folder of the study's runs")
     parser.add_argument("--plot", help="write the pruning curves to this PNG")
-    parser.add_argument("--split", default="val")
+    parser.add_argument("--split", default="val", help="the split the runs were measured on (runner ablate --split)")
+    parser.add_argument("--title", default="the shrunk Multi30K Transformer", help="the model, in the plot's title")
     args = parser.parse_args()
 
     runs = attnlab.runs(args.folder)
@@ -56,25 +59,33 @@ def main() -> int:
 
     print(f"Seeds {', '.join(str(s) for s, *_ in seeds)}; the {args.split} split "
           f"({int(seeds[0][2]['sentences'].iloc[0])} sentences), greedy sacreBLEU.\n")
-    print("| seed | test BLEU (full model) | val BLEU | val loss | heads | ablation s | pruning s |")
-    print("|---|---|---|---|---|---|---|")
+    sp = args.split
+    def num(x: float) -> str:
+        return "-" if np.isnan(x) else f"{x:.2f}"
+
+    print(f"| seed | epochs | best val BLEU (training) | test BLEU (the run's evaluation) | {sp} BLEU | {sp} loss | "
+          "heads | ablation s | pruning s |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for seed, run, a, p in seeds:
+        val = run.metrics[run.metrics["series"] == "val/bleu"]["value"]
+        best = val.max() if len(val) else float("nan")
         evals = run.evals
         test = evals.loc["test", "bleu"] if "test" in evals.index else float("nan")
-        print(f"| {seed} | {test:.2f} | {a['base_bleu'].iloc[0]:.2f} | {a['base_loss'].iloc[0]:.4f} | {len(a)} | "
+        print(f"| {seed} | {run.epochs_done} | {num(best)} | {num(test)} | {a['base_bleu'].iloc[0]:.2f} | "
+              f"{a['base_loss'].iloc[0]:.4f} | {len(a)} | "
               f"{a['seconds'].iloc[0]:.0f} | {p.groupby('name')['seconds'].first().sum():.0f} |")
-    print(f"\nSeed noise: the sd of the full models' val BLEU over the seeds, **{noise:.2f}**.\n")
+    print(f"\nSeed noise: the sd of the full models' {sp} BLEU over the seeds, **{noise:.2f}**.\n")
 
     print("### 1. One head off at a time\n")
     print("| | mean ± sd over seeds |")
     print("|---|---|")
     rows = {
-        "heads whose removal lowers val BLEU by more than the seed noise":
+        f"heads whose removal lowers {sp} BLEU by more than the seed noise":
             [(a["delta_bleu"] < -noise).sum() for *_, a, _ in seeds],
-        "heads whose removal changes val BLEU by more than the seed noise (either way)":
+        f"heads whose removal changes {sp} BLEU by more than the seed noise (either way)":
             [(a["delta_bleu"].abs() > noise).sum() for *_, a, _ in seeds],
-        "heads whose removal raises val BLEU": [(a["delta_bleu"] > 0).sum() for *_, a, _ in seeds],
-        "heads whose removal raises val BLEU by more than the seed noise":
+        f"heads whose removal raises {sp} BLEU": [(a["delta_bleu"] > 0).sum() for *_, a, _ in seeds],
+        f"heads whose removal raises {sp} BLEU by more than the seed noise":
             [(a["delta_bleu"] > noise).sum() for *_, a, _ in seeds],
         "largest BLEU drop from one head": [-a["delta_bleu"].min() for *_, a, _ in seeds],
         "largest loss rise from one head": [a["delta_loss"].max() for *_, a, _ in seeds],
@@ -90,7 +101,7 @@ def main() -> int:
         print(f"| {module} | {layer} | {head} | {r.delta_bleu:+.2f} | {r.delta_loss:+.4f} |")
 
     print("\n### 2. Pruning: importance order against random orders\n")
-    print("| order | largest fraction of heads off within 0.5 val BLEU of the full model | BLEU at 50% off |")
+    print(f"| order | largest fraction of heads off within 0.5 {sp} BLEU of the full model | BLEU at 50% off |")
     print("|---|---|---|")
     for name in sorted(seeds[0][3]["name"].unique()):
         within, half = [], []
@@ -123,7 +134,7 @@ def main() -> int:
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
         fig, ax = plt.subplots(figsize=(7, 4.2))
-        colours = {"importance_val": "tab:blue", "random_val": "tab:orange"}
+        colours = {f"importance_{sp}": "tab:blue", f"random_{sp}": "tab:orange"}
         for name in sorted(seeds[0][3]["name"].unique()):
             curves = pd.concat([p[p["name"] == name].assign(seed=s) for s, _, _, p in seeds])
             per_seed = curves.groupby(["seed", "fraction"])["bleu"].mean().unstack(0)
@@ -135,7 +146,7 @@ def main() -> int:
         ax.axhline(base.mean() - 0.5, color="grey", linestyle=":", label="full model - 0.5 BLEU")
         ax.set_xlabel("heads switched off (%)")
         ax.set_ylabel(f"{args.split} BLEU (greedy)")
-        ax.set_title("Pruning heads of the shrunk Multi30K Transformer")
+        ax.set_title(f"Pruning heads of {args.title}")
         ax.legend(fontsize=8)
         fig.tight_layout()
         fig.savefig(args.plot, dpi=110)
