@@ -21,6 +21,13 @@ class CornersRunner : public testutil::RunnerFixture {
     args.push_back("-q");
     return RunnerFixture::run(args);
   }
+  /// corners_torch_transformer.yaml on 64 + 32 sequences for `epochs` epochs, with these overrides.
+  testutil::ProcessResult torch_transformer(const std::string& results, int epochs, std::vector<std::string> extra) {
+    std::vector<std::string> a{"experiments/corners_torch_transformer.yaml", "--results", results,
+                               "trainer.max_epochs=" + std::to_string(epochs), "dataset.n=64", "dataset.test_n=32"};
+    a.insert(a.end(), extra.begin(), extra.end());
+    return run(a);
+  }
 };
 
 TEST_F(CornersRunner, NormFirstRunRecordsLossesPredictionsAndAttention) {
@@ -66,14 +73,34 @@ TEST_F(CornersRunner, NormFirstRunRecordsLossesPredictionsAndAttention) {
 
 TEST_F(CornersRunner, TorchTransformerRuns) {
   const auto path = tmp_ + "/torch.h5";
-  auto r = run({"experiments/corners_torch_transformer.yaml", "--results", path, "trainer.max_epochs=3",
-                "dataset.n=64", "dataset.test_n=32", "trainer.attention_samples=1"});
+  auto r = torch_transformer(path, 3, {"trainer.attention_samples=1"});
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   results::ResultsReader in(path);
   EXPECT_EQ(in.attr_int("num_parameters"), 1164);
   EXPECT_EQ(in.metric("train", "loss").size(), 3u);
   auto enc = testutil::read_attention(in, in.attention_samples().at(0), "encoder_self");
   EXPECT_EQ(enc.weights.sizes(), (Sizes{1, 3, 2, 2}));
+}
+
+// Issue 40: LibTorch's Transformer trains with heads off too, and the mask is recorded; a head that
+// does not exist is one config error naming the valid range, before anything is written.
+TEST_F(CornersRunner, TorchTransformerTrainsWithAHeadMask) {
+  const auto path = tmp_ + "/masked.h5";
+  auto r = torch_transformer(path, 2, {"interventions.head_mask={encoder_self: {1: [2]}, decoder_cross: {1: [1, 3]}}"});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  results::ResultsReader in(path);
+  EXPECT_EQ(in.attr_string("status"), "completed");
+  EXPECT_EQ(in.array("interventions/head_mask/encoder_self").values, (std::vector<float>{1.0f, 0.0f, 1.0f}));
+  EXPECT_EQ(in.array("interventions/head_mask/decoder_self").values, (std::vector<float>{1.0f, 1.0f, 1.0f}));
+  EXPECT_EQ(in.array("interventions/head_mask/decoder_cross").values, (std::vector<float>{0.0f, 1.0f, 0.0f}));
+  EXPECT_EQ(in.attr_double_at("interventions/head_mask", "heads_off"), 3.0);
+
+  const auto bad = tmp_ + "/bad.h5";
+  auto b = run({"experiments/corners_torch_transformer.yaml", "--results", bad, "interventions.head_mask={decoder_self: {1: [4]}}"});
+  EXPECT_NE(b.exit_code, 0) << b.out << b.err;
+  EXPECT_TRUE(testutil::contains(b.err, "interventions.head_mask.decoder_self.1")) << b.err;
+  EXPECT_TRUE(testutil::contains(b.err, "head 4")) << b.err;
+  EXPECT_FALSE(std::filesystem::exists(bad));
 }
 
 TEST_F(CornersRunner, BaseFileAloneIsAClearError) {

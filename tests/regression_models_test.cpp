@@ -3,6 +3,7 @@
 #include <attnlab/config/node.hpp>
 #include <attnlab/data/dataset.hpp>
 #include <attnlab/data/labels.hpp>
+#include <attnlab/nn/head_mask.hpp>
 #include <attnlab/nn/regression.hpp>
 #include <attnlab/plugin/registry.hpp>
 #include <attnlab/train/trainer.hpp>
@@ -194,6 +195,74 @@ TEST_F(RegressionModels, RecordedAttentionHasTheStackShapes) {
     // Causal: the first decoder query sees only itself.
     auto self = att.module(nn::kDecoderSelf).weights;
     EXPECT_ALLCLOSE(self.select(3, 0).select(3, 1), torch::zeros({layers, 3, 3}), 0, 1e-6);
+  }
+}
+
+// Issue 40: torch_transformer's heads are masked as the framework's are. LibTorch's layers take
+// no mask, so a mask (or a recorder) makes the plugin walk the layers with the framework's
+// attention pooling: with every xi 1 that is LibTorch's forward; with head h of a module off it
+// equals LibTorch's own forward with that head's columns of out_proj zeroed by hand; and xi's
+// gradient is the finite difference's (Michel et al.'s importance).
+TEST_F(RegressionModels, TorchTransformerHeadsAreMaskedAsTheFrameworksAre) {
+  auto m = make(kTorch);  // 1 + 1 layers, d_model 6, 3 heads of 2
+  m->eval();
+  const auto sites = nn::attention_sites(*m);
+  ASSERT_EQ(sites.size(), 3u);
+  const std::vector<std::pair<const char*, std::string>> modules = {
+      {nn::kEncoderSelf, "transf.encoder.layers.0.self_attn.out_proj.weight"},
+      {nn::kDecoderSelf, "transf.decoder.layers.0.self_attn.out_proj.weight"},
+      {nn::kDecoderCross, "transf.decoder.layers.0.multihead_attn.out_proj.weight"}};
+  for (size_t i = 0; i < sites.size(); ++i) {
+    EXPECT_EQ(sites[i].module, modules[i].first);
+    EXPECT_EQ(sites[i].layer, 0);
+    EXPECT_EQ(sites[i].heads, 3);
+  }
+  auto src = torch::randn({4, 3, 2}), tgt = torch::randn({4, 3, 2});
+  torch::Tensor plain;
+  {
+    torch::NoGradGuard no_grad;
+    plain = m->forward(src, tgt);
+    nn::HeadMask ones;
+    for (const auto& s : sites) ones.set(s.module, s.layer, torch::ones({s.heads}));
+    const nn::HeadMaskScope scope(&ones);
+    EXPECT_ALLCLOSE(m->forward(src, tgt), plain, 1e-5, 1e-6);
+  }
+  for (const auto& [module, out_proj] : modules) {
+    SCOPED_TRACE(module);
+    torch::NoGradGuard no_grad;
+    nn::HeadMask off;
+    off.set(module, 0, torch::tensor({1.0f, 0.0f, 1.0f}));
+    torch::Tensor masked;
+    {
+      const nn::HeadMaskScope scope(&off);
+      masked = m->forward(src, tgt);
+    }
+    EXPECT_FALSE(torch::allclose(masked, plain, 1e-3, 1e-4));
+    auto by_hand = make(kTorch);
+    by_hand->eval();
+    auto theirs = by_hand->named_parameters();
+    for (const auto& p : m->named_parameters()) theirs[p.key()].copy_(p.value());
+    theirs[out_proj].narrow(1, 2, 2).zero_();  // head 2's two input columns of W_o
+    EXPECT_ALLCLOSE(by_hand->forward(src, tgt), masked, 1e-5, 1e-6);
+  }
+  // d loss / d xi of cross-attention's heads against central differences.
+  auto loss_at = [&](const torch::Tensor& xi) {
+    nn::HeadMask g;
+    g.set(nn::kDecoderCross, 0, xi);
+    const nn::HeadMaskScope scope(&g);
+    return m->forward(src, tgt).pow(2).sum();
+  };
+  auto xi = torch::ones({3}, torch::requires_grad());
+  loss_at(xi).backward();
+  const auto grad = xi.grad().clone();
+  torch::NoGradGuard no_grad;
+  for (int64_t h = 0; h < 3; ++h) {
+    const double eps = 1e-2;
+    auto up = torch::ones({3}), down = torch::ones({3});
+    up[h] += eps;
+    down[h] -= eps;
+    const double fd = (loss_at(up).item<double>() - loss_at(down).item<double>()) / (2 * eps);
+    EXPECT_NEAR(grad[h].item<double>(), fd, 1e-2 * std::max(1.0, std::abs(fd))) << "head " << h + 1;
   }
 }
 

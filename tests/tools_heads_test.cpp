@@ -4,6 +4,7 @@
 // and a plain run with none of them (whose compare output must not change).
 #include <attnlab/results/reader.hpp>
 #include <attnlab/results/results.hpp>
+#include <attnlab/results/tensor.hpp>
 
 #include "tools/head_views.hpp"
 
@@ -115,6 +116,19 @@ void write_rollout(results::Results& w) {
   w.set_attr_at(at + "/encoder_self_rollout", "key_tokens", std::vector<std::string>{"ein", "hund", "<eos>"});
 }
 
+/// A recorded sentence (encoder_self, 2 layers x 2 heads) and the run's trained mask: encoder_self
+/// layer 2 head 1 off, as the ablation's trained_head_mask says.
+void write_masked_attention(results::Results& w) {
+  results::Attention a;
+  a.weights = results::to_float_array(torch::full({2, 2, 3, 3}, 1.0 / 3));
+  a.query_tokens = {"ein", "hund", "<eos>"};
+  a.key_tokens = a.query_tokens;
+  w.write_attention("ein hund", "encoder_self", a);
+  w.write_array("interventions/head_mask/encoder_self", floats({1.0f, 1.0f, 0.0f, 1.0f}, {2, 2}));
+  w.write_array("interventions/head_mask/decoder_cross", floats({1.0f, 1.0f}, {1, 2}));
+  w.set_attr_at("interventions/head_mask", "text", std::string("encoder_self:2:1"));
+}
+
 class Heads : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -131,6 +145,7 @@ class Heads : public ::testing::Test {
         write_ablation(w);
         write_pruning(w);
         write_rollout(w);
+        write_masked_attention(w);
       }
       w.set_status(results::Status::Completed);
     }
@@ -300,7 +315,9 @@ constexpr const char* kHarness = R"js(
     var r = { ready: start.ready, grids: count("#heads .head-grid"), cells: count("#heads .head-grid g.hcell path"),
       values: texts("#heads .head-grid g.hval text"), curves: count("#heads .pruning-curve g.pline path"),
       bands: count("#heads .pruning-curve g.pband path"), points: count("#heads .pruning-curve g.ppt path"),
-      rollout: count("#rollout .rollout-map g.cell path"), nav: texts("nav a"), tables: texts("#tables h3") };
+      rollout: count("#rollout .rollout-map g.cell path"), nav: texts("nav a"), tables: texts("#tables h3"),
+      explorerCells: count("#attention .model-view g.mvcell path"), explorerOff: count("#attention .model-view g.mvoff path"),
+      explorerOffText: texts("#attention .model-view g.mvofftext text") };
     r.tips = [];
     window.attnlabReport.views.forEach(function (v) {
       ["cells", "pts"].forEach(function (name) {
@@ -334,6 +351,11 @@ TEST_F(Heads, ReportDrawsGridsCurvesAndRolloutInChromium) {
   EXPECT_EQ(harness_field(json, "bands"), 1) << json;   // random order's min-max band
   EXPECT_EQ(harness_field(json, "points"), 8) << json;
   EXPECT_EQ(harness_field(json, "rollout"), 9) << json;
+  // The explorer greys the head the run trained without (interventions.head_mask), and only it.
+  EXPECT_EQ(harness_field(json, "explorerCells"), 36) << json;
+  EXPECT_EQ(harness_field(json, "explorerOff"), 1) << json;
+  EXPECT_TRUE(contains(json, R"("explorerOffText":["off"])")) << json;
+  EXPECT_TRUE(contains(testutil::read_file(page), R"("head_mask":"encoder_self:2:1","heads_off":{"encoder_self":[[1,0]]})"));
   // The numbers in the cells, and the heads off in training.
   for (const char* v : {"\"+0.0500\"", "\"+0.2000\"", "\"-0.0020\"", "\"off\""}) EXPECT_TRUE(contains(json, v)) << v;
   for (const char* tip : {"decoder_cross layer 1 head 1: \u0394loss +0.2000, \u0394BLEU -3.50, importance (normalised) 0.9000",

@@ -188,8 +188,9 @@ ResolvedHeadMask resolve_head_mask(const HeadMaskSpec& spec, const std::vector<n
   if (spec.empty()) return r;
   ATTNLAB_CHECK(!sites.empty(), ConfigError,
                 "{}: the model has no attention module a head mask reaches (masks reach the framework's attention "
-                "modules: the transformer encoder and decoder, the GRU-Bahdanau decoder, and every scorer plugin "
-                "inside them; a model plugin with attention of its own, such as torch_transformer, is not masked)",
+                "modules: the transformer encoder and decoder, the GRU-Bahdanau decoder, torch_transformer, and "
+                "every scorer plugin inside them; a model plugin whose attention the framework did not build is "
+                "reached only if it pools through nn::Attention, see docs/PLUGINS.md)",
                 spec.items.front().where);
   std::vector<std::string> modules;
   for (const auto& s : sites) {

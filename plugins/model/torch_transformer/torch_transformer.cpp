@@ -3,18 +3,27 @@
 // Transformer" section uses it: projection n_features -> d_model, x * sqrt(d_model) + positional
 // encoding, a LayerNorm, the Transformer (sequence-first inside), linear back to n_features.
 //
-// LibTorch's layers do not return attention weights; while a recorder is active (evaluation
-// only), the forward walks the layers itself, asks each attention module for its per-head weights
-// on the same inputs the layer sees, and records them as the framework's stacks do.
+// LibTorch's layers neither return per-head outputs nor take a head mask. So while a recorder or
+// a head mask (interventions.head_mask, issue 40) is active, the forward walks the layers itself:
+// the same computation as LibTorch's post-norm layers, with each multi-head attention taken apart
+// (its in_proj and out_proj weights) and its attention pooling done by one of the framework's
+// Attention modules per layer and module (`sites`, no parameters of their own). Those record the
+// per-head weights and apply the head mask as in the framework's stacks, and make the layers
+// sites that attention_sites() finds. Otherwise LibTorch's own forward runs, untouched.
 #include <attnlab/config/binding.hpp>
 #include <attnlab/error.hpp>
+#include <attnlab/nn/attention.hpp>
+#include <attnlab/nn/dot_product.hpp>
+#include <attnlab/nn/head_mask.hpp>
 #include <attnlab/nn/layers.hpp>
 #include <attnlab/nn/regression.hpp>
 #include <attnlab/plugin/plugin.hpp>
 
+#include <fmt/format.h>
 #include <torch/torch.h>
 
 #include <cmath>
+#include <vector>
 
 namespace {
 using namespace attnlab;
@@ -24,7 +33,7 @@ class TorchTransformer final : public nn::SequenceRegressor {
  public:
   TorchTransformer(int64_t n_features, int64_t d_model, int64_t heads, int64_t ffn, int64_t blocks, double dropout,
                    int64_t max_len, bool xavier)
-      : n_features_(n_features), scale_(std::sqrt(static_cast<double>(d_model))) {
+      : n_features_(n_features), heads_(heads), scale_(std::sqrt(static_cast<double>(d_model))) {
     transformer = register_module("transf", tnn::Transformer(tnn::TransformerOptions(d_model, heads)
                                                                  .num_encoder_layers(blocks)
                                                                  .num_decoder_layers(blocks)
@@ -35,6 +44,17 @@ class TorchTransformer final : public nn::SequenceRegressor {
     pos_encoding = register_module("pe", nn::PositionalEncoding(d_model, 0.0, max_len));
     norm = register_module("norm", tnn::LayerNorm(tnn::LayerNormOptions({d_model})));
     if (xavier) nn::xavier_uniform_init(*this);
+    // After the init: the sites have no parameters, and the checkpoint's names stay LibTorch's.
+    auto site = [&](const char* module, int64_t layer, nn::Side queries, nn::Side keys) {
+      return register_module(fmt::format("site_{}_{}", module, layer),
+                             nn::Attention(std::make_shared<nn::DotProductScorerImpl>(), dropout,
+                                           nn::RecordAs{module, layer, queries, keys}, heads));
+    };
+    for (int64_t i = 0; i < blocks; ++i) {
+      encoder_self_.push_back(site(nn::kEncoderSelf, i, nn::Side::Source, nn::Side::Source));
+      decoder_self_.push_back(site(nn::kDecoderSelf, i, nn::Side::Target, nn::Side::Target));
+      decoder_cross_.push_back(site(nn::kDecoderCross, i, nn::Side::Target, nn::Side::Source));
+    }
   }
 
   torch::Tensor forward(const torch::Tensor& src, const torch::Tensor& tgt_in) override {
@@ -75,45 +95,74 @@ class TorchTransformer final : public nn::SequenceRegressor {
   /// src [B, S, F], tgt [B, T, F] -> [B, T, F]
   torch::Tensor encode_decode(const torch::Tensor& src, const torch::Tensor& tgt) {
     auto s = preprocess(src), t = preprocess(tgt);  // [S, B, H], [T, B, H]
-    auto mask = tnn::TransformerImpl::generate_square_subsequent_mask(t.size(0)).to(t.device());  // [T, T]
-    auto* recorder = nn::active_recorder();
-    auto out = recorder ? recorded_pass(*recorder, s, t, mask) : transformer->forward(s, t, {}, mask);  // [T, B, H]
-    return linear->forward(out.transpose(0, 1));                                                        // [B, T, F]
+    const auto* mask = nn::active_head_mask();
+    const bool walk = nn::active_recorder() != nullptr || (mask != nullptr && !mask->empty());
+    torch::Tensor out;  // [T, B, H]
+    if (walk) {
+      out = walked_pass(s, t);
+    } else {
+      auto causal = tnn::TransformerImpl::generate_square_subsequent_mask(t.size(0)).to(t.device());  // [T, T]
+      out = transformer->forward(s, t, {}, causal);
+    }
+    return linear->forward(out.transpose(0, 1));  // [B, T, F]
   }
 
-  /// The same computation as Transformer::forward, layer by layer, recording the per-head weights
-  /// [B, heads, Q, K] of every attention module.
-  torch::Tensor recorded_pass(nn::AttentionRecorder& recorder, const torch::Tensor& src, const torch::Tensor& tgt,
-                              const torch::Tensor& tgt_mask) {
-    using nn::Side;
+  /// LibTorch's MultiheadAttention (one in_proj for q, k, v; batch second), with the pooling done
+  /// by `pool`: q_in [Q, B, H], kv_in [K, B, H], valid_lens [B * heads, Q] or undefined -> [Q, B, H]
+  torch::Tensor attend(tnn::MultiheadAttentionImpl& m, nn::Attention& pool, const torch::Tensor& q_in,
+                       const torch::Tensor& kv_in, const torch::Tensor& valid_lens) const {
+    namespace F = torch::nn::functional;
+    const int64_t Q = q_in.size(0), K = kv_in.size(0), B = q_in.size(1), H = q_in.size(2);
+    TORCH_CHECK(m.in_proj_weight.defined() && m.in_proj_bias.defined(),
+                "torch_transformer: expected a MultiheadAttention with one in_proj and biases");
+    const auto w = m.in_proj_weight.chunk(3, 0), b = m.in_proj_bias.chunk(3, 0);
+    auto heads_first = [&](const torch::Tensor& x, int64_t L) {  // [L, B, H] -> [B * heads, L, H / heads]
+      return x.reshape({L, B * heads_, H / heads_}).transpose(0, 1);
+    };
+    auto q = heads_first(F::linear(q_in, w[0], b[0]), Q);
+    auto k = heads_first(F::linear(kv_in, w[1], b[1]), K);
+    auto v = heads_first(F::linear(kv_in, w[2], b[2]), K);
+    auto o = pool->forward(q, k, v, valid_lens);  // [B * heads, Q, H / heads], head h scaled by the mask
+    return m.out_proj->forward(o.transpose(0, 1).reshape({Q, B, H}));
+  }
+
+  /// The same computation as Transformer::forward (post-norm layers, ReLU, final LayerNorms),
+  /// layer by layer, with the attention pooling in the sites: recorded and masked as the
+  /// framework's stacks are. src [S, B, H], tgt [T, B, H] -> [T, B, H]
+  torch::Tensor walked_pass(const torch::Tensor& src, const torch::Tensor& tgt) {
+    namespace F = torch::nn::functional;
     auto encoder = transformer->encoder.ptr<tnn::TransformerEncoderImpl>();
     auto decoder = transformer->decoder.ptr<tnn::TransformerDecoderImpl>();
     auto memory = src;  // [S, B, H]
     for (size_t i = 0; i < encoder->layers->size(); ++i) {
       auto& layer = encoder->layers->at<tnn::TransformerEncoderLayerImpl>(i);
-      auto self_w =
-          std::get<1>(layer.self_attn->forward(memory, memory, memory, {}, true, {}, false));  // [B, heads, S, S]
-      recorder.record({nn::kEncoderSelf, static_cast<int64_t>(i), Side::Source, Side::Source}, self_w);
-      memory = layer.forward(memory);
+      auto a = attend(*layer.self_attn, encoder_self_[i], memory, memory, {});
+      memory = layer.norm1(memory + layer.dropout1(a));
+      auto f = layer.linear2(layer.dropout(F::relu(layer.linear1(memory))));
+      memory = layer.norm2(memory + layer.dropout2(f));
     }
     if (!encoder->norm.is_empty()) memory = encoder->norm.forward<torch::Tensor>(memory);
+    const int64_t T = tgt.size(0), B = tgt.size(1);
+    // Causal: query t sees keys 0..t, for every (sequence, head) row.
+    auto causal = torch::arange(1, T + 1, torch::TensorOptions(torch::kLong).device(tgt.device()))
+                      .unsqueeze(0)
+                      .expand({B * heads_, T});  // [B * heads, T]
     auto out = tgt;  // [T, B, H]
     for (size_t i = 0; i < decoder->layers->size(); ++i) {
       auto& layer = decoder->layers->at<tnn::TransformerDecoderLayerImpl>(i);
-      const auto l = static_cast<int64_t>(i);
-      auto [self_out, self_w] = layer.self_attn->forward(out, out, out, {}, true, tgt_mask, false);
-      recorder.record({nn::kDecoderSelf, l, Side::Target, Side::Target}, self_w);  // [B, heads, T, T]
-      auto query = layer.norm1->forward(out + layer.dropout1->forward(self_out));  // what cross-attention sees
-      auto cross_w = std::get<1>(layer.multihead_attn->forward(query, memory, memory, {}, true, {}, false));
-      recorder.record({nn::kDecoderCross, l, Side::Target, Side::Source}, cross_w);  // [B, heads, T, S]
-      out = layer.forward(out, memory, tgt_mask);
+      out = layer.norm1(out + layer.dropout1(attend(*layer.self_attn, decoder_self_[i], out, out, causal)));
+      out = layer.norm2(out + layer.dropout2(attend(*layer.multihead_attn, decoder_cross_[i], out, memory, {})));
+      auto f = layer.linear2(layer.dropout(F::relu(layer.linear1(out))));
+      out = layer.norm3(out + layer.dropout3(f));
     }
     if (!decoder->norm.is_empty()) out = decoder->norm.forward<torch::Tensor>(out);
     return out;
   }
 
   int64_t n_features_;
+  int64_t heads_;
   double scale_;
+  std::vector<nn::Attention> encoder_self_, decoder_self_, decoder_cross_;  // the sites, one per layer
 };
 
 struct Config {

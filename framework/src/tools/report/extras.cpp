@@ -113,6 +113,21 @@ RunExtras read_extras(const std::string& path, int64_t max_tokens) {
     for (const auto& name : in.children(at)) s.results.push_back(rollout_map(in, at + "/" + name, name, max_tokens));
     if (!s.results.empty()) x.rollout.push_back(std::move(s));
   }
+  if (in.has("interventions/head_mask")) {
+    const std::string at = "interventions/head_mask";
+    if (in.has_attr_at(at, "text")) x.head_mask_text = in.attr_string_at(at, "text");
+    for (const auto& module : in.children(at)) {
+      const auto xi = in.array(at + "/" + module);  // [layers, heads]
+      if (xi.shape.size() != 2) continue;
+      HeadsOff h{module, {}};
+      for (int64_t l = 0; l < xi.shape[0]; ++l) {
+        for (int64_t k = 0; k < xi.shape[1]; ++k) {
+          if (xi.values[static_cast<size_t>(l * xi.shape[1] + k)] == 0.0f) h.off.emplace_back(l, k);
+        }
+      }
+      if (!h.off.empty()) x.heads_off.push_back(std::move(h));
+    }
+  }
   for (const auto& f : results::declared_figures(in)) {
     try {
       x.figures.push_back(read_figure_data(in, f, kPageFigureLimits));

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace attnlab::tools::report {
@@ -43,6 +44,13 @@ struct RolloutSample {
   std::vector<RolloutMap> results;
 };
 
+/// /interventions/head_mask/<module> (interventions.head_mask): the heads the run trained and
+/// evaluated with switched off, [layer, head] from 0.
+struct HeadsOff {
+  std::string module;
+  std::vector<std::pair<int64_t, int64_t>> off;
+};
+
 struct RunExtras {
   std::string config_yaml;  // /config as stored ("" when absent)
   std::string detail;       // the root attribute error, diverged or interrupted_during ("" when none)
@@ -52,6 +60,8 @@ struct RunExtras {
   std::vector<FigureData> figures;          // the figures the run's plugins declared, read for the page
   std::vector<std::string> figure_problems;  // one line per declared figure that could not be read
   std::vector<RolloutSample> rollout;        // /rollout, each map cut to max_tokens per axis
+  std::vector<HeadsOff> heads_off;           // modules with a head off in training (none: empty)
+  std::string head_mask_text;                // /interventions/head_mask's text ("" when none)
 };
 
 /// How much of a declared figure the page holds: curves thinned to 2,000 points per layer, tables

@@ -34,6 +34,13 @@ void write_runs(JsonWriter& j, const PageInput& in, const std::vector<std::strin
     j.key("status").value(r.status).key("detail").value(in.extras[i].detail);
     j.key("differs").value(differs_text(r, keys)).key("label").value(run_label(r, keys)).key("group").value(group);
     j.key("started").value(r.started).key("finished").value(r.finished);
+    j.key("head_mask").value(in.extras[i].head_mask_text).key("heads_off").begin_object();
+    for (const auto& h : in.extras[i].heads_off) {
+      j.key(h.module).begin_array();
+      for (const auto& [layer, head] : h.off) j.array(std::vector<int64_t>{layer, head});
+      j.end_array();
+    }
+    j.end_object();
     j.key("config").value(in.extras[i].config_yaml).end_object();
   }
   j.end_array();

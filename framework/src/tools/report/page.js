@@ -241,8 +241,15 @@
   function weightAt(m, l, h, q, k) {
     return m.w[((l * m.heads + h) * m.queries + q) * m.keys + k] / data.attention.scale;
   }
-  // The model view: rows = layers, columns = heads, one small heatmap each.
-  function modelSpec(m, sel) {
+  // Whether head h of the map's layer row l was switched off while the run trained
+  // (interventions.head_mask): its weights are what it computed, its output was multiplied by 0.
+  function headOff(run, m, l, h) {
+    var off = (run.heads_off || {})[m.module] || [];
+    return off.some(function (x) { return x[0] === m.layers[l] && x[1] === h; });
+  }
+  // The model view: rows = layers, columns = heads, one small heatmap each; a head switched off in
+  // training is greyed and labelled "off".
+  function modelSpec(m, sel, run) {
     var size = Math.max(36, Math.min(90, Math.floor(540 / m.heads) - 8)), gap = 8, left = 52, top = 16;
     var cw = size / m.keys, ch = size / m.queries, cells = [], frames = [], labels = [];
     for (var l = 0; l < m.layers.length; ++l) {
@@ -250,17 +257,20 @@
       for (var h = 0; h < m.heads; ++h) {
         var ox = left + h * (size + gap), oy = top + l * (size + gap);
         if (l === 0) labels.push({ x: ox + size / 2, y: top - 5, t: "head " + (h + 1), a: "center" });
-        frames.push({ l: l, h: h, x: ox, y: oy, s: size });
+        var off = headOff(run, m, l, h);
+        frames.push({ l: l, h: h, x: ox, y: oy, s: size, off: off });
         for (var q = 0; q < m.queries; ++q) {
           for (var k = 0; k < m.keys; ++k) {
-            cells.push({ l: l, h: h, x: ox + k * cw, y: oy + q * ch, w: weightAt(m, l, h, q, k) });
+            cells.push({ l: l, h: h, x: ox + k * cw, y: oy + q * ch, w: weightAt(m, l, h, q, k),
+              off: off ? " (switched off in training)" : "" });
           }
         }
       }
     }
     return {
       width: left + m.heads * (size + gap), height: top + m.layers.length * (size + gap), padding: 2, autosize: "none",
-      data: [{ name: "cells", values: cells }, { name: "frames", values: frames }, { name: "labels", values: labels }],
+      data: [{ name: "cells", values: cells }, { name: "frames", values: frames }, { name: "labels", values: labels },
+        { name: "off", source: "frames", transform: [{ type: "filter", expr: "datum.off" }] }],
       signals: [{ name: "sel", value: sel },
         { name: "pick", value: null, on: [{ events: "@mvcell:click, @mvframe:click", update: "{l: datum.l, h: datum.h}" }] }],
       scales: [{ name: "color", type: "linear", domain: [0, mapMax(m)], range: { scheme: "blues" }, zero: true }],
@@ -268,7 +278,14 @@
         { type: "rect", name: "mvcell", from: { data: "cells" },
           encode: { enter: { x: { field: "x" }, y: { field: "y" }, width: { value: cw + 0.02 }, height: { value: ch + 0.02 },
             fill: { scale: "color", field: "w" }, cursor: { value: "pointer" },
-            tooltip: { signal: "'layer ' + (datum.l + 1) + ' head ' + (datum.h + 1) + ': ' + format(datum.w, '.3f')" } } } },
+            tooltip: { signal: "'layer ' + (datum.l + 1) + ' head ' + (datum.h + 1) + ': ' + format(datum.w, '.3f') + datum.off" } } } },
+        { type: "rect", name: "mvoff", from: { data: "off" }, interactive: false,
+          encode: { enter: { x: { field: "x" }, y: { field: "y" }, width: { field: "s" }, height: { field: "s" },
+            fill: { value: "#888" }, fillOpacity: { value: 0.55 } } } },
+        { type: "text", name: "mvofftext", from: { data: "off" }, interactive: false,
+          encode: { enter: { x: { signal: "datum.x + datum.s / 2" }, y: { signal: "datum.y + datum.s / 2" }, text: { value: "off" },
+            align: { value: "center" }, baseline: { value: "middle" }, fill: { value: "#fff" }, fontWeight: { value: "bold" },
+            fontSize: { value: 12 } } } },
         { type: "rect", name: "mvframe", from: { data: "frames" },
           encode: { enter: { x: { field: "x" }, y: { field: "y" }, width: { field: "s" }, height: { field: "s" },
             fill: { value: "transparent" }, cursor: { value: "pointer" } },
@@ -390,11 +407,14 @@
         var mv = el("div", { className: "model-view" }), hv = el("div", { className: "head-view" });
         var readout = el("div", { className: "readout", text: describeRow(m, l, h, -1, -1) });
         panel.appendChild(mv);
-        panel.appendChild(el("div", { className: "muted", text: "layer " + (m.layers[l] + 1) + ", head " + (h + 1) + ":" }));
+        panel.appendChild(el("div", { className: headOff(r, m, l, h) ? "muted head-off" : "muted",
+          text: "layer " + (m.layers[l] + 1) + ", head " + (h + 1) + (headOff(r, m, l, h)
+            ? ": switched off while training (interventions.head_mask " + r.head_mask + "): the weights it computed; its output was multiplied by 0"
+            : ":") }));
         panel.appendChild(readout);
         panel.appendChild(hv);
         var cells = m.layers.length * m.heads * m.queries * m.keys;
-        var model = render(mv, modelSpec(m, { l: l, h: h }), cells > 60000 ? "canvas" : "svg");
+        var model = render(mv, modelSpec(m, { l: l, h: h }, r), cells > 60000 ? "canvas" : "svg");
         model.addSignalListener("pick", function (name, v) {
           if (!v) return;
           state.layer = v.l;
