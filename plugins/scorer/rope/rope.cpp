@@ -22,6 +22,8 @@
 #include <attnlab/nn/scorer.hpp>
 #include <attnlab/plugin/plugin.hpp>
 
+#include "../common/self_attention_checks.hpp"
+
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -107,15 +109,9 @@ config::Schema schema() { return binding().schema(); }
 
 std::shared_ptr<nn::Scorer> make(const config::Options& options, const plugin::BuildContext&,
                                  const nn::ScorerContext& sc) {
-  const std::string user = sc.owner.empty() ? std::string("its module") : sc.owner;
-  ATTNLAB_CHECK(sc.role == nn::ScorerContext::Role::Self, ConfigError,
-                "{}: {} serves self-attention (queries and keys rotated by their positions in one sequence), but {} "
-                "uses it for cross-attention, where the keys come from another sequence; use "
-                "`attention.cross_scorer: dot_product` there",
-                options.resolved().where(), options.owner(), user);
-  ATTNLAB_CHECK(sc.query_size <= 0 || sc.key_size <= 0 || sc.query_size == sc.key_size, ConfigError,
-                "{}: {} scores dot products, so queries and keys need one size, found query size {} and key size {}",
-                options.resolved().where(), options.owner(), sc.query_size, sc.key_size);
+  const std::string user = scorer_checks::user(sc);
+  scorer_checks::require_self_attention(options, sc, "queries and keys rotated by their positions in one sequence");
+  scorer_checks::require_equal_sizes(options, sc);
   ATTNLAB_CHECK(sc.query_size % 2 == 0, ConfigError,
                 "{}: {} rotates pairs of features, so it needs an even per-head size, but {} gives it {} features "
                 "per head (model width / num_heads = {} / {})",

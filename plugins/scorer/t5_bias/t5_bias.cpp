@@ -21,6 +21,8 @@
 #include <attnlab/nn/scorer.hpp>
 #include <attnlab/plugin/plugin.hpp>
 
+#include "../common/self_attention_checks.hpp"
+
 #include <torch/torch.h>
 
 #include <cmath>
@@ -132,15 +134,8 @@ config::Schema schema() { return binding().schema(); }
 
 std::shared_ptr<nn::Scorer> make(const config::Options& options, const plugin::BuildContext&,
                                  const nn::ScorerContext& sc) {
-  const std::string user = sc.owner.empty() ? std::string("its module") : sc.owner;
-  ATTNLAB_CHECK(sc.role == nn::ScorerContext::Role::Self, ConfigError,
-                "{}: {} serves self-attention (a bias per distance between positions in one sequence), but {} uses "
-                "it for cross-attention, where the keys come from another sequence; use "
-                "`attention.cross_scorer: dot_product` there",
-                options.resolved().where(), options.owner(), user);
-  ATTNLAB_CHECK(sc.query_size <= 0 || sc.key_size <= 0 || sc.query_size == sc.key_size, ConfigError,
-                "{}: {} scores dot products, so queries and keys need one size, found query size {} and key size {}",
-                options.resolved().where(), options.owner(), sc.query_size, sc.key_size);
+  scorer_checks::require_self_attention(options, sc, "a bias per distance between positions in one sequence");
+  scorer_checks::require_equal_sizes(options, sc);
   ATTNLAB_CHECK(sc.num_heads >= 1, ConfigError, "{}: {} needs num_heads >= 1, found {}", options.resolved().where(),
                 options.owner(), sc.num_heads);
   const Config c = binding().read(options);
@@ -151,7 +146,7 @@ std::shared_ptr<nn::Scorer> make(const config::Options& options, const plugin::B
     binding().fail(options, &Config::num_buckets,
                    fmt::format("num_buckets {} leaves no exact bucket per direction in {}'s {}self-attention (it "
                                "needs at least {})",
-                               c.num_buckets, user, bidirectional ? "non-causal " : "causal ", bidirectional ? 4 : 2));
+                               c.num_buckets, scorer_checks::user(sc), bidirectional ? "non-causal " : "causal ", bidirectional ? 4 : 2));
   }
   if (c.max_distance <= exact) {
     binding().fail(options, &Config::max_distance,
