@@ -401,6 +401,12 @@ TEST_F(Sweep, MistakesStopItBeforeAnythingRuns) {
   expect_error({kTiny, "seed=1,2", "-o", loop + "/sub"}, "a directory on its way is a symlink loop");
   expect_error({tmp_, "--resume"}, "is not a sweep folder");
   expect_error({tmp_ + "/x", "--resume", "seed=1"}, "takes the sweep folder alone");
+  // What a plugin refuses when it is built (issue 42): 4 heads do not divide the corners model's
+  // width of 6. Each distinct model is built before the first run trains; before, run 1 trained
+  // and run 2 failed.
+  expect_error({kTiny, "model.num_heads=3,4", "-o", dir},
+               "sweep run 'model.num_heads=4': <command line> (at 'model.num_heads'): model 'seq2seq_regression': "
+               "4 heads do not divide num_hiddens 6");
   EXPECT_FALSE(fs::exists(dir));
 }
 

@@ -5,6 +5,8 @@
 #include <attnlab/files.hpp>
 #include <attnlab/plugin/registry.hpp>
 #include <attnlab/results/reader.hpp>
+#include <attnlab/run/experiment.hpp>
+#include <attnlab/train/trainer.hpp>
 
 #include <CLI/CLI.hpp>
 #include <fmt/chrono.h>
@@ -17,6 +19,8 @@
 #include <iostream>
 #include <map>
 #include <memory>
+#include <set>
+#include <utility>
 #include <thread>
 
 #include "cli/commands.hpp"
@@ -26,6 +30,7 @@
 #include "cli/sweep_slurm.hpp"
 #include "cli/sweep_spec.hpp"
 #include "results/lock.hpp"
+#include "run/sections.hpp"
 #include "run/setup.hpp"
 
 namespace attnlab::cli {
@@ -33,24 +38,70 @@ namespace {
 namespace fs = std::filesystem;
 using namespace sweep;
 
-/// Every run's config, as the runner will load it, checked before anything starts; an error names
-/// the run. Returns whether any run sets `threads` (the experiment, an axis or an override).
+/// What decides whether a run's plugins can be built: its dataset, model and trainer sections.
+std::string build_key(const config::Node& root) {
+  std::string key;
+  for (const char* section : {"dataset", "model", "trainer"}) {
+    const auto* n = root.find(section);
+    key += fmt::format("{}:\n{}\n", section, n != nullptr ? config::to_yaml(*n) : std::string());
+  }
+  return key;
+}
+
+/// The dataset, model and trainer of a run built as the runner builds them (on the CPU), and the
+/// trainer's check: what the plugins themselves refuse (4 heads do not divide 6 hiddens, kv_heads,
+/// a scorer that cannot serve cross-attention, a model the dataset cannot feed).
+void build_run(config::Node root, const std::vector<std::string>& plugin_dirs) {
+  // On the CPU: the sweep process stays off the GPU its runs use (a run checks its device itself).
+  root.set("device", config::Node::scalar("cpu"));
+  config::Options top(root, run::experiment_schema(), "the experiment", {});
+  run::Setup setup = run::build_setup(top, plugin_dirs);
+  const auto e = run::experiment_config(top);
+  auto trainer = setup.registry->create<train::Trainer>(e.trainer, setup.ctx);
+  train::TrainContext tc;
+  tc.model = setup.model;
+  tc.custom = setup.custom;
+  tc.build = &setup.ctx;
+  tc.dataset = setup.dataset.get();
+  tc.device = setup.ctx.device;
+  trainer->check(tc);
+}
+
+/// Every run's config, as the runner will load it, checked before anything starts; then each
+/// distinct dataset + model + trainer built once, as the runner would build it (a plugin's own
+/// refusal is found before run 1 trains, not when run 2 starts). An error names the run. Returns
+/// whether any run sets `threads` (the experiment, an axis or an override).
 bool check_runs(const Manifest& m, const std::vector<std::string>& plugin_dirs) {
   plugin::Registry registry;
   for (const auto& d : plugin_dirs) registry.add_search_dir(d);
   registry.discover();
   bool sets_threads = false;
+  std::vector<std::pair<const ManifestRun*, config::Node>> roots;
   for (const auto& r : m.runs) {
     std::vector<std::string> overrides = m.spec.overrides;
     overrides.insert(overrides.end(), r.overrides.begin(), r.overrides.end());
     try {
-      const auto root = config::load_experiment(m.spec.experiment, overrides);
+      auto root = config::load_experiment(m.spec.experiment, overrides);
       run::validate_experiment(root, registry);
       sets_threads = sets_threads || root.has("threads");
+      roots.emplace_back(&r, std::move(root));
     } catch (const ConfigError& e) {
       throw ConfigError(fmt::format("sweep run '{}': {}", r.name, e.what()));
     } catch (const PluginError& e) {
       throw PluginError(fmt::format("sweep run '{}': {}", r.name, e.what()));
+    }
+  }
+  std::set<std::string> built;
+  for (const auto& [r, root] : roots) {
+    if (!built.insert(build_key(root)).second) continue;
+    try {
+      build_run(root, plugin_dirs);
+    } catch (const ConfigError& e) {
+      throw ConfigError(fmt::format("sweep run '{}': {}", r->name, e.what()));
+    } catch (const PluginError& e) {
+      throw PluginError(fmt::format("sweep run '{}': {}", r->name, e.what()));
+    } catch (const DataError& e) {
+      throw DataError(fmt::format("sweep run '{}': {}", r->name, e.what()));
     }
   }
   return sets_threads;
