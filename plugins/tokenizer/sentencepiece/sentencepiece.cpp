@@ -22,6 +22,7 @@
 #include <fstream>
 #include <memory>
 #include <random>
+#include <regex>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -109,7 +110,8 @@ void write_atomically(const fs::path& path, const std::string& bytes) {
 
 class SentencePiece final : public data::Tokenizer {
  public:
-  explicit SentencePiece(SpmOptions options) : opt_(std::move(options)) {}
+  /// place: where the options were written, for messages ("file:line:col (at 'dataset.tokenizer')").
+  SentencePiece(SpmOptions options, std::string place) : opt_(std::move(options)), place_(std::move(place)) {}
 
   std::string name() const override { return "sentencepiece"; }
 
@@ -134,15 +136,12 @@ class SentencePiece final : public data::Tokenizer {
         {"vocab_size", std::to_string(opt_.vocab_size)},
         {"character_coverage", fmt::format("{}", opt_.character_coverage)},
         {"num_threads", std::to_string(threads)},
-        {"minloglevel", "1"},  // no INFO lines on stderr
+        {"minloglevel", "2"},  // no INFO or WARNING lines on stderr: what goes wrong comes back as a status
     };
     CorpusIterator it(corpus);
     std::string model;
     const auto status = sentencepiece::SentencePieceTrainer::Train(args, &it, &model);
-    ATTNLAB_CHECK(status.ok(), DataError,
-                  "sentencepiece: training a {} model with vocab_size {} on {} sentences failed: {}{}", opt_.model_type,
-                  opt_.vocab_size, corpus.size(), status.ToString(),
-                  status.ToString().find("ocab") != std::string::npos ? " (lower vocab_size for this corpus)" : "");
+    if (!status.ok()) throw_training_failed(status.ToString(), corpus.size());
     write_atomically(path, model);
     load(model, path.string());
     return true;
@@ -208,6 +207,26 @@ class SentencePiece final : public data::Tokenizer {
   sentencepiece::SentencePieceProcessor sp_;
   bool trained_ = false;
   std::string model_path_;
+
+  /// SentencePiece's status as one line of ours: its source file, line and condition dropped
+  /// ("Internal: ./src/trainer_interface.cc(660) [(a) == (b)] Vocabulary size too high (200000).
+  /// Please set it to a value <= 61818."), and a vocabulary too large for the corpus as the config
+  /// error it is, naming the option and the largest size that works.
+  [[noreturn]] void throw_training_failed(const std::string& status, size_t sentences) const {
+    static const std::regex internals(R"(^\w+: \S+\.(cc|h)\(\d+\) (\[.*\] )?)");
+    const std::string why = std::regex_replace(status, internals, "");
+    std::smatch most;
+    if (std::regex_search(why, most, std::regex(R"(Vocabulary size too high \((\d+)\).*<= (\d+))"))) {
+      throw ConfigError(fmt::format(
+          "{}: sentencepiece: vocab_size {} is more than {} training sentences can give a {} model: at most {} "
+          "pieces here; lower vocab_size",
+          place_, opt_.vocab_size, sentences, opt_.model_type, most[2].str()));
+    }
+    throw DataError(fmt::format("{}: sentencepiece: training a {} model with vocab_size {} on {} sentences failed: {}",
+                                place_, opt_.model_type, opt_.vocab_size, sentences, why));
+  }
+
+  std::string place_;
 };
 
 const config::Binding<SpmOptions>& binding() {
@@ -225,7 +244,7 @@ const config::Binding<SpmOptions>& binding() {
 config::Schema schema() { return binding().schema(); }
 
 std::shared_ptr<data::Tokenizer> make(const config::Options& o, const plugin::BuildContext&) {
-  return std::make_shared<SentencePiece>(binding().read(o));
+  return std::make_shared<SentencePiece>(binding().read(o), o.resolved().where());
 }
 
 }  // namespace
