@@ -6,10 +6,12 @@
 #include <torch/torch.h>
 
 #include <filesystem>
+#include <fstream>
 
 #include "testing/testing.hpp"
 
 namespace attnlab::train {
+namespace fs = std::filesystem;
 namespace {
 
 struct NetImpl : torch::nn::Module {
@@ -101,6 +103,24 @@ TEST_F(Checkpoint, MismatchAndMissingAreDataErrors) {
   EXPECT_THROW(load_model_weights(dir_ + "/absent.pt", *a), DataError);
   torch::optim::Adam opt(a->parameters());
   EXPECT_THROW(load_checkpoint(path, *a, &opt), DataError);  // saved without an optimizer
+}
+
+// Issue 42: a damaged checkpoint is one line in our words, not miniz's or LibTorch's ("This is an
+// internal miniz error", "[enforce fail at inline_container.cc:...]").
+TEST_F(Checkpoint, ADamagedCheckpointIsOneLineInOurWords) {
+  Net a(3);
+  const auto path = dir_ + "/damaged.pt";
+  save_checkpoint(path, *a, nullptr, {});
+  auto message = [&] { return testutil::message_of<DataError>([&] { load_model_weights(path, *a); }); };
+  fs::resize_file(path, 3000);  // cut short, as by a full disk or a killed copy
+  auto cut = message();
+  EXPECT_EQ(cut, "checkpoint " + path + " cannot be read: it is damaged or not a checkpoint (not a whole zip archive: "
+                 "failed finding central directory)");
+  std::ofstream(path, std::ios::trunc) << "PK\x03\x04 garbage";
+  EXPECT_EQ(message(), "checkpoint " + path + " cannot be read: it is damaged or not a checkpoint (not a whole zip "
+                       "archive: not a ZIP archive)");
+  std::ofstream(path, std::ios::trunc).close();
+  EXPECT_EQ(message(), "checkpoint " + path + " cannot be read: it is empty (written by a run that was killed?)");
 }
 
 }  // namespace

@@ -99,6 +99,25 @@ void set_generator_state(const at::Generator& gen, const at::Tensor& state) {
   g.set_state(state.to(torch::kCPU));
 }
 
+/// What LibTorch's reader says, as a user needs it: miniz's and the stream reader's own words
+/// ("PytorchStreamReader failed reading zip archive: failed finding central directory. This is an
+/// internal miniz error. If you are seeing ...") become "it is empty" or "it is damaged or not a
+/// checkpoint (<the reader's reason>)"; "[enforce fail at file.cc:747]" prefixes are dropped.
+std::string torch_reason(std::string what, const std::string& path) {
+  if (const auto end = what.find("] "); what.rfind("[enforce fail at ", 0) == 0 && end != std::string::npos) {
+    what = what.substr(end + 2);
+  }
+  if (const auto cut = what.find(". This is an internal miniz error"); cut != std::string::npos) what.resize(cut);
+  while (!what.empty() && (what.back() == '\n' || what.back() == ' ' || what.back() == '.')) what.pop_back();
+  std::error_code ec;
+  if (std::filesystem::file_size(path, ec) == 0 && !ec) return "it is empty (written by a run that was killed?)";
+  const std::string zip = "PytorchStreamReader failed reading zip archive: ";
+  if (what.rfind(zip, 0) == 0) {
+    return fmt::format("it is damaged or not a checkpoint (not a whole zip archive: {})", what.substr(zip.size()));
+  }
+  return what;
+}
+
 torch::serialize::InputArchive open(const std::string& path, torch::Device device) {
   const auto why = files::problem(path, files::Want::File);
   ATTNLAB_CHECK(why.empty(), DataError, "checkpoint {}: {}", path, why == "no such file" ? "does not exist" : why);
@@ -106,7 +125,7 @@ torch::serialize::InputArchive open(const std::string& path, torch::Device devic
   try {
     archive.load_from(path, device);
   } catch (const c10::Error& e) {
-    throw DataError(fmt::format("checkpoint {} cannot be read: {}", path, e.what_without_backtrace()));
+    throw DataError(fmt::format("checkpoint {} cannot be read: {}", path, torch_reason(e.what_without_backtrace(), path)));
   }
   return archive;
 }
