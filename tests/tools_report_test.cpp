@@ -3,6 +3,7 @@
 // from runs, the HTML around it and the atomic write.
 #include <attnlab/results/tensor.hpp>
 #include <attnlab/error.hpp>
+#include <attnlab/results/results.hpp>
 
 #include "tools/report/extras.hpp"
 #include "tools/report/json.hpp"
@@ -18,6 +19,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -87,6 +89,66 @@ TEST(ReportAttention, PadsCutTokensCappedWeightsQuantised) {
   EXPECT_TRUE(b.query_tokens.empty());
   EXPECT_EQ(b.layers, (std::vector<int64_t>{0}));
   EXPECT_EQ(b.weights, (std::vector<int32_t>{500, 500, 500, 500}));
+}
+
+/// A results file whose one sample has an encoder_self map of n x n weights over n - 10 tokens and
+/// 10 trailing <pad>, weight 0.5 at [0, 0, 1, 2].
+std::string write_square_map(const std::string& path, int64_t n) {
+  std::vector<std::string> tokens;
+  for (int64_t i = 0; i < n; ++i) tokens.push_back(i < n - 10 ? fmt::format("t{}", i) : "<pad>");
+  auto a = attention(1, 1, tokens, tokens);
+  a.weights.at({0, 0, 1, 2}) = 0.5f;
+  results::Results w(path, "square");
+  w.write_config("x: 1\n");
+  w.append_metric("train", "loss", 1.0);
+  w.write_attention("the sentence", "encoder_self", a);
+  w.set_status(results::Status::Completed);
+  return path;
+}
+
+/// Peak resident memory (KiB) of `runner report FILE -o PAGE`, run by a small Python process
+/// that reads its children's peak (a child forked from this test would count this process's own
+/// memory, which the test's maps inflate, in its peak).
+long report_peak_kib(const std::string& python, const std::string& runner, const std::string& file,
+                     const std::string& page, const std::string& dir) {
+  const std::string script =
+      "import resource, subprocess, sys\n"
+      "r = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n"
+      "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss if r.returncode == 0 else -r.returncode - 1)\n";
+  auto r = testutil::run_process(python, {"-c", script, runner, "report", file, "-o", page}, dir, dir);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  const long kib = std::stol(r.out);
+  EXPECT_GT(kib, 0) << "runner report " << file << " failed";
+  return kib;
+}
+
+// Issue 42: the page shows at most --max-tokens (40) of each axis, so `runner report` reads only
+// that corner of a stored map (a hyperslab), and the attention statistics of its tables read a
+// block of rows at a time: a 4000 x 4000 map (64 MB of floats) costs about as much memory as a
+// 50 x 50 one (before: 63 MB more), and the crop holds the right weights.
+TEST(ReportAttention, OnlyTheCropOfALargeMapIsRead) {
+  const auto runner = testutil::env_or("ATTNLAB_RUNNER", ""), python = testutil::env_or("ATTNLAB_PYTHON", "");
+  ATTNLAB_REQUIRE(!runner.empty() && !python.empty(), "ATTNLAB_RUNNER or ATTNLAB_PYTHON is not set (run through ctest)");
+  const auto dir = testutil::temp_dir("attnlab-report-crop");
+  const auto small = write_square_map(dir + "/small.h5", 50), large = write_square_map(dir + "/large.h5", 4000);
+  const auto x = read_extras(large, 40);
+  ASSERT_EQ(x.attention.size(), 1u);
+  ASSERT_EQ(x.attention[0].maps.size(), 1u);
+  const auto& m = x.attention[0].maps[0];
+  EXPECT_EQ(m.queries, 40);
+  EXPECT_EQ(m.keys, 40);
+  EXPECT_EQ(m.query_tokens.back(), "t39");
+  EXPECT_EQ(m.weights[1 * 40 + 2], 500);  // [0, 0, 1, 2]
+  EXPECT_EQ(x.maps_cut, 1);
+  const auto s = read_extras(small, 40);  // 40 real tokens of 50: the 10 pads cut, nothing else
+  EXPECT_EQ(s.attention[0].maps[0].queries, 40);
+  EXPECT_EQ(s.maps_cut, 0);
+  // The page's crop and compare's statistics (read 256 query rows at a time): 64 MB never held.
+  const long base = report_peak_kib(python, runner, small, dir + "/small.html", dir);
+  const long big = report_peak_kib(python, runner, large, dir + "/large.html", dir);
+  EXPECT_LT(big - base, 24 * 1024) << "runner report of a 64 MB map peaked at " << big << " KiB, of a 10 KB one at "
+                                   << base << " KiB: it held more than a crop and a block of rows";
+  EXPECT_TRUE(testutil::contains(testutil::read_file(dir + "/large.html"), "\"queries\":40"));
 }
 
 TEST(ReportAttention, SubsamplingKeepsWholeSamplesInOrderUnderTheBudget) {

@@ -405,6 +405,58 @@ FloatArray read_float_array(hid_t loc, const std::string& path, const std::strin
   return out;
 }
 
+std::vector<int64_t> dataset_dims(hid_t loc, const std::string& path, const std::string& file) {
+  Handle ds = open_dataset(loc, path, file);
+  Handle space = check(H5Dget_space(ds.get()), file, fmt::format("cannot read the shape of {}", path));
+  const int rank = H5Sget_simple_extent_ndims(space.get());
+  check(static_cast<herr_t>(rank), file, fmt::format("cannot read the rank of {}", path));
+  std::vector<hsize_t> dims(static_cast<size_t>(rank));
+  check(H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr), file,
+        fmt::format("cannot read the shape of {}", path));
+  return {dims.begin(), dims.end()};
+}
+
+FloatArray read_float_block(hid_t loc, const std::string& path, const std::vector<int64_t>& first,
+                            const std::vector<int64_t>& size, const std::string& file) {
+  Handle ds = open_dataset(loc, path, file);
+  require_numeric(ds.get(), path, file);
+  Handle space = check(H5Dget_space(ds.get()), file, fmt::format("cannot read the shape of {}", path));
+  stored_numbers(ds.get(), space.get(), path, file);  // the shape checked against the bytes stored
+  const auto dims = dataset_dims(loc, path, file);
+  ATTNLAB_CHECK(dims.size() == first.size() && dims.size() == size.size(), ResultsError,
+                "dataset {} in results file {}: expected {} dimensions, found {}", path, file, first.size(),
+                dims.size());
+  std::vector<hsize_t> start(dims.size()), count(dims.size());
+  FloatArray out;
+  size_t n = 1;
+  for (size_t i = 0; i < dims.size(); ++i) {
+    start[i] = static_cast<hsize_t>(std::clamp<int64_t>(first[i], 0, dims[i]));
+    count[i] = static_cast<hsize_t>(std::clamp<int64_t>(size[i], 0, dims[i] - static_cast<int64_t>(start[i])));
+    out.shape.push_back(static_cast<int64_t>(count[i]));
+    n *= count[i];
+  }
+  out.values.resize(n);
+  if (n == 0) return out;
+  check(H5Sselect_hyperslab(space.get(), H5S_SELECT_SET, start.data(), nullptr, count.data(), nullptr), file,
+        fmt::format("cannot select a corner of {}", path));
+  Handle memory = check(H5Screate_simple(static_cast<int>(count.size()), count.data(), nullptr), file,
+                        "cannot create a memory dataspace");
+  check(H5Dread(ds.get(), H5T_NATIVE_FLOAT, memory.get(), space.get(), H5P_DEFAULT, out.values.data()), file,
+        fmt::format("cannot read dataset {}", path));
+  return out;
+}
+
+hid_t open_read_only(const std::string& path, bool lock) {
+  Handle fapl = check(H5Pcreate(H5P_FILE_ACCESS), path, "cannot create file access properties");
+  check(H5Pset_fclose_degree(fapl.get(), H5F_CLOSE_STRONG), path, "cannot set the close degree");
+#if H5_VERSION_GE(1, 10, 7)
+  // Without a lock by default: another process writing a running experiment holds one, and
+  // reading its last flush is what `runner plot` wants.
+  check(H5Pset_file_locking(fapl.get(), lock, true), path, "cannot configure file locking");
+#endif
+  return H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl.get());
+}
+
 namespace {
 
 herr_t add_name(hid_t /*group*/, const char* name, const H5L_info_t* /*info*/, void* data) {

@@ -98,6 +98,17 @@ std::vector<std::string> read_string_dataset(hid_t loc, const std::string& path,
 std::vector<double> read_double_dataset(hid_t loc, const std::string& path, const std::string& file);
 /// Any numeric dataset read as float32 values with the dataset's shape.
 FloatArray read_float_array(hid_t loc, const std::string& path, const std::string& file);
+/// The dims of a dataset.
+std::vector<int64_t> dataset_dims(hid_t loc, const std::string& path, const std::string& file);
+/// The block [start[i], start[i] + count[i]) of every dimension of a numeric dataset (clipped to
+/// its dims), as float32, reading only those numbers (a hyperslab): `runner report` and `compare`
+/// read a large attention map a crop or a few rows at a time, never whole.
+FloatArray read_float_block(hid_t loc, const std::string& path, const std::vector<int64_t>& start,
+                            const std::vector<int64_t>& count, const std::string& file);
+
+/// H5Fopen read-only as ResultsReader opens files (strong close degree; HDF5's file lock only when
+/// `lock`, where the library can switch it off): -1, error stack kept, when HDF5 refuses.
+hid_t open_read_only(const std::string& path, bool lock);
 
 /// Names of the links directly inside group `path`, sorted by name; empty if it is absent.
 std::vector<std::string> list_group(hid_t loc, const std::string& path, const std::string& file);

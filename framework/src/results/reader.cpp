@@ -56,18 +56,6 @@ std::string absolute(const std::string& path) {
   return "/" + clean;
 }
 
-// H5Fopen read-only; -1 (error stack kept) when HDF5 refuses.
-hid_t open_read_only(const std::string& path, bool lock) {
-  Handle fapl = check(H5Pcreate(H5P_FILE_ACCESS), path, "cannot create file access properties");
-  check(H5Pset_fclose_degree(fapl.get(), H5F_CLOSE_STRONG), path, "cannot set the close degree");
-#if H5_VERSION_GE(1, 10, 7)
-  // Without a lock by default: another process writing a running experiment holds one, and
-  // reading its last flush is what `runner plot` wants.
-  check(H5Pset_file_locking(fapl.get(), lock, true), path, "cannot configure file locking");
-#endif
-  return H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl.get());
-}
-
 }  // namespace
 
 ResultsReader::ResultsReader(const std::string& path, ReadCheck read_check)
@@ -85,11 +73,11 @@ ResultsReader::ResultsReader(const std::string& path, ReadCheck read_check)
     not_results(path, "not an HDF5 file");
   }
   if (read_check == ReadCheck::before_open) check_readable(path, ReadCheckLimits::for_file(path));
-  hid_t file = open_read_only(path, false);
+  hid_t file = h5::open_read_only(path, false);
   if (file < 0) {
     std::string why = h5::error_stack();
     // The writer is in this process: HDF5 shares its open file only with matching lock settings.
-    file = open_read_only(path, true);
+    file = h5::open_read_only(path, true);
     if (file < 0) not_results(path, "HDF5 cannot open it: " + why);
   }
   impl_->file = Handle(file);

@@ -1,5 +1,7 @@
 #include "tools/runs.hpp"
 
+#include "results/hdf5.hpp"
+
 #include <attnlab/error.hpp>
 #include <attnlab/results/reader.hpp>
 
@@ -39,38 +41,74 @@ void flatten_into(const config::Node& node, const std::string& prefix, std::map<
   }
 }
 
+/// Rows of query positions read at once: memory per read is kRowsPerRead x keys floats, whatever the
+/// size of a stored map (a 512 MB map is read a few MB at a time, never whole).
+constexpr int64_t kRowsPerRead = 256;
+
 void add_attention(const results::ResultsReader& in, AttentionStats& stats) {
-  for (const auto& sample : in.attention_samples()) {
+  namespace h5 = results::h5;
+  const auto samples = in.attention_samples();
+  if (samples.empty()) return;
+  // A second read-only handle, for hyperslabs of the maps.
+  h5::Handle file = h5::check(h5::open_read_only(in.path(), false), in.path(), "cannot open the file for reading");
+  for (const auto& sample : samples) {
     for (const auto& module : in.attention_modules(sample)) {
-      const auto att = in.attention(sample, module);
-      const auto& w = att.weights;  // [layers, heads, Q, K]
-      if (w.dim() != 4 || w.numel() == 0) continue;
-      const int64_t layers = w.size(0), heads = w.size(1), queries = w.size(2), keys = w.size(3);
+      const std::string at = "/attention/" + h5::link_name(sample) + "/" + h5::link_name(module);
+      const auto dims = h5::dataset_dims(file.get(), at, in.path());  // [layers, heads, Q, K]
+      if (dims.size() != 4 || dims[0] * dims[1] * dims[2] * dims[3] == 0) continue;
+      const int64_t layers = dims[0], heads = dims[1], queries = dims[2], keys = dims[3];
+      const auto tokens = in.has_attr_at(at, "query_tokens") ? in.attr_strings_at(at, "query_tokens")
+                                                             : std::vector<std::string>{};
+      std::vector<int64_t> layer_ids;
+      if (in.has_attr_at(at, "layers")) {
+        for (double l : in.attr_doubles_at(at, "layers")) layer_ids.push_back(static_cast<int64_t>(l));
+      }
+      if (static_cast<int64_t>(layer_ids.size()) != layers) {
+        layer_ids.clear();
+        for (int64_t l = 0; l < layers; ++l) layer_ids.push_back(l);
+      }
       // A padded query row is not a token of the sentence: its weights (uniform over the valid
       // keys, or whatever the mask left) would pull the mean entropy towards log(K).
-      std::vector<int64_t> rows;
-      for (int64_t q = 0; q < queries; ++q) {
-        const bool labelled = att.query_tokens.size() == static_cast<size_t>(queries);
-        if (!labelled || att.query_tokens[static_cast<size_t>(q)] != "<pad>") rows.push_back(q);
+      std::vector<bool> real(static_cast<size_t>(queries), true);
+      int64_t n_real = queries;
+      if (tokens.size() == static_cast<size_t>(queries)) {
+        for (int64_t q = 0; q < queries; ++q) real[static_cast<size_t>(q)] = tokens[static_cast<size_t>(q)] != "<pad>";
+        n_real = std::count(real.begin(), real.end(), true);
+        if (n_real == 0) {  // every query is padding: keep them all, as nothing else is left
+          real.assign(real.size(), true);
+          n_real = queries;
+        }
       }
-      if (rows.empty()) {  // every query is padding: keep them all, as nothing else is left
-        for (int64_t q = 0; q < queries; ++q) rows.push_back(q);
-      }
+      // A map of up to 4 MB is read in one go; a larger one kRowsPerRead query rows at a time.
+      const bool whole = layers * heads * queries * keys <= (int64_t{1} << 20);
+      results::FloatArray all, block;
+      if (whole) all = h5::read_float_block(file.get(), at, {0, 0, 0, 0}, {layers, heads, queries, keys}, in.path());
       for (int64_t l = 0; l < layers; ++l) {
         for (int64_t h = 0; h < heads; ++h) {
           double entropy = 0, peak = -std::numeric_limits<double>::infinity();
-          for (int64_t q : rows) {
-            const float* row = &w.values[static_cast<size_t>(((l * heads + h) * queries + q) * keys)];
-            double e = 0;
-            for (int64_t k = 0; k < keys; ++k) {
-              const double p = row[k];
-              e -= p * std::log(std::max(p, 1e-30));
-              peak = std::isnan(p) || std::isnan(peak) ? std::nan("") : std::max(peak, p);
+          for (int64_t q0 = 0; q0 < queries; q0 += kRowsPerRead) {
+            const int64_t rows = std::min(kRowsPerRead, queries - q0);
+            const float* first = nullptr;
+            if (whole) {
+              first = &all.values[static_cast<size_t>(((l * heads + h) * queries + q0) * keys)];
+            } else {
+              block = h5::read_float_block(file.get(), at, {l, h, q0, 0}, {1, 1, rows, keys}, in.path());
+              first = block.values.data();
             }
-            entropy += e;
+            for (int64_t r = 0; r < rows; ++r) {
+              if (!real[static_cast<size_t>(q0 + r)]) continue;
+              const float* row = first + r * keys;
+              double e = 0;
+              for (int64_t k = 0; k < keys; ++k) {
+                const double p = row[k];
+                e -= p * std::log(std::max(p, 1e-30));
+                peak = std::isnan(p) || std::isnan(peak) ? std::nan("") : std::max(peak, p);
+              }
+              entropy += e;
+            }
           }
-          auto& s = stats[module][att.layers[static_cast<size_t>(l)]][h];
-          s.entropy += entropy / static_cast<double>(rows.size());
+          auto& s = stats[module][layer_ids[static_cast<size_t>(l)]][h];
+          s.entropy += entropy / static_cast<double>(n_real);
           s.max_weight = std::max(s.max_weight, peak);
           ++s.samples;
         }

@@ -1,5 +1,7 @@
 #include "tools/report/extras.hpp"
 
+#include "results/hdf5.hpp"
+
 #include <attnlab/results/figure.hpp>
 #include <attnlab/results/reader.hpp>
 
@@ -53,6 +55,42 @@ RolloutMap rollout_map(const results::ResultsReader& in, const std::string& at, 
   return m;
 }
 
+/// /attention/<sample>/<module> as ResultsReader::attention reads it, but only the corner the page
+/// shows is read from the file (a hyperslab through `file`, a second read-only handle): the query
+/// and key axes up to their last token that is not "<pad>" and at most max_tokens, every layer and
+/// head. real_queries / real_keys: the lengths without trailing "<pad>", before the max_tokens cut.
+results::Attention attention_crop(const results::ResultsReader& in, hid_t file, const std::string& sample,
+                                  const std::string& module, int64_t max_tokens, int64_t& real_queries,
+                                  int64_t& real_keys) {
+  namespace h5 = results::h5;
+  const std::string at = "/attention/" + h5::link_name(sample) + "/" + h5::link_name(module);
+  const auto dims = h5::dataset_dims(file, at, in.path());
+  ATTNLAB_CHECK(dims.size() == 4, ResultsError, "results file {}: {} should be [layers, heads, queries, keys], found {}-D",
+                in.path(), at, dims.size());
+  results::Attention att;
+  auto tokens = [&](const char* name) {
+    return in.has_attr_at(at, name) ? in.attr_strings_at(at, name) : std::vector<std::string>{};
+  };
+  const auto q_tokens = tokens("query_tokens"), k_tokens = tokens("key_tokens");
+  real_queries = real_length(q_tokens, dims[2]);
+  real_keys = real_length(k_tokens, dims[3]);
+  const int64_t q = std::min(real_queries, max_tokens), k = std::min(real_keys, max_tokens);
+  att.weights = h5::read_float_block(file, at, {0, 0, 0, 0}, {dims[0], dims[1], q, k}, in.path());
+  if (q_tokens.size() == static_cast<size_t>(dims[2])) att.query_tokens.assign(q_tokens.begin(), q_tokens.begin() + q);
+  if (k_tokens.size() == static_cast<size_t>(dims[3])) att.key_tokens.assign(k_tokens.begin(), k_tokens.begin() + k);
+  if (in.has_attr_at(at, "layers")) {
+    for (double l : in.attr_doubles_at(at, "layers")) att.layers.push_back(static_cast<int64_t>(l));
+  } else {
+    for (int64_t l = 0; l < dims[0]; ++l) att.layers.push_back(l);
+  }
+  ATTNLAB_CHECK(static_cast<int64_t>(att.layers.size()) == dims[0], ResultsError,
+                "results file {}: {} has {} layers but its attribute 'layers' names {}", in.path(), at, dims[0],
+                att.layers.size());
+  if (in.has_attr_at(at, "query_side")) att.query_side = in.attr_string_at(at, "query_side");
+  if (in.has_attr_at(at, "key_side")) att.key_side = in.attr_string_at(at, "key_side");
+  return att;
+}
+
 }  // namespace
 
 AttentionMap make_map(const std::string& module, const results::Attention& att, int64_t max_tokens) {
@@ -94,15 +132,20 @@ RunExtras read_extras(const std::string& path, int64_t max_tokens) {
   for (const char* attr : {"error", "diverged", "interrupted_during"}) {
     if (in.has_attr(attr)) x.detail = in.attr_string(attr);
   }
-  for (const auto& sample : in.attention_samples()) {
+  const auto samples = in.attention_samples();
+  results::h5::Handle file;  // a second read-only handle, for reading only the crops of the attention maps
+  if (!samples.empty()) {
+    file = results::h5::check(results::h5::open_read_only(path, false), path, "cannot open the file for reading");
+  }
+  for (const auto& sample : samples) {
     AttentionSample s{sample, {}};
     for (const auto& module : in.attention_modules(sample)) {
-      const auto att = in.attention(sample, module);
+      int64_t real_queries = 0, real_keys = 0;
+      const auto att = attention_crop(in, file.get(), sample, module, max_tokens, real_queries, real_keys);
       if (att.weights.dim() != 4 || att.weights.numel() == 0) continue;
       s.maps.push_back(make_map(module, att, max_tokens));
       const auto& m = s.maps.back();
-      x.maps_cut += real_length(att.query_tokens, att.weights.size(2)) > m.queries ||
-                    real_length(att.key_tokens, att.weights.size(3)) > m.keys;
+      x.maps_cut += real_queries > m.queries || real_keys > m.keys;
     }
     x.attention.push_back(std::move(s));
   }
