@@ -10,6 +10,7 @@
 # trained at once, default 3), SPLIT (default test), SENTENCES (default all of the split).
 # Then: analyze.py OUT-DIR --split test.
 set -euo pipefail
+[ $# -ge 1 ] && [ "$1" != -h ] && [ "$1" != --help ] || { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit 2; }
 out=$1
 runner=${2:-build/bin/runner}
 shift 2 2>/dev/null || shift $#

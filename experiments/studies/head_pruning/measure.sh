@@ -6,6 +6,7 @@
 # one thread (two runs are measured side by side on the 2-core CPU). full.sh passes the full
 # study's (all of test2016, the device).
 set -euo pipefail
+[ $# -ge 1 ] && [ "$1" != -h ] && [ "$1" != --help ] || { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit 2; }
 run=$1
 runner=${2:-build/bin/runner}
 shift 2 2>/dev/null || shift $#

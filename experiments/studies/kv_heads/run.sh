@@ -7,6 +7,7 @@
 #   experiments/studies/kv_heads/run.sh results/kv_heads build/bin/runner device=cuda threads=2
 # Then: runner compare OUT-DIR/*.h5 --group-by model.encoder.kv_heads
 set -euo pipefail
+[ $# -ge 1 ] && [ "$1" != -h ] && [ "$1" != --help ] || { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit 2; }
 out=$1
 runner=${2:-build/bin/runner}
 shift 2 2>/dev/null || shift $#
