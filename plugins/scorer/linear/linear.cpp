@@ -105,6 +105,6 @@ std::shared_ptr<nn::Scorer> make(const config::Options& options, const plugin::B
 }  // namespace
 
 ATTNLAB_PLUGIN(attnlab::nn::Scorer, "linear",
-               "linear attention (Katharopoulos et al. 2020): weights phi(q).phi(k) normalised, phi = elu + 1; "
+               "Linear attention (Katharopoulos et al. 2020): weights phi(q).phi(k) normalised, phi = elu + 1; "
                "computed in linear time (prefix sums in a causal decoder), materialised when recorded",
                schema, make)

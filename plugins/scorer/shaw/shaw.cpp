@@ -103,6 +103,6 @@ std::shared_ptr<nn::Scorer> make(const config::Options& options, const plugin::B
 }  // namespace
 
 ATTNLAB_PLUGIN(attnlab::nn::Scorer, "shaw",
-               "relative position representations (Shaw et al. 2018), key side: q . (k_j + w[clip(j - i)]) / sqrt(d) "
+               "Relative position representations (Shaw et al. 2018), key side: q . (k_j + w[clip(j - i)]) / sqrt(d) "
                "with a learned vector per clipped distance",
                schema, make)

@@ -134,6 +134,6 @@ std::shared_ptr<nn::Scorer> make(const config::Options& options, const plugin::B
 }  // namespace
 
 ATTNLAB_PLUGIN(attnlab::nn::Scorer, "sliding_window",
-               "local attention (Longformer's sliding window): scaled dot product over the keys within `window` "
+               "Local attention (Longformer's sliding window): scaled dot product over the keys within `window` "
                "positions of the query, blocked so that long sequences never build the full score matrix",
                schema, make)
