@@ -271,6 +271,28 @@ TEST_F(PluginScanTest, ListingPluginsSkipsItWithOneWarning) {
   EXPECT_EQ(one.err.find("no plugin named"), std::string::npos) << one.err;
 }
 
+// The same library under a file name that says nothing of what it provides: asking for its plugin
+// names the skipped library as a candidate, in the run's error and in `runner plugins NAME`.
+TEST_F(PluginScanTest, ASkippedLibraryUnderAnotherNameIsNamedAsACandidate) {
+  auto dir = tmp_ + "/renamed";
+  fs::create_directories(dir);
+  fs::copy_file(test_plugin("attnlab_scorer_test_aborting"), dir + "/libattnlab_scorer_misnamed.so");
+  auto one = run({"plugins", "test_aborting", "--plugin-path", dir});
+  expect_one_error_line({one.exit_code, one.out, last_line(one.err)}, "plugin error: no plugin named 'test_aborting'");
+  EXPECT_NE(last_line(one.err).find("1 plugin library could not be loaded and may provide it (see the warning above): " +
+                                    dir + "/libattnlab_scorer_misnamed.so"),
+            std::string::npos)
+      << one.err;
+  auto asks = run({"experiments/tests/tiny_corners.yaml", "--plugin-path", dir, "model.attention.scorer=test_aborting",
+                   "--results", tmp_ + "/never.h5"});
+  expect_one_error_line({asks.exit_code, asks.out, last_line(asks.err)}, "config error: ");
+  EXPECT_NE(last_line(asks.err).find("could not be loaded and may provide it"), std::string::npos) << asks.err;
+  EXPECT_NE(last_line(asks.err).find("libattnlab_scorer_misnamed.so"), std::string::npos) << asks.err;
+  // A relative --plugin-path is shown as the absolute folder it named, without `..`.
+  auto rel = run({"plugins", "nosuch", "--plugin-path", dir + "/../renamed"});
+  EXPECT_NE(last_line(rel.err).find("searched: " + dir + ", "), std::string::npos) << rel.err;
+}
+
 TEST_F(PluginScanTest, ARunThatDoesNotAskForItCompletesOneThatDoesSaysWhy) {
   auto results = tmp_ + "/synthetic.h5";
   auto r = run(testutil::tiny_synthetic(results, {"--plugin-path", aborting_folder(), "-q"}));

@@ -386,7 +386,7 @@ TEST_F(RunnerTest, PluginsListsEveryKindAndShowsOptions) {
     if (line.starts_with("  norm ") || line.starts_with("  positional_encoding ")) {
       ++seen;
       EXPECT_TRUE(testutil::contains(line, "string") &&
-                  testutil::contains(line, "[first|last]") != testutil::contains(line, "[sinusoidal|none]"))
+                  testutil::contains(line, "[first|last]") != testutil::contains(line, "[auto|sinusoidal|learned|none]"))
           << line;
     }
   }

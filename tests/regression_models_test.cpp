@@ -94,6 +94,23 @@ TEST_F(RegressionModels, PredictEqualsStepByStepDecoding) {
   }
 }
 
+// positional_encoding auto: with a scorer that encodes positions (alibi) in both stacks, the shared
+// encoding is off, so identical points give identical outputs at every step; sinusoidal or learned
+// (said explicitly) tell the steps apart.
+TEST_F(RegressionModels, AutoPositionsFollowTheScorer) {
+  const auto spread = [&](const std::string& options) {
+    auto m = make("{plugin: seq2seq_regression, attention: {scorer: alibi}" + options + "}");
+    m->eval();
+    torch::NoGradGuard no_grad;
+    auto point = torch::tensor({0.3f, -0.7f}).view({1, 1, 2});
+    auto out = m->forward(point.expand({1, 4, 2}).contiguous(), point.expand({1, 5, 2}).contiguous());  // [1, 5, 2]
+    return (out - out.narrow(1, 0, 1)).abs().max().item<double>();
+  };
+  EXPECT_LT(spread(""), 1e-5);
+  EXPECT_GT(spread(", positional_encoding: sinusoidal"), 1e-3);
+  EXPECT_GT(spread(", positional_encoding: learned"), 1e-5);
+}
+
 TEST_F(RegressionModels, NormFirstMatchesTheBooksModel) {
   auto m = make(kNormFirst);
   set_closed_form(*m);

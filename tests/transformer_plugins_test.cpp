@@ -8,6 +8,7 @@
 #include <attnlab/plugin/registry.hpp>
 
 #include "testing/plugins.hpp"
+#include "testing/position_scorers.hpp"
 #include "testing/testing.hpp"
 
 #include <functional>
@@ -79,8 +80,41 @@ TEST_F(TransformerPlugins, PositionalEncodingNoneLeavesPositionsIndistinguishabl
     }
   }
   auto msg = message_of<ConfigError>(
-      [&] { registry.create<nn::Encoder>(yaml("model: {plugin: transformer, positional_encoding: learned}"), ctx); });
-  EXPECT_TRUE(testutil::contains(msg, "sinusoidal")) << msg;
+      [&] { registry.create<nn::Encoder>(yaml("model: {plugin: transformer, positional_encoding: rotary}"), ctx); });
+  EXPECT_TRUE(testutil::contains(msg, "positional_encoding") && testutil::contains(msg, "learned")) << msg;
+}
+
+// `positional_encoding: learned` adds a trained table [max_len, H] (BERT, GPT-2): it separates the
+// positions of a repeated token, is trained (its rows for the positions seen get gradients, the
+// rest none), is saved under pos_encoding.table, and step-by-step decoding reads row t at step t.
+TEST_F(TransformerPlugins, LearnedPositionsAreATrainedTable) {
+  const std::string model = "model: {plugin: transformer, num_hiddens: 16, ffn_num_hiddens: 32, num_heads: 4, "
+                            "num_blks: 2, dropout: 0.0, max_len: 40, positional_encoding: learned}";
+  auto encoder = registry.create<nn::Encoder>(yaml(model), ctx);
+  auto decoder = registry.create<nn::Decoder>(yaml(model), ctx);
+  auto* enc = dynamic_cast<nn::TransformerEncoderImpl*>(encoder.get());
+  auto* dec = dynamic_cast<nn::TransformerDecoderImpl*>(decoder.get());
+  ASSERT_TRUE(enc && dec);
+  for (const auto* pe : {enc->pos_encoding.get(), dec->pos_encoding.get()}) {
+    EXPECT_EQ(pe->kind(), nn::AbsolutePositions::Learned);
+    EXPECT_EQ(pe->table.sizes(), (Sizes{40, 16}));
+    EXPECT_TRUE(pe->table.requires_grad());
+    EXPECT_NEAR(pe->table.std().item<double>(), 0.02, 0.005);  // normal(0, 0.02)
+  }
+  EXPECT_TRUE(encoder->named_parameters().contains("pos_encoding.table"));
+  EXPECT_TRUE(decoder->named_parameters().contains("pos_encoding.table"));
+  // A repeated token: the positions differ by the table alone.
+  const auto src = torch::full({1, 6}, 3, torch::kLong);
+  auto states = encoder->forward(src, torch::tensor({6})).states;  // [1, 6, 16]
+  EXPECT_GT((states - states.narrow(1, 0, 1)).abs().max().item<double>(), 1e-4);
+  states.sum().backward();
+  const auto grad_rows = enc->pos_encoding->table.grad().abs().sum(1);  // [40]
+  EXPECT_GT(grad_rows.narrow(0, 0, 6).min().item<double>(), 0.0);
+  EXPECT_EQ(grad_rows.narrow(0, 6, 34).max().item<double>(), 0.0);
+  testutil::expect_incremental_equals_full(*encoder, *decoder);
+  // Past max_len: the message names the limit.
+  encoder->eval();
+  EXPECT_THROW(encoder->forward(torch::full({1, 41}, 3, torch::kLong), torch::tensor({41})), std::exception);
 }
 
 TEST_F(TransformerPlugins, DefaultsAreD2ls) {
@@ -95,6 +129,9 @@ TEST_F(TransformerPlugins, DefaultsAreD2ls) {
   EXPECT_FALSE(dec->options.bias());
   EXPECT_EQ(dec->options.norm(), nn::NormPlacement::Last);
   EXPECT_FALSE(dec->final_ln);
+  // positional_encoding auto with dot products: d2l's sinusoidal encoding.
+  EXPECT_EQ(dec->options.positional_encoding(), nn::AbsolutePositions::Auto);
+  EXPECT_EQ(dec->pos_encoding->kind(), nn::AbsolutePositions::Sinusoidal);
   EXPECT_EQ(dec->options.vocab_size(), 21);
 }
 
@@ -193,6 +230,23 @@ TEST_F(TransformerPlugins, SelfAndCrossAttentionTakeTheirOwnScorers) {
       message_of<ConfigError>([&] { registry.create<nn::Encoder>(yaml(model + "{cross_scorer: additive}}"), ctx); });
   EXPECT_NE(msg.find("unknown option 'cross_scorer'"), std::string::npos) << msg;
   EXPECT_NE(msg.find("Known options: scorer, self_scorer"), std::string::npos) << msg;
+}
+
+// A dataset whose padded sequences are longer than max_len: one config error at max_len's place,
+// before anything trains (not an error from the first forward()).
+TEST_F(TransformerPlugins, MaxLenShorterThanTheDatasetsSequencesIsAConfigError) {
+  ctx.data.num_steps = 8;
+  for (const char* encoding : {"sinusoidal", "learned", "none"}) {
+    const auto node = yaml(std::string("model: {plugin: transformer, max_len: 4, positional_encoding: ") + encoding + "}");
+    for (const auto& msg : {message_of<ConfigError>([&] { registry.create<nn::Encoder>(node, ctx); }),
+                            message_of<ConfigError>([&] { registry.create<nn::Decoder>(node, ctx); })}) {
+      EXPECT_NE(msg.find("test.yaml:1:"), std::string::npos) << msg;
+      EXPECT_NE(msg.find("max_len 4 is shorter than the dataset's sequences (8 steps, dataset.num_steps)"),
+                std::string::npos)
+          << msg;
+    }
+  }
+  EXPECT_NO_THROW(registry.create<nn::Encoder>(yaml("model: {plugin: transformer, max_len: 8}"), ctx));
 }
 
 TEST_F(TransformerPlugins, AnErrorInAPluginsForwardNamesThePlugin) {

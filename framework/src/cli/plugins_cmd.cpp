@@ -101,9 +101,20 @@ int show(const std::vector<std::string>& plugin_dirs, const std::string& name) {
     }
     std::string msg = fmt::format("no plugin named '{}'", name);
     if (auto s = config::did_you_mean(bare, names)) msg += fmt::format("; did you mean '{}'?", *s);
-    msg += fmt::format(" (searched: {}); a plugin built elsewhere is found with --plugin-path DIR or "
-                       "ATTNLAB_PLUGIN_PATH=DIR",
-                       fmt::join(registry.search_dirs(), ", "));
+    msg += fmt::format(" (searched: {})", fmt::join(registry.search_dirs(), ", "));
+    // Skipped libraries whose file names say nothing of what they provide may hold it.
+    std::vector<std::string> unknown;
+    for (const auto& b : registry.broken()) {
+      if (std::none_of(plugins.begin(), plugins.end(),
+                       [&](const auto* p) { return p->kind == b.kind && p->name == b.name; })) {
+        unknown.push_back(b.path);
+      }
+    }
+    if (!unknown.empty()) {
+      msg += fmt::format("; {} plugin librar{} could not be loaded and may provide it (see the warning above): {}",
+                         unknown.size(), unknown.size() == 1 ? "y" : "ies", fmt::join(unknown, ", "));
+    }
+    msg += "; a plugin built elsewhere is found with --plugin-path DIR or ATTNLAB_PLUGIN_PATH=DIR";
     throw PluginError(msg);
   }
   return 0;

@@ -222,6 +222,8 @@ int64_t MultiHeadAttentionImpl::kv_heads() const {
   return options.kv_heads() > 0 ? options.kv_heads() : options.num_heads();
 }
 
+Scorer& MultiHeadAttentionImpl::scorer() { return attention_->scorer(); }
+
 KeyValues MultiHeadAttentionImpl::project(const torch::Tensor& keys, const torch::Tensor& values) {
   const int64_t kv = kv_heads();
   if (options.per_head_projections()) {

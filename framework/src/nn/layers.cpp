@@ -5,8 +5,9 @@
 
 namespace attnlab::nn {
 
-PositionalEncodingImpl::PositionalEncodingImpl(int64_t num_hiddens, double dropout, int64_t max_len, bool add)
-    : add_(add) {
+PositionalEncodingImpl::PositionalEncodingImpl(int64_t num_hiddens, double dropout, int64_t max_len,
+                                               AbsolutePositions kind)
+    : kind_(kind == AbsolutePositions::Auto ? AbsolutePositions::Sinusoidal : kind) {
   TORCH_CHECK(num_hiddens >= 1 && max_len >= 1, "PositionalEncoding: num_hiddens and max_len must be >= 1, found ",
               num_hiddens, " and ", max_len);
   auto p = torch::zeros({1, max_len, num_hiddens});  // [1, max_len, H]
@@ -18,7 +19,15 @@ PositionalEncodingImpl::PositionalEncodingImpl(int64_t num_hiddens, double dropo
   const int64_t odd = num_hiddens / 2;  // number of odd columns (one fewer than even ones when H is odd)
   p.index_put_({Slice(), Slice(), Slice(1, None, 2)}, torch::cos(x.narrow(1, 0, odd)));
   P = register_buffer("P", p);
+  if (kind_ == AbsolutePositions::Learned) {
+    table = register_parameter("table", torch::empty({max_len, num_hiddens}).normal_(0.0, 0.02));  // [max_len, H]
+  }
   dropout_ = register_module("dropout", torch::nn::Dropout(dropout));
+}
+
+void PositionalEncodingImpl::switch_off() {
+  TORCH_CHECK(kind_ != AbsolutePositions::Learned, "PositionalEncoding: a learned table cannot be switched off");
+  kind_ = AbsolutePositions::None;
 }
 
 torch::Tensor PositionalEncodingImpl::forward(const torch::Tensor& x, int64_t offset) {
@@ -26,8 +35,14 @@ torch::Tensor PositionalEncodingImpl::forward(const torch::Tensor& x, int64_t of
               "], found ", x.sizes());
   TORCH_CHECK(offset >= 0 && offset + x.size(1) <= P.size(1), "PositionalEncoding: positions ", offset, "..",
               offset + x.size(1) - 1, " exceed max_len ", P.size(1));
-  if (!add_) return dropout_->forward(x);                                         // [B, T, H]
-  return dropout_->forward(x + P.narrow(1, offset, x.size(1)).to(x.device()));  // [B, T, H]
+  switch (kind_) {
+    case AbsolutePositions::None:
+      return dropout_->forward(x);  // [B, T, H]
+    case AbsolutePositions::Learned:
+      return dropout_->forward(x + table.narrow(0, offset, x.size(1)).to(x.dtype()));  // [B, T, H]
+    default:
+      return dropout_->forward(x + P.narrow(1, offset, x.size(1)).to(x.device()));  // [B, T, H]
+  }
 }
 
 PositionWiseFFNImpl::PositionWiseFFNImpl(int64_t in_size, int64_t ffn_hiddens, int64_t out_size,

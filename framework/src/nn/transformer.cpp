@@ -75,6 +75,10 @@ TransformerEncoderImpl::TransformerEncoderImpl(const TransformerOptions& options
     blocks.emplace_back(options.block(), make_scorer, i);
     blks->push_back(blocks.back());
   }
+  if (options.positional_encoding() == AbsolutePositions::Auto &&
+      blocks.front()->attention->scorer().encodes_positions()) {
+    pos_encoding->switch_off();  // the scorer says where tokens stand
+  }
   if (options.norm() == NormPlacement::First) {
     final_ln = register_module(
         "final_ln",
@@ -129,6 +133,10 @@ TransformerDecoderImpl::TransformerDecoderImpl(const TransformerOptions& options
   for (int64_t i = 0; i < options.num_blks(); ++i) {
     blocks.emplace_back(options.block(), make_scorer, i);
     blks->push_back(blocks.back());
+  }
+  if (options.positional_encoding() == AbsolutePositions::Auto &&
+      blocks.front()->attention1->scorer().encodes_positions()) {
+    pos_encoding->switch_off();  // the causal self-attention's scorer says where tokens stand
   }
   if (options.norm() == NormPlacement::First) {
     final_ln = register_module(

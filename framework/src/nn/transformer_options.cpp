@@ -30,9 +30,14 @@ config::Binding<TransformerConfig> transformer_binding(AttentionRoles roles, con
       .choice("norm", &C::norm, {{"first", NormPlacement::First}, {"last", NormPlacement::Last}},
               "layer norm placement: last = d2l AddNorm ln(x + f(x)); first = x + f(ln(x)) and a final LayerNorm")
       .option("max_len", &C::max_len, "longest sequence the positional encoding covers", {.min = 1, .max = 1000000})
-      .choice("positional_encoding", &C::positional_encoding, {{"sinusoidal", true}, {"none", false}},
-              "sinusoidal: d2l's, added to the scaled embeddings; none: nothing added, positions come from the "
-              "scorer alone (ALiBi) or not at all")
+      .choice("positional_encoding", &C::positional_encoding,
+              {{"auto", AbsolutePositions::Auto},
+               {"sinusoidal", AbsolutePositions::Sinusoidal},
+               {"learned", AbsolutePositions::Learned},
+               {"none", AbsolutePositions::None}},
+              "what is added to the scaled embeddings: sinusoidal (d2l's); learned (a trained table of max_len rows, "
+              "BERT's and GPT-2's); none (positions come from the scorer alone, or not at all: NoPE); auto: none "
+              "when the self-attention scorer encodes positions itself (rope, alibi, t5_bias, shaw), else sinusoidal")
       .option("ffn_dropout", &C::ffn_dropout, "dropout after the FFN's ReLU (Step-by-Step's layers; d2l has none)",
               {.min = 0.0, .max = 1.0})
       .option("fused", &C::fused,

@@ -126,6 +126,14 @@ std::vector<std::string> Registry::search_dirs() const {
   }
   const auto installed = installed_plugin_dir();
   dirs.push_back(installed.empty() ? std::string(kBuildPluginDir) : installed);
+  // As messages show them: absolute, without `.` and `..` (a relative --plugin-path names the
+  // folder it meant from the working directory), symbolic links left as they are.
+  std::error_code ec;
+  for (auto& d : dirs) {
+    auto absolute = fs::absolute(fs::path(d), ec);
+    if (!ec) d = absolute.lexically_normal().string();
+    if (d.size() > 1 && d.back() == '/') d.pop_back();
+  }
   return dirs;
 }
 
@@ -280,6 +288,18 @@ const PluginInfo& Registry::find(const std::string& kind, const std::string& nam
   msg += names.empty() ? fmt::format(" (no {} plugins are loaded; searched: {})", kind, fmt::join(search_dirs(), ", "))
                        : fmt::format(" (available: {}; searched: {})", fmt::join(names, ", "),
                                      fmt::join(search_dirs(), ", "));
+  // A library that could not be loaded, and whose file name does not say what it provides (a
+  // duplicate of a loaded plugin is not a candidate), may be the one asked for: say so.
+  std::vector<std::string> unknown;
+  for (const auto& b : broken_) {
+    if (!plugins_.contains({b.kind, b.name})) unknown.push_back(b.path);
+  }
+  if (!unknown.empty()) {
+    msg += fmt::format("; {} plugin librar{} could not be loaded and may provide it (see the warning above): {}{}",
+                       unknown.size(), unknown.size() == 1 ? "y" : "ies",
+                       fmt::join(unknown.begin(), unknown.begin() + std::min<size_t>(unknown.size(), 3), ", "),
+                       unknown.size() > 3 ? ", ..." : "");
+  }
   // Out-of-tree plugins live in their own build's plugins/ folder, which no default search covers.
   msg += "; a plugin built elsewhere is found with --plugin-path DIR or ATTNLAB_PLUGIN_PATH=DIR";
   throw PluginError(msg);

@@ -3,6 +3,8 @@
 #include <attnlab/nn/transformer_options.hpp>
 #include <attnlab/plugin/plugin.hpp>
 
+#include <fmt/format.h>
+
 namespace {
 
 using namespace attnlab;
@@ -24,6 +26,13 @@ std::shared_ptr<nn::Decoder> make(const config::Options& options, const plugin::
                 options.resolved().where(), options.owner(), ctx.data.tgt_vocab_size);
   const Config c = binding().read(options);
   auto opts = nn::transformer_options(options, c, ctx.data.tgt_vocab_size);
+  // Positions past max_len have no encoding: the dataset's padded length must fit, before training.
+  if (ctx.data.num_steps > c.max_len) {
+    nn::transformer_binding(nn::AttentionRoles::Self)
+        .fail(options, &nn::TransformerConfig::max_len,
+              fmt::format("max_len {} is shorter than the dataset's sequences ({} steps, dataset.num_steps)",
+                          c.max_len, ctx.data.num_steps));
+  }
   nn::apply_variant_options(static_cast<const nn::TransformerDecoderVariantConfig&>(c), opts);
   return std::make_shared<nn::TransformerDecoderImpl>(
       opts, nn::registry_scorer_factory(options, ctx, nn::AttentionRoles::SelfAndCross, nn::kTransformerScorer));

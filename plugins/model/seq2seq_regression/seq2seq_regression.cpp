@@ -26,6 +26,13 @@ class Seq2SeqRegression final : public nn::SequenceRegressor {
     encoder = register_module("encoder", nn::TransformerEncoder(opts, make_scorer));
     decoder = register_module("decoder", nn::TransformerDecoder(opts, make_scorer));
     linear = register_module("linear", torch::nn::Linear(opts.num_hiddens(), n_features));
+    // positional_encoding auto: the stacks have resolved it by their self-attention scorers; the
+    // shared encoding is off when neither stack wants it.
+    if (opts.positional_encoding() == nn::AbsolutePositions::Auto &&
+        encoder->pos_encoding->kind() == nn::AbsolutePositions::None &&
+        decoder->pos_encoding->kind() == nn::AbsolutePositions::None) {
+      pos_encoding->switch_off();
+    }
     // The stacks' token embeddings, their own positional encodings and the decoder's vocabulary
     // layer are not used on continuous inputs: drop them so they are neither trained nor counted.
     for (const char* name : {"embedding", "pos_encoding"}) {

@@ -72,6 +72,10 @@ class Alibi final : public nn::Scorer {
                                          scale_ ? std::nullopt : std::optional<double>(1.0));
   }
 
+  /// Its scores carry the positions (a bias linear in the query-key distance):
+  /// a transformer under positional_encoding `auto` adds no absolute encoding.
+  bool encodes_positions() const override { return true; }
+
  private:
   int64_t heads() const { return slopes_.size(0); }
 

@@ -56,6 +56,10 @@ class Rope final : public nn::Scorer {
                                          values, valid_lens, {}, training ? dropout : 0.0);
   }
 
+  /// Its scores carry the positions (queries and keys are rotated by their positions):
+  /// a transformer under positional_encoding `auto` adds no absolute encoding.
+  bool encodes_positions() const override { return true; }
+
  private:
   static void check(const torch::Tensor& queries, const torch::Tensor& keys) {
     TORCH_CHECK(

@@ -52,6 +52,10 @@ class Shaw final : public nn::Scorer {
     return nn::scaled_dot_product_attend(queries, keys, values, valid_lens, bias, training ? dropout : 0.0);
   }
 
+  /// Its scores carry the positions (a learned key vector per clipped relative distance):
+  /// a transformer under positional_encoding `auto` adds no absolute encoding.
+  bool encodes_positions() const override { return true; }
+
  private:
   void check(const torch::Tensor& queries, const torch::Tensor& keys) const {
     TORCH_CHECK(

@@ -88,6 +88,10 @@ class T5Bias final : public nn::Scorer {
     return relative_position_bucket(j.unsqueeze(0) - i.unsqueeze(1), bidirectional_, num_buckets_, max_distance_);
   }
 
+  /// Its scores carry the positions (a learned bias per bucket of relative position):
+  /// a transformer under positional_encoding `auto` adds no absolute encoding.
+  bool encodes_positions() const override { return true; }
+
  private:
   int64_t heads() const { return table_.size(1); }
 

@@ -114,6 +114,8 @@ class MultiHeadAttentionImpl : public torch::nn::Module {
                                   const Positions& positions = {});
   /// options.kv_heads, 0 resolved to num_heads.
   int64_t kv_heads() const;
+  /// The scorer its heads share.
+  Scorer& scorer();
 
   MultiHeadAttentionOptions options;
   torch::nn::Linear W_q{nullptr}, W_k{nullptr}, W_v{nullptr}, W_o{nullptr};  // W_q/k/v null when per head

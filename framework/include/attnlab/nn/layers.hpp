@@ -9,19 +9,36 @@
 
 namespace attnlab::nn {
 
-/// Sinusoidal positional encoding with dropout: X + P[:, :T, :], then dropout.
+/// What a transformer adds to its token embeddings to say where each token stands.
+enum class AbsolutePositions {
+  Sinusoidal,  // Vaswani et al.'s fixed encoding (d2l's): the buffer P
+  Learned,     // a trained table, one row per position (BERT, GPT-2), initialised normal(0, 0.02)
+  None,        // nothing added: positions come from the scorer (RoPE, ALiBi, T5, Shaw) or not at all (NoPE)
+  Auto,        // transformer options only: None when the module's self-attention scorer encodes positions
+               // (Scorer::encodes_positions), Sinusoidal otherwise; a PositionalEncoding takes it as Sinusoidal
+};
+
+/// Positional encoding with dropout: X + P[:, offset:offset + T, :], then dropout, where P is the
+/// sinusoidal table (Sinusoidal) or a learned one (Learned, the parameter `table`); None adds nothing.
 class PositionalEncodingImpl : public torch::nn::Module {
  public:
-  /// `add` false: P is not added, only the dropout is applied (a model whose positions come from
-  /// elsewhere, such as an ALiBi scorer; P stays a buffer, so the module's state is the same).
-  PositionalEncodingImpl(int64_t num_hiddens, double dropout, int64_t max_len = 1000, bool add = true);
+  /// The sinusoidal P is a buffer whatever `kind` is (the module's state keeps its keys); Learned
+  /// adds the parameter `table` [max_len, num_hiddens], normal(0, 0.02).
+  PositionalEncodingImpl(int64_t num_hiddens, double dropout, int64_t max_len = 1000,
+                         AbsolutePositions kind = AbsolutePositions::Sinusoidal);
   /// x [B, T, H] -> [B, T, H]. `offset`: position of x's first step (incremental decoding feeds
   /// step t alone and needs P[:, t]; d2l 1.0.3 always adds P[:, :T]).
   torch::Tensor forward(const torch::Tensor& x, int64_t offset = 0);
-  torch::Tensor P;  // [1, max_len, H] buffer
+  /// Sinusoidal, Learned or None (what forward adds).
+  AbsolutePositions kind() const { return kind_; }
+  /// Stops adding the sinusoidal P (a transformer whose scorer encodes positions, under Auto).
+  /// Only from Sinusoidal: a learned table would be left untrained.
+  void switch_off();
+  torch::Tensor P;      // [1, max_len, H] buffer
+  torch::Tensor table;  // [max_len, H] parameter (Learned), undefined otherwise
  private:
   torch::nn::Dropout dropout_{nullptr};
-  bool add_ = true;
+  AbsolutePositions kind_ = AbsolutePositions::Sinusoidal;
 };
 TORCH_MODULE(PositionalEncoding);
 

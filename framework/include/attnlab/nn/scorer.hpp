@@ -57,6 +57,11 @@ class Scorer : public torch::nn::Module, public plugin::Made {
                                               const Positions& positions, double dropout, bool training) {
     return std::nullopt;
   }
+  /// true: its scores depend on where the query and the key stand (from `positions`: RoPE, ALiBi,
+  /// T5's bias, Shaw's relative positions), so a transformer whose positional_encoding is `auto`
+  /// adds no absolute encoding to the embeddings of a module whose self-attention it scores.
+  /// false (the default): the scores see only the vectors, as dot products do.
+  virtual bool encodes_positions() const { return false; }
 };
 
 /// Builds the scorer of one attention module, told what it will see (the transformer blocks and

@@ -122,7 +122,8 @@ struct TransformerOptions {
   TORCH_ARG(bool, bias) = false;                                       // bias in the attention projections
   TORCH_ARG(NormPlacement, norm) = NormPlacement::Last;                // First adds a final LayerNorm
   TORCH_ARG(int64_t, max_len) = 1000;                                  // positional encoding length
-  TORCH_ARG(bool, positional_encoding) = true;  // false: no sinusoidal encoding added (dropout only)
+  // added to the embeddings; Auto: none when the module's self-attention scorer encodes positions
+  TORCH_ARG(AbsolutePositions, positional_encoding) = AbsolutePositions::Sinusoidal;
   TORCH_ARG(double, ffn_dropout) = 0.0;         // after the FFN's ReLU (Step-by-Step's layers); 0 = d2l
   // TF-lab variants (seed 004); the defaults are d2l's model.
   TORCH_ARG(TransformerInit, init) = TransformerInit::Default;
@@ -139,6 +140,8 @@ struct TransformerOptions {
 };
 
 /// d2l TransformerEncoder: X = pos_encoding(embedding(src) * sqrt(H)), blocks, final LN (norm-first).
+/// positional_encoding Auto is resolved once the blocks are made: None when their self-attention
+/// scorer encodes positions (pos_encoding->kind() says which).
 class TransformerEncoderImpl : public Encoder {
  public:
   TransformerEncoderImpl(const TransformerOptions& options, const ScorerFactory& make_scorer);
@@ -158,7 +161,8 @@ class TransformerEncoderImpl : public Encoder {
 TORCH_MODULE(TransformerEncoder);
 
 /// d2l TransformerDecoder: embedding * sqrt(H), positional encoding (offset by the steps already
-/// decoded in incremental mode), blocks, final LN (norm-first), dense -> vocab.
+/// decoded in incremental mode), blocks, final LN (norm-first), dense -> vocab. positional_encoding
+/// Auto: None when the blocks' causal self-attention scorer encodes positions (as the encoder's).
 class TransformerDecoderImpl : public Decoder {
  public:
   TransformerDecoderImpl(const TransformerOptions& options, const ScorerFactory& make_scorer);

@@ -28,7 +28,7 @@ struct TransformerConfig {
   bool bias = false;
   NormPlacement norm = NormPlacement::Last;
   int64_t max_len = 1000;
-  bool positional_encoding = true;  // sinusoidal | none
+  AbsolutePositions positional_encoding = AbsolutePositions::Auto;  // auto | sinusoidal | learned | none
   double ffn_dropout = 0.0;
   bool fused = true;  // add & norm as fused CPU kernels; false: the composition of torch ops
 };

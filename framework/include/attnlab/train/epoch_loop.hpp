@@ -1,5 +1,5 @@
 #pragma once
-// The epoch loop of every trainer (docs/PLUGINS.md, "A trainer's epoch loop"). A trainer says what
+// The epoch loop of every trainer (docs/PLUGINS.md, "A trainer: the epoch loop"). A trainer says what
 // one step computes and what an epoch reports, through EpochHooks; run_epochs does the rest, the
 // same for every trainer:
 //   - epochs of global batches (the dataset's training split, shuffled by seed + epoch), every

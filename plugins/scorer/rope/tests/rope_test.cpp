@@ -209,6 +209,29 @@ TEST_F(Rope, RefusesCrossAttentionAndAnOddHeadSize) {
   EXPECT_NE(base.find("base"), std::string::npos) << base;
 }
 
+// positional_encoding auto (the default): a module whose self-attention scores with rope adds no
+// sinusoidal encoding, one that scores with dot products keeps it; what the model says wins.
+TEST_F(Rope, AutoSwitchesTheSinusoidalEncodingOffWhereRopeScores) {
+  const auto kind = [&](const std::string& side, const std::string& options) {
+    const std::string model = "{plugin: transformer, num_hiddens: 16, num_heads: 4, num_blks: 1" + options + "}";
+    if (side == "encoder") {
+      auto encoder = registry.create<nn::Encoder>(yaml(model), ctx);
+      return dynamic_cast<nn::TransformerEncoderImpl&>(*encoder).pos_encoding->kind();
+    }
+    auto decoder = registry.create<nn::Decoder>(yaml(model), ctx);
+    return dynamic_cast<nn::TransformerDecoderImpl&>(*decoder).pos_encoding->kind();
+  };
+  using nn::AbsolutePositions;
+  EXPECT_EQ(kind("encoder", ", attention: {scorer: rope}"), AbsolutePositions::None);
+  EXPECT_EQ(kind("encoder", ""), AbsolutePositions::Sinusoidal);
+  EXPECT_EQ(kind("encoder", ", positional_encoding: sinusoidal, attention: {scorer: rope}"),
+            AbsolutePositions::Sinusoidal);
+  EXPECT_EQ(kind("encoder", ", positional_encoding: learned, attention: {scorer: rope}"), AbsolutePositions::Learned);
+  EXPECT_EQ(kind("decoder", ", attention: {self_scorer: rope, cross_scorer: dot_product}"), AbsolutePositions::None);
+  EXPECT_EQ(kind("decoder", ", attention: {self_scorer: dot_product, cross_scorer: dot_product}"),
+            AbsolutePositions::Sinusoidal);
+}
+
 TEST_F(ScorerExperimentRun, RopeTrainsTheFraEngTransformerAndRecordsItsAttention) {
   REQUIRE_FRA_ENG();
   results::ResultsReader rd(expect_self_attention_run("transformer_fra_eng_d2l017_rope.yaml", "rope"));
