@@ -132,19 +132,30 @@ class Bench:
             return row
         cfg = config.load_experiment(os.path.join(ROOT, w.experiment))
         epochs = max(2, round(w.epochs * self.a.epoch_scale))
-        runs = {"attnlab": [], "python": []}
+        sides = ["attnlab", "python"] + ([] if self.a.skip_compile else ["compile"])
+        runs = {side: [] for side in sides}
         for rep in range(self.a.reps):
             ov = [f"trainer.max_epochs={epochs}", f"seed={cfg.get('seed', 0) + rep}", "evaluate={}", *w.overrides]
-            order = ["attnlab", "python"] if rep % 2 == 0 else ["python", "attnlab"]
+            order = sides[rep % len(sides):] + sides[:rep % len(sides)]  # rotating: each side first in turn
             for side in order:
                 tag = f"{w.peer}-{side}-{rep}"
-                run = self.run_attnlab if side == "attnlab" else self.run_peer
+                if side == "attnlab":
+                    run = self.run_attnlab
+                else:  # the peer, eager or under torch.compile (bench/python/peer.py --compile)
+                    def run(w, ov, tag, extra=["--compile"] if side == "compile" else []):
+                        return self.run_peer(w, ov, tag, extra)
                 try:
                     r = run(w, ov, tag)
                     # CPU time per steady epoch, robust to load: (CPU of this run - CPU of a
-                    # 1-epoch run) / (epochs - 1); startup and the warm-up epoch cancel.
+                    # 1-epoch run) / (epochs - 1); startup, the warm-up epoch and compilation cancel.
                     short = run(w, [*ov, "trainer.max_epochs=1"], tag + "-short")
                 except RuntimeError as e:
+                    if side == "compile":  # the peer's compiler failing is the peer's result, not ours
+                        row["compile_status"] = f"failed: {e}"[:300]
+                        print(f"  {w.name} compile: FAILED {e}", flush=True)
+                        sides.remove("compile")
+                        runs.pop("compile")
+                        continue
                     row["status"] = f"failed: {side}: {e}"
                     return row
                 r["cpu_per_epoch"] = (r["cpu"] - short["cpu"]) / (epochs - 1)
@@ -165,6 +176,11 @@ class Bench:
             row[f"{side}_cpu_epoch_s"] = statistics.median(r["cpu_per_epoch"] for r in rs)
         row["ratio"] = row["python_epoch_s"] / row["attnlab_epoch_s"]
         row["cpu_ratio"] = row["python_cpu_epoch_s"] / row["attnlab_cpu_epoch_s"]
+        if "compile" in runs:
+            # Compilation happens in the first epoch (and again for a new shape, e.g. a last short
+            # batch, which is why epoch 2 can be slow too): the first epoch beyond a steady one.
+            row["compile_ratio"] = row["compile_epoch_s"] / row["attnlab_epoch_s"]
+            row["compile_seconds"] = statistics.median(r["seconds"][0] - row["compile_epoch_s"] for r in runs["compile"])
         la, lp = row["attnlab_final_loss"], row["python_final_loss"]
         tol = max(0.05 * abs(la + lp) / 2, 3 * max(row["attnlab_final_loss_sd"], row["python_final_loss_sd"]))
         row["loss_check"] = "ok" if abs(la - lp) <= tol else f"CHECK (|diff| {abs(la - lp):.3f} > {tol:.3f})"
@@ -552,6 +568,25 @@ class Bench:
                  f"at end {load1[0]:.2f}/{load1[1]:.2f}/{load1[2]:.2f} (on {os.cpu_count()} CPUs)")
         self.say(f"- command: bench/run {' '.join(self.a.argv)}")
         self.say()
+        compiled = [r for r in rows if "compile_epoch_s" in r or "compile_status" in r]
+        if compiled:
+            self.say("## Against torch.compile (the peer compiled with inductor, default mode)")
+            self.say()
+            self.say("Steady epochs only (each run's first, where compilation happens, left out); the compile time is "
+                     "that first epoch's excess over a steady one, per run.")
+            self.say()
+            self.say("| workload | attnlab epoch s | python eager s | python compiled s | **compiled / attnlab** | "
+                     "eager / attnlab | compile time s | final loss attnlab / eager / compiled |")
+            self.say("|---|---|---|---|---|---|---|---|")
+            for r in compiled:
+                if "compile_epoch_s" not in r:
+                    self.say(f"| {r['workload']} | {r['compile_status']} |" + "  |" * 6)
+                    continue
+                self.say(f"| {r['workload']} | {r['attnlab_epoch_s']:.4f} | {r['python_epoch_s']:.4f} | "
+                         f"{r['compile_epoch_s']:.4f} | **{r['compile_ratio']:.2f}** | {r['ratio']:.2f} | "
+                         f"{r['compile_seconds']:.1f} | {r['attnlab_final_loss']:.4f} / {r['python_final_loss']:.4f} / "
+                         f"{r['compile_final_loss']:.4f} |")
+            self.say()
         if rows:
             self.say("| workload | epochs x reps | attnlab epoch s | python epoch s | ratio py/attnlab | attnlab CPU "
                      "s/epoch | python CPU s/epoch | CPU ratio | attnlab tok/s | python tok/s | final loss attnlab "
@@ -672,7 +707,8 @@ def main():
                    help="(with --device cuda) issue 18's table: attnlab eager and CUDA-graphed, the peer eager and "
                         "torch.compile(mode='reduce-overhead'), at each --precisions")
     p.add_argument("--precisions", nargs="*", default=["fp32"], choices=["fp32", "tf32", "bf16"])
-    p.add_argument("--skip-compile", action="store_true", help="(--graphs) leave out the torch.compile peer")
+    p.add_argument("--skip-compile", action="store_true",
+                   help="leave out the torch.compile peer (on the CPU: inductor, default mode; --graphs: reduce-overhead)")
     args = p.parse_args()
     args.argv = sys.argv[1:]
     if args.graphs:
