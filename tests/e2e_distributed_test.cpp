@@ -279,6 +279,16 @@ TEST_F(Distributed, AKilledRankEndsTheOtherWithAnErrorAndTheRunFailed) {
   EXPECT_TRUE(contains(log, "error: distributed run: rank 0 of 2 stopped in training")) << log;
 }
 
+/// `two` (a run of two ranks) completed, its ranks' weights agreeing, with the losses of `one` (the
+/// same run as one process) for `epochs` epochs.
+void expect_two_ranks_equal_one(const std::string& two, const std::string& one, size_t epochs) {
+  results::ResultsReader b(two), a(one);
+  EXPECT_EQ(b.attr_string("status"), "completed");
+  EXPECT_EQ(b.attr_int("distributed_world_size"), 2);
+  EXPECT_EQ(b.attr_int("distributed_weights_agree"), 1);
+  expect_same_losses(b, a, epochs);
+}
+
 /// torchrun as node `node` of two on this machine (c10d rendezvous at 127.0.0.1:`port`, one rank
 /// per node), in a process group of its own so that a test can kill the whole node; its output
 /// goes to tmp/node<node>.log. Returns the agent's pid (= its process group).
@@ -360,11 +370,7 @@ TEST_F(Distributed, TwoNodesTrainAsOneProcessWithTheWholeBatch) {
   ASSERT_TRUE(s0 && s1) << "a node did not finish\n" << logs;
   EXPECT_TRUE(WIFEXITED(*s0) && WEXITSTATUS(*s0) == 0) << logs;
   EXPECT_TRUE(WIFEXITED(*s1) && WEXITSTATUS(*s1) == 0) << logs;
-  results::ResultsReader b(two_), a(one_);
-  EXPECT_EQ(b.attr_string("status"), "completed");
-  EXPECT_EQ(b.attr_int("distributed_world_size"), 2);
-  EXPECT_EQ(b.attr_int("distributed_weights_agree"), 1);
-  expect_same_losses(b, a, 2);
+  expect_two_ranks_equal_one(two_, one_, 2);
 }
 
 // A node killed mid-run (its agent and its rank, SIGKILL): the other node's rank stops with one
@@ -438,11 +444,7 @@ TEST_F(Distributed, TheSlurmScriptRunsOneAgentPerNode) {
       source_, tmp_);
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_TRUE(contains(testutil::read_file(tmp_ + "/srun.log"), "srun option: --kill-on-bad-exit=1"));
-  results::ResultsReader b(two_), a(one_);
-  EXPECT_EQ(b.attr_string("status"), "completed");
-  EXPECT_EQ(b.attr_int("distributed_world_size"), 2);
-  EXPECT_EQ(b.attr_int("distributed_weights_agree"), 1);
-  expect_same_losses(b, a, 2);
+  expect_two_ranks_equal_one(two_, one_, 2);
   // Outside an allocation, or without a command: what is missing, and no run.
   testutil::ScopedEnv none("SLURM_JOB_NODELIST", std::nullopt);
   const auto outside = testutil::run_process(
