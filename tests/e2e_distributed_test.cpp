@@ -431,7 +431,10 @@ TEST_F(Distributed, TheSlurmScriptRunsOneAgentPerNode) {
                 "pids=()\n"
                 "for i in $(seq 1 \"$SLURM_NNODES\"); do \"$@\" & pids+=($!); done\n"
                 "rc=0; for p in \"${pids[@]}\"; do wait \"$p\" || rc=$?; done; exit $rc\n");
-  write("scontrol", "#!/usr/bin/env bash\n[ \"$1 $2\" = \"show hostnames\" ] && echo 127.0.0.1 && echo node2\n");
+  // A long node list, as a large allocation gives: reading only its first line must not kill the
+  // script with SIGPIPE (pipefail).
+  write("scontrol",
+        "#!/usr/bin/env bash\n[ \"$1 $2\" = \"show hostnames\" ] && echo 127.0.0.1 && seq -f 'node%g' 2 20000\n");
   const std::string path = bin + ":" + testutil::env_or("PATH", "/usr/bin:/bin");
   const int port = testutil::free_port();
   testutil::ScopedEnv p("PATH", path.c_str()), nodes("SLURM_NNODES", "2"), list("SLURM_JOB_NODELIST", "node[1-2]"),
