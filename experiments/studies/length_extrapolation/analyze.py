@@ -18,9 +18,9 @@ import pandas as pd
 
 import attnlab
 
-# Rows in this order; learned absolute positions are not built yet (a row that says so).
+# Rows in this order (a scheme without runs gets a row that says so).
 SCHEMES = ["sinusoidal", "learned", "nope", "rope", "t5_bias", "alibi"]
-NOT_BUILT = {"learned": "learned absolute positions: not built yet"}
+POSITION_SCORERS = {"rope", "alibi", "t5_bias", "shaw"}  # Scorer::encodes_positions
 
 
 def scorer_name(attention: dict, key: str) -> str:
@@ -29,12 +29,19 @@ def scorer_name(attention: dict, key: str) -> str:
 
 
 def scheme_of(config: dict) -> str:
-    """sinusoidal | nope | rope | t5_bias | alibi (or a description of anything else)."""
+    """sinusoidal | learned | nope | rope | t5_bias | alibi (or a description of anything else)."""
     enc, dec = config["model"]["encoder"], config["model"]["decoder"]
-    pe = enc.get("positional_encoding", "sinusoidal")
-    scorers = {scorer_name(enc.get("attention", {}), "scorer"), scorer_name(dec.get("attention", {}), "self_scorer")}
-    if pe != dec.get("positional_encoding", "sinusoidal") or len(scorers) != 1:
-        return f"mixed ({pe}/{dec.get('positional_encoding')}, {'/'.join(sorted(scorers))})"
+    enc_scorer = scorer_name(enc.get("attention", {}), "scorer") or "dot_product"
+    dec_scorer = scorer_name(dec.get("attention", {}), "self_scorer") or "dot_product"
+
+    def encoding(module: dict, scorer: str) -> str:  # positional_encoding auto resolved as the transformer does
+        pe = module.get("positional_encoding", "auto")
+        return ("none" if scorer in POSITION_SCORERS else "sinusoidal") if pe == "auto" else pe
+
+    pe = encoding(enc, enc_scorer)
+    scorers = {enc_scorer, dec_scorer}
+    if pe != encoding(dec, dec_scorer) or len(scorers) != 1:
+        return f"mixed ({pe}/{encoding(dec, dec_scorer)}, {'/'.join(sorted(scorers))})"
     scorer = scorers.pop()
     if scorer == "dot_product":
         return {"sinusoidal": "sinusoidal", "none": "nope"}.get(pe, pe)
@@ -93,9 +100,6 @@ def tables(df: pd.DataFrame) -> str:
         out.append("| scheme | seeds | val (train lengths) | test (all) | " + " | ".join(band_names) + " |")
         out.append("|---|---|---|---|" + "---|" * len(band_names))
         for scheme in SCHEMES + sorted(set(d.scheme) - set(SCHEMES)):
-            if scheme in NOT_BUILT:
-                out.append(f"| {scheme} | - | {NOT_BUILT[scheme]} |" + " |" * (1 + len(band_names)))
-                continue
             if scheme not in set(d.scheme):
                 out.append(f"| {scheme} | 0 | not run |" + " |" * (1 + len(band_names)))
                 continue
