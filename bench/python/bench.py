@@ -184,6 +184,10 @@ class Bench:
         la, lp = row["attnlab_final_loss"], row["python_final_loss"]
         tol = max(0.05 * abs(la + lp) / 2, 3 * max(row["attnlab_final_loss_sd"], row["python_final_loss_sd"]))
         row["loss_check"] = "ok" if abs(la - lp) <= tol else f"CHECK (|diff| {abs(la - lp):.3f} > {tol:.3f})"
+        if "compile" in runs:  # the same rule for the compiled peer
+            lc = row["compile_final_loss"]
+            tol_c = max(0.05 * abs(la + lc) / 2, 3 * max(row["attnlab_final_loss_sd"], row["compile_final_loss_sd"]))
+            row["compile_loss_check"] = "ok" if abs(la - lc) <= tol_c else f"CHECK (|diff| {abs(la - lc):.3f} > {tol_c:.3f})"
         row["epochs"], row["reps"], row["status"] = epochs, self.a.reps, "ok"
         fl = self.flops_of(cfg)
         if fl:
@@ -585,7 +589,7 @@ class Bench:
                 self.say(f"| {r['workload']} | {r['attnlab_epoch_s']:.4f} | {r['python_epoch_s']:.4f} | "
                          f"{r['compile_epoch_s']:.4f} | **{r['compile_ratio']:.2f}** | {r['ratio']:.2f} | "
                          f"{r['compile_seconds']:.1f} | {r['attnlab_final_loss']:.4f} / {r['python_final_loss']:.4f} / "
-                         f"{r['compile_final_loss']:.4f} |")
+                         f"{r['compile_final_loss']:.4f} ({r['compile_loss_check']}) |")
             self.say()
         if rows:
             self.say("| workload | epochs x reps | attnlab epoch s | python epoch s | ratio py/attnlab | attnlab CPU "
