@@ -111,6 +111,30 @@ TEST_F(RegressionModels, AutoPositionsFollowTheScorer) {
   EXPECT_GT(spread(", positional_encoding: learned"), 1e-5);
 }
 
+// init: xavier_uniform (the default) re-draws the weight matrices, not the tables a scorer or a
+// learned positional encoding registers: T5's bias stays zero, the learned table normal(0, 0.02).
+TEST_F(RegressionModels, XavierLeavesScorerTablesAndLearnedPositionsAlone) {
+  auto m = make("{plugin: seq2seq_regression, positional_encoding: learned, "
+                "attention: {self_scorer: t5_bias, cross_scorer: dot_product}}");
+  int tables = 0, learned = 0, matrices = 0;
+  for (const auto& p : m->named_parameters()) {
+    if (testutil::contains(p.key(), "relative_attention_bias")) {
+      ++tables;
+      EXPECT_EQ(p.value().abs().max().item<float>(), 0.0f) << p.key();
+    } else if (p.key() == "pos_encoding.table") {
+      ++learned;
+      EXPECT_NEAR(p.value().std().item<double>(), 0.02, 0.01) << p.key();
+    } else if (p.value().dim() > 1) {
+      ++matrices;
+      const double bound = std::sqrt(6.0 / static_cast<double>(p.value().size(0) + p.value().size(1)));
+      EXPECT_LE(p.value().abs().max().item<double>(), bound + 1e-6) << p.key();  // Xavier's bound
+    }
+  }
+  EXPECT_EQ(tables, 4);  // one per self-attention of the 2 + 2 blocks
+  EXPECT_EQ(learned, 1);
+  EXPECT_GT(matrices, 10);
+}
+
 TEST_F(RegressionModels, NormFirstMatchesTheBooksModel) {
   auto m = make(kNormFirst);
   set_closed_form(*m);

@@ -1,7 +1,12 @@
 // SequenceRegressor's key function and the helpers regression models share.
 #include <attnlab/nn/regression.hpp>
 
+#include <attnlab/nn/layers.hpp>
+#include <attnlab/nn/scorer.hpp>
+
 #include <torch/torch.h>
+
+#include <set>
 
 namespace attnlab::nn {
 
@@ -9,8 +14,19 @@ SequenceRegressor::~SequenceRegressor() = default;
 
 void xavier_uniform_init(torch::nn::Module& module) {
   torch::NoGradGuard no_grad;
+  // Tables that are not weight matrices keep their own start: a scorer's own parameters (T5's
+  // bias buckets, Shaw's relative keys: zero, so that an untrained model scores as dot products)
+  // and a learned positional table (normal(0, 0.02)). The book's model has neither.
+  std::set<const void*> own;
+  const auto keep_own = [&](const torch::nn::Module& m) {
+    if (dynamic_cast<const Scorer*>(&m) || dynamic_cast<const PositionalEncodingImpl*>(&m)) {
+      for (const auto& p : m.parameters(/*recurse=*/false)) own.insert(p.unsafeGetTensorImpl());
+    }
+  };
+  keep_own(module);  // (modules() with the module itself needs it in a shared_ptr: not from a constructor)
+  for (const auto& m : module.modules(/*include_self=*/false)) keep_own(*m);
   for (auto& p : module.parameters()) {
-    if (p.dim() > 1) torch::nn::init::xavier_uniform_(p);
+    if (p.dim() > 1 && !own.contains(p.unsafeGetTensorImpl())) torch::nn::init::xavier_uniform_(p);
   }
 }
 

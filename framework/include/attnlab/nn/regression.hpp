@@ -30,7 +30,8 @@ class SequenceRegressor : public Model {
 };
 
 /// Xavier-uniform initialisation of every parameter with more than one dimension (the book's
-/// `for p in model.parameters(): if p.dim() > 1: nn.init.xavier_uniform_(p)`).
+/// `for p in model.parameters(): if p.dim() > 1: nn.init.xavier_uniform_(p)`), except the tables
+/// a scorer or a learned positional encoding registers itself, which keep their own start.
 void xavier_uniform_init(torch::nn::Module& module);
 
 /// The decoder input for teacher forcing: cat(src[:, -1:], target[:, :-1]) along time.
