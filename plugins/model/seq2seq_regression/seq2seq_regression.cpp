@@ -117,7 +117,8 @@ const config::Binding<Config>& binding() {
                                                                               .max_len = 100,
                                                                               .ffn_dropout = 0.1}))
           .choice("init", &Config::xavier_init, {{"xavier_uniform", true}, {"default", false}},
-                  "xavier_uniform: Xavier-uniform for every parameter with dim > 1 (the book); default: LibTorch's "
+                  "xavier_uniform: Xavier-uniform for every parameter with dim > 1 (the book), but a scorer's own "
+                  "tables (t5_bias, shaw) and a learned positional table keep their start; default: LibTorch's "
                   "own initialisation")
           .option("pe_dropout", &Config::pe_dropout, "dropout after the positional encoding (the book has none)",
                   {.min = 0.0, .max = 1.0});
