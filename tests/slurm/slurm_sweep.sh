@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # ctest sweep.slurm: `runner sweep --launcher slurm` against a real single-node Slurm on localhost.
-#   tests/slurm/slurm_sweep.sh BUILD_DIR SOURCE_DIR
+#   tests/slurm/slurm_sweep.sh BUILD_DIR SOURCE_DIR PYTHON
 # Starts munged, slurmctld and slurmd (Debian's munge, slurmctld, slurmd, slurm-client; scripts/setup
 # installs them) in a scratch folder as the current user, on ports of its own, submits a 2x2 tiny
 # corners sweep, waits for the array job, checks every run completed and that --resume finds nothing
-# to do, then stops the daemons it started (by their pids). Fails, naming what is missing, when a
+# to do, runs scripts/slurm/attnlab.sbatch (torchrun through srun, 2 ranks) through it too, then
+# stops the daemons it started (by their pids). Fails, naming what is missing, when a
 # tool is not installed or a daemon does not start.
 set -euo pipefail
 build=$1 source=$2
@@ -82,3 +83,21 @@ grep -q "0 of 4 runs to run" <<<"$out" || { echo "sweep.slurm: expected every ru
 [ "$(ls "$dir"/slurm-1_*.out | wc -l)" = 4 ] || { ls "$dir"; exit 1; }
 grep -q "slurm job 1 task 3: model.norm=last_seed=1" "$dir/model.norm=last_seed=1.log"
 echo "sweep.slurm: OK (4 runs through sbatch --array on a localhost Slurm)"
+
+# scripts/slurm/attnlab.sbatch through the same Slurm (one node: one torchrun agent, two ranks, the
+# rendezvous at the node scontrol names first); the results file must say completed, world size 2.
+python=${3:?the venv python (for torchrun and h5py) is the third argument}
+run=$S/dist.h5
+RUNNER=$build/bin/runner TORCHRUN=$(dirname "$python")/torchrun ATTNLAB_PROCS_PER_NODE=2 \
+  ATTNLAB_RDZV_PORT=$((port + 2)) ATTNLAB_DISTRIBUTED_TIMEOUT=60 \
+  sbatch --wait --nodes=1 --output="$S/dist-%j.log" scripts/slurm/attnlab.sbatch \
+  experiments/tests/tiny_synthetic.yaml --results "$run" trainer.max_epochs=2 dataset.num_train=256 \
+  || { echo "sweep.slurm: attnlab.sbatch failed"; cat "$S"/dist-*.log; exit 1; }
+"$python" - "$run" <<'PY' || { cat "$S"/dist-*.log; exit 1; }
+import sys, h5py
+with h5py.File(sys.argv[1], "r") as f:
+    status, world = f.attrs["status"], int(f.attrs["distributed_world_size"])
+    status = status.decode() if isinstance(status, bytes) else str(status)
+    assert status == "completed" and world == 2, f"status {status}, world size {world}"
+PY
+echo "sweep.slurm: OK (attnlab.sbatch: torchrun through srun, 2 ranks on the localhost node)"
