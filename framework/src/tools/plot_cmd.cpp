@@ -111,6 +111,8 @@ int cmd_plot(int argc, char** argv) {
   if (auto code = parse_command_line(app, argc, argv, "runner plot")) return *code;
   // Drawing reads the file as it goes: the whole of it is rehearsed in a copy of this process
   // (results::rehearse_read), drawing into a scratch folder, before it is done here.
+  // `out`: where to draw (a scratch folder in the rehearsal below); messages name what -o asked for.
+  const std::string asked = out;
   const auto draw = [&](const std::string& out) -> std::vector<std::string> {
     results::ResultsReader in(file, results::ReadCheck::none);  // checked by the rehearsal below
     const bool all = modules.empty() && !losses && !every_figure && wanted.empty() && !heads;
@@ -201,7 +203,7 @@ int cmd_plot(int argc, char** argv) {
       ATTNLAB_CHECK(figures.size() == 1, Error,
                     "plot: {} figures were chosen but -o names one file ({}); give a folder, or choose one figure "
                     "with --attention MODULE, --losses or --figure NAME",
-                    figures.size(), out);
+                    figures.size(), asked);
       figures.front().draw(out);
       return {out};
     }
