@@ -233,14 +233,23 @@ class PluginScanTest : public PluginSeamTest {
     ::unsetenv("ATTNLAB_PLUGIN_PROBE_LOG");
   }
   std::string probe_log() const { return tmp_ + "/probes.log"; }
-  /// The libraries probed in a child since the log was last cleared, one per line.
+  /// The libraries probed in a child since the log was last cleared, one per line; the cache's
+  /// writes in that time (the log's "cache written" lines) into cache_writes.
   std::vector<std::string> probed() {
     std::vector<std::string> out;
+    cache_writes = 0;
     std::ifstream in(probe_log());
-    for (std::string line; std::getline(in, line);) out.push_back(line);
+    for (std::string line; std::getline(in, line);) {
+      if (line == "cache written") {
+        ++cache_writes;
+      } else {
+        out.push_back(line);
+      }
+    }
     fs::remove(probe_log());
     return out;
   }
+  int cache_writes = 0;
   std::string aborting_folder() const {
     return fs::path(test_plugin("attnlab_scorer_test_aborting")).parent_path().string();
   }
@@ -321,6 +330,7 @@ TEST_F(PluginScanTest, ProbesAreCachedAndAChangedLibraryIsProbedAgain) {
   EXPECT_NE(std::find(probes.begin(), probes.end(), dir + "/libattnlab_scorer_test_good.so"), probes.end());
   EXPECT_GT(probes.size(), 10u) << "every library of the build's own folder is probed once";
   EXPECT_TRUE(fs::exists(tmp_ + "/cache/plugin-probes.tsv"));
+  EXPECT_EQ(cache_writes, 1) << "the cache is written once per scan, not once per library";
   // The second scan forks for the aborting library only (a crash is never cached): the healthy
   // ones are dlopen-ed directly.
   auto second = run({"plugins", "--plugin-path", dir});
@@ -328,6 +338,7 @@ TEST_F(PluginScanTest, ProbesAreCachedAndAChangedLibraryIsProbedAgain) {
   EXPECT_EQ(second.out, first.out);
   EXPECT_EQ(second.err, first.err);
   EXPECT_EQ(probed(), std::vector<std::string>{dir + "/libattnlab_scorer_test_aborting.so"});
+  EXPECT_EQ(cache_writes, 0) << "nothing new was learned";
   // A library that changed (here only its mtime) is probed again, and only it.
   fs::last_write_time(dir + "/libattnlab_scorer_test_good.so",
                       fs::last_write_time(dir + "/libattnlab_scorer_test_good.so") + std::chrono::seconds(5));
@@ -335,6 +346,11 @@ TEST_F(PluginScanTest, ProbesAreCachedAndAChangedLibraryIsProbedAgain) {
   ASSERT_EQ(third.exit_code, 0) << third.err;
   EXPECT_EQ(probed(), (std::vector<std::string>{dir + "/libattnlab_scorer_test_aborting.so",
                                                 dir + "/libattnlab_scorer_test_good.so"}));
+  EXPECT_EQ(cache_writes, 1);
+  // That write kept what the first one learned: a fourth scan probes the aborting library only.
+  auto fourth = run({"plugins", "--plugin-path", dir});
+  ASSERT_EQ(fourth.exit_code, 0) << fourth.err;
+  EXPECT_EQ(probed(), std::vector<std::string>{dir + "/libattnlab_scorer_test_aborting.so"});
 }
 
 TEST_F(PluginScanTest, AFolderOnThePathTwiceGivesOneWarningForItsDuplicates) {

@@ -23,6 +23,7 @@
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <set>
 #include <sstream>
 #include <vector>
 
@@ -70,7 +71,6 @@ std::string cache_file() {
 /// name, reason (tabs and newlines in them made spaces).
 struct Cache {
   std::string file;
-  std::vector<std::string> lines;           // in the order written, oldest first
   std::map<std::string, Outcome> outcomes;  // by "identity\tpath\tsize\tmtime"
 
   static std::string clean(std::string s) {
@@ -88,27 +88,45 @@ struct Cache {
       if (f.size() < 5 || (f[4] != "ok" && f[4] != "failed")) continue;
       f.resize(8);
       outcomes[fmt::format("{}\t{}\t{}\t{}", f[0], f[1], f[2], f[3])] = Outcome{f[4] == "ok", f[7], f[5], f[6]};
-      lines.push_back(line);
     }
   }
 
-  /// Remember `o` under `key` and rewrite the file (a temporary renamed over it: a concurrent
-  /// scan sees the old file or the new one, and at worst probes again what the other one added).
+  /// The owner of a line or key: its first two fields, the runner's identity and the real path.
+  static std::string owner_of(const std::string& line) {
+    const auto first = line.find('\t');
+    const auto second = first == std::string::npos ? std::string::npos : line.find('\t', first + 1);
+    return second == std::string::npos ? line : line.substr(0, second + 1);
+  }
+
+  /// Remember `o` under `key`; written by save(), once for a whole scan.
   void remember(const std::string& key, const Outcome& o) {
     outcomes[key] = o;
-    // Older stamps of the same library under the same runner are gone for good.
-    const std::string owner = key.substr(0, key.rfind('\t', key.rfind('\t') - 1) + 1);
-    std::erase_if(lines, [&](const std::string& l) { return l.starts_with(owner); });
-    lines.push_back(fmt::format("{}\t{}\t{}\t{}\t{}", key, o.survived ? "ok" : "failed", clean(o.kind), clean(o.name),
-                                clean(o.reason)));
-    if (lines.size() > kMaxCacheLines) lines.erase(lines.begin(), lines.end() - kMaxCacheLines);
-    if (file.empty()) return;
+    learned.push_back(fmt::format("{}\t{}\t{}\t{}\t{}", key, o.survived ? "ok" : "failed", clean(o.kind),
+                                  clean(o.name), clean(o.reason)));
+  }
+
+  /// Writes what this process learned, merged into the file as it is now (what other processes
+  /// wrote since it was read is kept; older stamps of a library it learned again are dropped), as a
+  /// temporary renamed over it: a concurrent scan sees the old file or the new one.
+  void save() {
+    if (learned.empty() || file.empty()) return;
+    std::vector<std::string> now;
+    {
+      std::ifstream in(file);
+      for (std::string line; std::getline(in, line);) now.push_back(line);
+    }
+    std::set<std::string> owners;
+    for (const auto& l : learned) owners.insert(owner_of(l));
+    std::erase_if(now, [&](const std::string& l) { return owners.contains(owner_of(l)); });
+    now.insert(now.end(), learned.begin(), learned.end());
+    if (now.size() > kMaxCacheLines) now.erase(now.begin(), now.end() - kMaxCacheLines);
+    learned.clear();
     std::error_code ec;
     fs::create_directories(fs::path(file).parent_path(), ec);
     const std::string tmp = fmt::format("{}.{}.tmp", file, ::getpid());
     {
       std::ofstream out(tmp, std::ios::trunc);
-      for (const auto& l : lines) out << l << '\n';
+      for (const auto& l : now) out << l << '\n';
       if (!out.flush()) {
         fs::remove(tmp, ec);
         return;  // not writable: the next scan probes again
@@ -116,7 +134,11 @@ struct Cache {
     }
     fs::rename(tmp, file, ec);
     if (ec) fs::remove(tmp, ec);
+    ++saves;
   }
+
+  std::vector<std::string> learned;  // lines this process has not written yet
+  int saves = 0;                     // files written (ATTNLAB_PLUGIN_PROBE_LOG says, for tests)
 };
 
 Cache& cache() {
@@ -227,6 +249,15 @@ Outcome check(const std::string& path, const std::string& sdk_hash,
   // moment) is probed again at the next scan, never skipped for good.
   if (cacheable && o.survived && !key.empty()) c.remember(key, o);
   return o;
+}
+
+void save() {
+  Cache& c = cache();
+  const int before = c.saves;
+  c.save();
+  if (const char* log = std::getenv("ATTNLAB_PLUGIN_PROBE_LOG"); log != nullptr && *log != '\0' && c.saves > before) {
+    std::ofstream(log, std::ios::app) << "cache written\n";
+  }
 }
 
 }  // namespace attnlab::plugin::probe

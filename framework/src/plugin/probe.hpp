@@ -27,4 +27,9 @@ using Report = std::function<void(const std::string& kind, const std::string& na
 /// library probed in a child to FILE (for tests).
 Outcome check(const std::string& path, const std::string& sdk_hash, const std::function<void(const Report&)>& rehearse);
 
+/// Writes what this process's probes learned to the cache, once (Registry::discover calls it after
+/// a scan; what is not saved is probed again next time). ATTNLAB_PLUGIN_PROBE_LOG gets a line
+/// "cache written" when it wrote.
+void save();
+
 }  // namespace attnlab::plugin::probe

@@ -188,6 +188,7 @@ void Registry::discover() {
       }
     }
   }
+  probe::save();  // what this scan learned, in one write of the cache
   warn_about_duplicates(duplicates);
 }
 
