@@ -135,6 +135,25 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& queries, const torch::
   return apply_head_mask(torch::bmm(dropout_->forward(weights), values), record_as_, heads_);  // [B, Q, Dv]
 }
 
+bool AttentionImpl::can_recur() const {
+  return active_recorder() == nullptr && scorer_->recurrent() && (!is_training() || dropout_->options.p() == 0);
+}
+
+torch::Tensor AttentionImpl::forward_recurrent(const torch::Tensor& queries, const torch::Tensor& keys,
+                                               const torch::Tensor& values, const Positions& positions,
+                                               RecurrentState& state) {
+  TORCH_CHECK(active_recorder() == nullptr,
+              "Attention: attention is being recorded, but this decoding keeps a recurrent state (no keys to weigh); "
+              "start recording before decoding starts");
+  torch::Tensor out;  // [B, T, Dv]
+  try {
+    out = scorer_->attend_recurrent(queries, keys, values, positions, state);
+  } catch (...) {
+    plugin::rethrow_naming(*scorer_, "attend_recurrent()");
+  }
+  return apply_head_mask(out, record_as_, heads_);
+}
+
 torch::Tensor transpose_qkv(const torch::Tensor& x, int64_t num_heads) {
   auto y = x.reshape({x.size(0), x.size(1), num_heads, -1});  // [B, T, heads, H / heads]
   y = y.permute({0, 2, 1, 3});                                // [B, heads, T, H / heads]
@@ -176,17 +195,29 @@ void PerHeadLinearImpl::copy_from_fused(const torch::Tensor& fused_weight, const
 KeyValues KeyValues::append(const KeyValues& next) const {
   if (!defined()) return next;
   TORCH_CHECK(next.defined(), "KeyValues::append: nothing to append");
+  TORCH_CHECK(keys.defined() && next.keys.defined(), "KeyValues::append: a recurrent state takes no keys");
   return {torch::cat({keys, next.keys}, 2), torch::cat({values, next.values}, 2)};  // [B, kv_heads, K + K', d]
 }
 
 KeyValues KeyValues::index_select(const torch::Tensor& indices) const {
   if (!defined()) return {};
-  return {keys.index_select(0, indices), values.index_select(0, indices)};  // [N, kv_heads, K, d]
+  KeyValues out;
+  if (keys.defined()) {
+    out.keys = keys.index_select(0, indices);  // [N, kv_heads, K, d]
+    out.values = values.index_select(0, indices);
+  }
+  for (const auto& t : recurrent) out.recurrent.push_back(t.index_select(0, indices));  // [N, heads, ...]
+  out.summarised = summarised;
+  return out;
 }
 
 int64_t KeyValues::bytes() const {
-  if (!defined()) return 0;
-  return static_cast<int64_t>(keys.numel() * keys.element_size() + values.numel() * values.element_size());
+  int64_t n = 0;
+  for (const auto* t : {&keys, &values}) {
+    if (t->defined()) n += static_cast<int64_t>(t->numel() * t->element_size());
+  }
+  for (const auto& t : recurrent) n += static_cast<int64_t>(t.numel() * t.element_size());
+  return n;
 }
 
 MultiHeadAttentionImpl::MultiHeadAttentionImpl(const MultiHeadAttentionOptions& opts, std::shared_ptr<Scorer> scorer)
@@ -223,6 +254,40 @@ int64_t MultiHeadAttentionImpl::kv_heads() const {
 }
 
 Scorer& MultiHeadAttentionImpl::scorer() { return attention_->scorer(); }
+
+bool MultiHeadAttentionImpl::can_recur() const { return attention_->can_recur(); }
+
+torch::Tensor MultiHeadAttentionImpl::forward_recurrent(const torch::Tensor& x, KeyValues& state) {
+  TORCH_CHECK(x.dim() == 3, "MultiHeadAttention: expected x [B, T, H], found ", x.sizes());
+  TORCH_CHECK(!state.keys.defined(), "MultiHeadAttention: a KV cache cannot continue as a recurrent state");
+  const int64_t heads = options.num_heads(), groups = heads / kv_heads(), batch = x.size(0);
+  auto q = options.per_head_projections() ? W_q_heads->forward(x) : transpose_qkv(W_q->forward(x), heads);
+  const auto kv = project(x, x);  // [B, kv_heads, T, d]
+  auto per_query_head = [&](const torch::Tensor& t) {  // [B, kv_heads, T, d] -> [B * heads, T, d]
+    if (groups == 1) return t.reshape({-1, t.size(2), t.size(3)});
+    return t.unsqueeze(2).expand({t.size(0), t.size(1), groups, t.size(2), t.size(3)}).reshape({-1, t.size(2), t.size(3)});
+  };
+  RecurrentState folded;  // the scorer's view: [B * heads, ...]
+  for (const auto& t : state.recurrent) {
+    auto shape = t.sizes().vec();
+    shape.erase(shape.begin());
+    shape[0] = batch * heads;
+    folded.tensors.push_back(t.reshape(shape));
+  }
+  const Positions at{state.summarised, state.summarised};  // the new steps follow those summarised
+  auto out = attention_->forward_recurrent(q, per_query_head(kv.keys), per_query_head(kv.values), at, folded);
+  state.recurrent.clear();
+  for (const auto& t : folded.tensors) {
+    TORCH_CHECK(t.dim() >= 1 && t.size(0) == batch * heads, "MultiHeadAttention: a recurrent state's tensors must ",
+                "have the scorer's batch ", batch * heads, " first, found ", t.sizes());
+    auto shape = t.sizes().vec();
+    shape[0] = heads;
+    shape.insert(shape.begin(), batch);
+    state.recurrent.push_back(t.reshape(shape));  // [B, heads, ...]
+  }
+  state.summarised += x.size(1);
+  return W_o->forward(transpose_output(out, heads));  // [B, T, H]
+}
 
 KeyValues MultiHeadAttentionImpl::project(const torch::Tensor& keys, const torch::Tensor& values) {
   const int64_t kv = kv_heads();

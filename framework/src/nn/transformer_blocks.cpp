@@ -90,8 +90,16 @@ torch::Tensor TransformerDecoderBlockImpl::forward(const torch::Tensor& x, Trans
   const auto& enc = state.encoder.states;  // [B, S, H]
   if (kv_cache) {
     auto& self = state.self_kv[index];  // [B, kv_heads, offset, d] -> [B, kv_heads, offset + T, d]
-    self = self.append(attention1->project(h, h));
-    auto y = addnorm1->post(x, attention1->forward_projected(h, self, dec_valid_lens, positions));  // [B, T, H]
+    torch::Tensor attended;             // [B, T, H]
+    if (!self.recurrent.empty() || (!self.defined() && attention1->can_recur())) {
+      // A recurrent scorer (linear attention): its state instead of the keys and values, decided at
+      // the first step. Causal by construction: new query t sees the state and new keys 0..t.
+      attended = attention1->forward_recurrent(h, self);
+    } else {
+      self = self.append(attention1->project(h, h));
+      attended = attention1->forward_projected(h, self, dec_valid_lens, positions);
+    }
+    auto y = addnorm1->post(x, attended);  // [B, T, H]
     auto& cross = state.cross_kv[index];  // [B, kv_heads, S, d], projected once
     if (!cross.defined()) cross = attention2->project(enc, enc);
     auto z = addnorm2->post(

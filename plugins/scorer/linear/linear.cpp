@@ -16,8 +16,9 @@
 // There is no dropout on linear-attention weights (they are never built): with attention dropout
 // in training, the materialised path runs instead.
 //
-// Decoding: the KV cache holds the keys and values, so a step costs O(steps) rather than the O(1)
-// of carrying (S, z) as the state; the outputs are the same.
+// Decoding: recurrent (Scorer::recurrent): the decoder keeps (S, z) per sequence and head instead
+// of the keys and values, so a step costs O(D Dv) whatever the steps decoded, and the state's size
+// is fixed. While attention is recorded, decoding keeps the KV cache and materialises the weights.
 #include <attnlab/error.hpp>
 #include <attnlab/nn/scorer.hpp>
 #include <attnlab/plugin/plugin.hpp>
@@ -81,6 +82,31 @@ class Linear final : public nn::Scorer {
     // A row with no valid key: the framework's masked softmax gives it uniform weights over all keys.
     if (empty.defined()) out = torch::where(empty, values.mean(1, /*keepdim=*/true).expand_as(out), out);
     return out;
+  }
+
+  bool recurrent() const override { return true; }
+
+  /// Katharopoulos et al.'s RNN form: S += phi(k_t) v_t^T, z += phi(k_t), then
+  /// out_t = phi(q_t)^T S / phi(q_t)^T z, for the T new steps in order. state: {S [B, D, Dv], z [B, D]}.
+  torch::Tensor attend_recurrent(const torch::Tensor& queries, const torch::Tensor& keys, const torch::Tensor& values,
+                                 const nn::Positions&, nn::RecurrentState& state) override {
+    check(queries, keys);
+    TORCH_CHECK(keys.size(1) == queries.size(1) && values.size(1) == keys.size(1) && values.size(0) == keys.size(0),
+                "linear: recurrent decoding takes as many keys and values as queries (the new steps), found ",
+                queries.sizes(), ", ", keys.sizes(), ", ", values.sizes());
+    const int64_t B = queries.size(0), T = queries.size(1), D = queries.size(2), Dv = values.size(2);
+    if (state.tensors.empty()) {
+      state.tensors = {torch::zeros({B, D, Dv}, values.options()), torch::zeros({B, D}, values.options())};
+    }
+    TORCH_CHECK(state.tensors.size() == 2 && state.tensors[0].sizes() == torch::IntArrayRef({B, D, Dv}),
+                "linear: a recurrent state must be {S [", B, ", ", D, ", ", Dv, "], z [", B, ", ", D, "]}");
+    auto fq = feature(queries), fk = feature(keys);                                               // [B, T, D]
+    auto s = state.tensors[0].unsqueeze(1) + (fk.unsqueeze(-1) * values.unsqueeze(2)).cumsum(1);  // [B, T, D, Dv]
+    auto z = state.tensors[1].unsqueeze(1) + fk.cumsum(1);                                        // [B, T, D]
+    auto num = torch::matmul(fq.unsqueeze(2), s).squeeze(2);                                      // [B, T, Dv]
+    auto den = (fq * z).sum(-1, /*keepdim=*/true);                                                // [B, T, 1]
+    state.tensors = {s.select(1, T - 1).contiguous(), z.select(1, T - 1).contiguous()};
+    return num / den.clamp_min(std::numeric_limits<float>::min());
   }
 
  private:

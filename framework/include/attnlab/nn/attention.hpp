@@ -10,6 +10,7 @@
 #include <torch/nn/pimpl.h>
 
 #include <memory>
+#include <vector>
 
 namespace attnlab::nn {
 
@@ -33,6 +34,13 @@ class AttentionImpl : public torch::nn::Module {
   torch::Tensor forward(const torch::Tensor& queries, const torch::Tensor& keys, const torch::Tensor& values,
                         const torch::Tensor& valid_lens = {}, const Positions& positions = {});
   Scorer& scorer() { return *scorer_; }
+  /// Whether forward_recurrent may be used now: the scorer is recurrent, no recorder is active and
+  /// no attention dropout applies.
+  bool can_recur() const;
+  /// The scorer's attend_recurrent (queries, keys [B, T, D], values [B, T, Dv], state) -> [B, T, Dv],
+  /// with the head mask applied, an exception naming the scorer.
+  torch::Tensor forward_recurrent(const torch::Tensor& queries, const torch::Tensor& keys, const torch::Tensor& values,
+                                  const Positions& positions, RecurrentState& state);
 
  private:
   std::shared_ptr<Scorer> scorer_;
@@ -80,10 +88,14 @@ TORCH_MODULE(PerHeadLinear);
 struct KeyValues {
   torch::Tensor keys;    // [B, kv_heads, K, d]
   torch::Tensor values;  // [B, kv_heads, K, d]
+  /// Instead of keys and values, a recurrent scorer's state (Scorer::recurrent), each tensor
+  /// [B, heads, ...], summarising `summarised` positions (MultiHeadAttention::forward_recurrent).
+  std::vector<torch::Tensor> recurrent = {};
+  int64_t summarised = 0;
 
-  bool defined() const { return keys.defined(); }
-  /// K, the positions held (0 when undefined).
-  int64_t length() const { return keys.defined() ? keys.size(2) : 0; }
+  bool defined() const { return keys.defined() || !recurrent.empty(); }
+  /// K, the positions held or summarised (0 when undefined).
+  int64_t length() const { return keys.defined() ? keys.size(2) : summarised; }
   /// These positions followed by `next`'s (cat on K); `next` alone when these are undefined.
   KeyValues append(const KeyValues& next) const;
   /// The batch rows `indices` [N] (beam search's reordering).
@@ -116,6 +128,12 @@ class MultiHeadAttentionImpl : public torch::nn::Module {
   int64_t kv_heads() const;
   /// The scorer its heads share.
   Scorer& scorer();
+  /// Whether causal self-attention can be decoded recurrently now (Attention::can_recur).
+  bool can_recur() const;
+  /// Causal self-attention of x's T new steps [B, T, Dq] on a recurrent scorer's state instead of
+  /// a KV cache: `state` (undefined at the first step) holds state.recurrent [B, heads, ...] and
+  /// gains the new steps. -> [B, T, num_hiddens], what forward_projected over every step would give.
+  torch::Tensor forward_recurrent(const torch::Tensor& x, KeyValues& state);
 
   MultiHeadAttentionOptions options;
   torch::nn::Linear W_q{nullptr}, W_k{nullptr}, W_v{nullptr}, W_o{nullptr};  // W_q/k/v null when per head

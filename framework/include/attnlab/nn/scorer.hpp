@@ -18,6 +18,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace attnlab::nn {
 
@@ -33,6 +34,13 @@ struct ScorerContext {
   Role role = Role::Cross;
   bool causal = false;  // self-attention where query i sees keys 0..i only (a decoder's)
   std::string owner;    // who uses it, for messages: "decoder 'transformer' at 'model.decoder'"
+};
+
+/// What a recurrent scorer carries between the steps of incremental causal decoding instead of
+/// the keys and values (linear attention's sums S and z): tensors of its own, each with its batch
+/// (batch * heads inside multi-head attention) as the first dimension; empty before the first step.
+struct RecurrentState {
+  std::vector<torch::Tensor> tensors;
 };
 
 /// Absolute position of query row 0 and key column 0 of one score()/attend() call.
@@ -62,6 +70,21 @@ class Scorer : public torch::nn::Module, public plugin::Made {
   /// adds no absolute encoding to the embeddings of a module whose self-attention it scores.
   /// false (the default): the scores see only the vectors, as dot products do.
   virtual bool encodes_positions() const { return false; }
+  /// true: it decodes causal self-attention step by step from a state of its own
+  /// (attend_recurrent), a cost per step that does not grow with the steps decoded; the decoder
+  /// then keeps that state instead of the keys and values. false (the default): the KV cache.
+  virtual bool recurrent() const { return false; }
+  /// Recurrent decoding (only called when recurrent() is true, never while attention is recorded
+  /// or with attention dropout in training): queries [B, T, D], keys [B, T, D], values [B, T, Dv]
+  /// of the T new steps, which stand at positions.query_offset.. (= positions.key_offset..),
+  /// `state` summarising the earlier ones (empty at the first step). New query t sees the earlier
+  /// steps and new keys 0..t. -> [B, T, Dv], and `state` updated to include the new steps: what
+  /// score() + masked softmax + pooling over all the steps would give.
+  virtual torch::Tensor attend_recurrent(const torch::Tensor& queries, const torch::Tensor& keys,
+                                         const torch::Tensor& values, const Positions& positions,
+                                         RecurrentState& state) {
+    TORCH_CHECK(false, "this scorer does not decode recurrently (recurrent() is false)");
+  }
 };
 
 /// Builds the scorer of one attention module, told what it will see (the transformer blocks and

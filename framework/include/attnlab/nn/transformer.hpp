@@ -61,6 +61,8 @@ struct TransformerDecoderState : DecoderState {
   std::vector<torch::Tensor> caches;
   /// kv_cache true: per block, its self-attention's keys and values [B, kv_heads, steps, d] and its
   /// cross-attention's [B, kv_heads, S, d] (made at the first step). Blocks grow them as needed.
+  /// A self-attention whose scorer is recurrent (linear) keeps that scorer's state instead
+  /// (KeyValues::recurrent, its size independent of the steps), unless attention is recorded.
   std::vector<KeyValues> self_kv, cross_kv;
   /// Target positions decoded so far (incremental mode): the next step's positional offset.
   int64_t steps = 0;

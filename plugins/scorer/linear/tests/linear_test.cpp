@@ -76,6 +76,52 @@ TEST_F(Linear, StepByStepDecodingEqualsTheFullCausalForward) {
   }
 }
 
+// Decoding keeps (S, z) per sequence and head instead of keys and values: the state's size does
+// not grow with the steps, grouped-query heads decode as the full pass, beam search's reordering
+// moves the states with their sequences, and while attention is recorded the KV cache is kept.
+TEST_F(Linear, DecodingCarriesTheRecurrentStateInsteadOfKeysAndValues) {
+  const std::string model = "{plugin: transformer, num_hiddens: 16, ffn_num_hiddens: 32, num_heads: 4, num_blks: 2, "
+                            "kv_heads: 2, attention: {self_scorer: linear, cross_scorer: dot_product}}";
+  auto encoder = registry.create<nn::Encoder>(yaml("{plugin: transformer, num_hiddens: 16, num_heads: 4}"), ctx);
+  auto decoder = registry.create<nn::Decoder>(yaml(model), ctx);
+  testutil::expect_incremental_equals_full(*encoder, *decoder);  // grouped-query heads, 1 and 2 tokens a call
+  torch::NoGradGuard no_grad;
+  encoder->eval();
+  decoder->eval();
+  auto src = torch::randint(0, 11, {2, 5}), tgt = torch::randint(0, 13, {2, 6});
+  auto enc = encoder->forward(src, torch::tensor({5, 3}));
+  auto state = decoder->init_state(enc, /*incremental=*/true);
+  auto& st = dynamic_cast<nn::TransformerDecoderState&>(*state);
+  std::vector<int64_t> bytes;
+  for (int64_t t = 0; t < 4; ++t) {
+    decoder->forward(tgt.narrow(1, t, 1), *state);
+    bytes.push_back(st.cache_bytes());
+  }
+  ASSERT_EQ(st.self_kv.size(), 2u);
+  for (const auto& kv : st.self_kv) {
+    EXPECT_FALSE(kv.keys.defined());
+    ASSERT_EQ(kv.recurrent.size(), 2u);
+    EXPECT_EQ(kv.recurrent[0].sizes(), (std::vector<int64_t>{2, 4, 4, 4}));  // S [B, heads, d, d]
+    EXPECT_EQ(kv.recurrent[1].sizes(), (std::vector<int64_t>{2, 4, 4}));     // z [B, heads, d]
+    EXPECT_EQ(kv.length(), 4);
+  }
+  EXPECT_EQ(bytes.front(), bytes.back()) << "the state does not grow with the steps";
+  // Beam search's reorder: sequence 1's state, then sequence 0's, continue as the swapped batch.
+  st.reorder(torch::tensor({1, 0}));
+  auto swapped = tgt.index_select(0, torch::tensor({1, 0}));
+  auto next = decoder->forward(swapped.narrow(1, 4, 1), *state);  // [2, 1, 13]
+  auto enc_swapped = encoder->forward(src.index_select(0, torch::tensor({1, 0})), torch::tensor({3, 5}));
+  auto full = decoder->forward(swapped.narrow(1, 0, 5), *decoder->init_state(enc_swapped, /*incremental=*/false));
+  EXPECT_ALLCLOSE(next, full.narrow(1, 4, 1), 1e-4, 1e-5);
+  // Recorded: the KV cache and the materialised weights, the same logits.
+  nn::AttentionRecorder recorder;
+  nn::RecordingScope scope(&recorder);
+  auto recorded = decoder->init_state(enc, /*incremental=*/true);
+  auto first = decoder->forward(tgt.narrow(1, 0, 1), *recorded);
+  EXPECT_TRUE(dynamic_cast<nn::TransformerDecoderState&>(*recorded).self_kv[0].keys.defined());
+  EXPECT_ALLCLOSE(first, decoder->forward(tgt.narrow(1, 0, 1), *decoder->init_state(enc, false)), 1e-4, 1e-5);
+}
+
 TEST_F(Linear, RefusesOptionsAndMismatchedSizes) {
   auto option = message_of<ConfigError>([&] { scorer("{plugin: linear, feature_map: relu}", context(2, 4)); });
   EXPECT_NE(option.find("feature_map"), std::string::npos) << option;
