@@ -393,7 +393,8 @@ TEST_F(ResultsTest, ReportsBadInputAndHdf5FailuresNamingTheFile) {
   msg = error_of([&] { in.metric_names("valid"); });
   EXPECT_NE(msg.find("has no metric group 'valid' (groups: train)"), std::string::npos) << msg;
   msg = error_of([&] { in.attr_int("experiment"); });
-  EXPECT_NE(msg.find("attribute 'experiment' should be one integer"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("attribute 'experiment' should be one integer, found strings (1 of them)"), std::string::npos)
+      << msg;  // the type in words, not HDF5's class number
   msg = error_of([&] { in.attr_string("seed"); });
   EXPECT_NE(msg.find("has no attribute 'seed'"), std::string::npos) << msg;
   msg = error_of([&] { results::read_tensor(in, "predictions/none"); });

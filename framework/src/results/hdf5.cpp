@@ -87,6 +87,23 @@ Handle link_props(const std::string& file) {
   return p;
 }
 
+std::string type_class_words(H5T_class_t cls) {
+  switch (cls) {
+    case H5T_INTEGER: return "integers";
+    case H5T_FLOAT: return "floating-point numbers";
+    case H5T_STRING: return "strings";
+    case H5T_COMPOUND: return "compound records";
+    case H5T_ENUM: return "enumerated values";
+    case H5T_ARRAY: return "fixed-size arrays";
+    case H5T_VLEN: return "variable-length sequences";
+    case H5T_REFERENCE: return "object references";
+    case H5T_OPAQUE: return "opaque bytes";
+    case H5T_BITFIELD: return "bit fields";
+    case H5T_TIME: return "times";
+    default: return "data of no known type";
+  }
+}
+
 std::string link_name(const std::string& text) {
   if (text.empty()) return "_";
   if (text == ".") return "_.";
@@ -141,8 +158,8 @@ std::vector<const char*> c_strings(const std::vector<std::string>& values) {
 std::vector<std::string> read_strings(hid_t type, hid_t space, size_t n, const std::string& file,
                                       const std::string& what, const std::function<herr_t(hid_t, void*)>& read) {
   if (H5Tget_class(type) != H5T_STRING) {
-    throw ResultsError(fmt::format("{} in results file {} is not a string (HDF5 type class {})", what, file,
-                                   static_cast<int>(H5Tget_class(type))));
+    throw ResultsError(fmt::format("{} in results file {} is not a string: it holds {}", what, file,
+                                   type_class_words(H5Tget_class(type))));
   }
   std::vector<std::string> out;
   out.reserve(n);
@@ -257,8 +274,8 @@ std::vector<T> read_numbers_attr(hid_t obj, const std::string& name, hid_t memor
   Handle space = check(H5Aget_space(attr.get()), file, fmt::format("cannot read the shape of {}", what));
   const H5T_class_t cls = H5Tget_class(type.get());
   ATTNLAB_CHECK(cls == H5T_INTEGER || (!ints_only && cls == H5T_FLOAT), ResultsError,
-                "{} in results file {} is not {} (HDF5 type class {})", what, file,
-                ints_only ? "an integer" : "a number", static_cast<int>(cls));
+                "{} in results file {} is not {}: it holds {}", what, file, ints_only ? "an integer" : "a number",
+                type_class_words(cls));
   const size_t n = stored_elements(type.get(), space.get(), H5Aget_storage_size(attr.get()), file, what,
                                    ints_only ? "integers" : "numbers");
   std::vector<T> out(n + 1);  // + 1: HDF5 refuses a null buffer even for zero elements
@@ -363,8 +380,7 @@ void require_numeric(hid_t ds, const std::string& path, const std::string& file)
   Handle type = check(H5Dget_type(ds), file, fmt::format("cannot read the type of {}", path));
   H5T_class_t cls = H5Tget_class(type.get());
   ATTNLAB_CHECK(cls == H5T_FLOAT || cls == H5T_INTEGER, ResultsError,
-                "dataset {} in results file {}: expected a numeric dataset, found HDF5 type class {}", path, file,
-                static_cast<int>(cls));
+                "dataset {} in results file {}: expected numbers, found {}", path, file, type_class_words(cls));
 }
 
 /// How many numbers dataset `ds` holds, checked against the bytes it stores (as stored_strings).

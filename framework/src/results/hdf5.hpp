@@ -59,6 +59,10 @@ Handle dataspace(const std::string& file, const std::vector<hsize_t>& dims, bool
 /// Link creation properties: intermediate groups and UTF-8 link names.
 Handle link_props(const std::string& file);
 
+/// What an HDF5 type class holds, in words for messages: "strings", "integers", "floating-point
+/// numbers", "compound records", ... (never the class's number).
+std::string type_class_words(H5T_class_t cls);
+
 /// One link name from free text: '/' becomes '_', "" becomes "_" and "." becomes "_." (HDF5
 /// reads '/' as a separator and "." as the current group). The original text is stored apart.
 std::string link_name(const std::string& text);

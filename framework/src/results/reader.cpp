@@ -131,8 +131,8 @@ void read_number(hid_t root, const std::string& name, bool integer, hid_t mem, v
   H5T_class_t cls = H5Tget_class(type.get());
   bool ok = integer ? cls == H5T_INTEGER : (cls == H5T_INTEGER || cls == H5T_FLOAT);
   ATTNLAB_CHECK(ok && H5Sget_simple_extent_npoints(space.get()) == 1, ResultsError,
-                "results file {}: attribute '{}' should be one {}, found HDF5 type class {} with {} elements", file,
-                name, integer ? "integer" : "number", static_cast<int>(cls), H5Sget_simple_extent_npoints(space.get()));
+                "results file {}: attribute '{}' should be one {}, found {} ({} of them)", file, name,
+                integer ? "integer" : "number", h5::type_class_words(cls), H5Sget_simple_extent_npoints(space.get()));
   check(H5Aread(attr.get(), mem, out), file, fmt::format("cannot read attribute '{}'", name));
 }
 
