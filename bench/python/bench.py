@@ -181,13 +181,13 @@ class Bench:
             # batch, which is why epoch 2 can be slow too): the first epoch beyond a steady one.
             row["compile_ratio"] = row["compile_epoch_s"] / row["attnlab_epoch_s"]
             row["compile_seconds"] = statistics.median(r["seconds"][0] - row["compile_epoch_s"] for r in runs["compile"])
-        la, lp = row["attnlab_final_loss"], row["python_final_loss"]
-        tol = max(0.05 * abs(la + lp) / 2, 3 * max(row["attnlab_final_loss_sd"], row["python_final_loss_sd"]))
-        row["loss_check"] = "ok" if abs(la - lp) <= tol else f"CHECK (|diff| {abs(la - lp):.3f} > {tol:.3f})"
-        if "compile" in runs:  # the same rule for the compiled peer
-            lc = row["compile_final_loss"]
-            tol_c = max(0.05 * abs(la + lc) / 2, 3 * max(row["attnlab_final_loss_sd"], row["compile_final_loss_sd"]))
-            row["compile_loss_check"] = "ok" if abs(la - lc) <= tol_c else f"CHECK (|diff| {abs(la - lc):.3f} > {tol_c:.3f})"
+        # The peers' final losses against ours: "ok" within max(5%, 3 sd of either side's repetitions).
+        for side, key in (("python", "loss_check"), ("compile", "compile_loss_check")):
+            if side not in runs:
+                continue
+            la, lp = row["attnlab_final_loss"], row[f"{side}_final_loss"]
+            tol = max(0.05 * abs(la + lp) / 2, 3 * max(row["attnlab_final_loss_sd"], row[f"{side}_final_loss_sd"]))
+            row[key] = "ok" if abs(la - lp) <= tol else f"CHECK (|diff| {abs(la - lp):.3f} > {tol:.3f})"
         row["epochs"], row["reps"], row["status"] = epochs, self.a.reps, "ok"
         fl = self.flops_of(cfg)
         if fl:

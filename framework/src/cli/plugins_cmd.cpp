@@ -3,6 +3,8 @@
 #include <attnlab/plugin/registry.hpp>
 #include <attnlab/run/experiment.hpp>
 
+#include "plugin/candidates.hpp"
+
 #include <CLI/CLI.hpp>
 
 #include <fmt/format.h>
@@ -102,18 +104,7 @@ int show(const std::vector<std::string>& plugin_dirs, const std::string& name) {
     std::string msg = fmt::format("no plugin named '{}'", name);
     if (auto s = config::did_you_mean(bare, names)) msg += fmt::format("; did you mean '{}'?", *s);
     msg += fmt::format(" (searched: {})", fmt::join(registry.search_dirs(), ", "));
-    // Skipped libraries whose file names say nothing of what they provide may hold it.
-    std::vector<std::string> unknown;
-    for (const auto& b : registry.broken()) {
-      if (std::none_of(plugins.begin(), plugins.end(),
-                       [&](const auto* p) { return p->kind == b.kind && p->name == b.name; })) {
-        unknown.push_back(b.path);
-      }
-    }
-    if (!unknown.empty()) {
-      msg += fmt::format("; {} plugin librar{} could not be loaded and may provide it (see the warning above): {}",
-                         unknown.size(), unknown.size() == 1 ? "y" : "ies", fmt::join(unknown, ", "));
-    }
+    msg += plugin::skipped_candidates(registry);  // a skipped library under another name may hold it
     msg += "; a plugin built elsewhere is found with --plugin-path DIR or ATTNLAB_PLUGIN_PATH=DIR";
     throw PluginError(msg);
   }

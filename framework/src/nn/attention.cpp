@@ -30,6 +30,13 @@ SiteTable& site_table() {
   return table;
 }
 
+/// Projected keys or values [B, kv_heads, K, d] -> [B * heads, K, d], heads = kv_heads * groups:
+/// query head n reads kv head n / groups, each kv head repeated for its group (one copy).
+torch::Tensor per_query_head(const torch::Tensor& x, int64_t groups) {
+  if (groups == 1) return x.reshape({-1, x.size(2), x.size(3)});
+  return x.unsqueeze(2).expand({x.size(0), x.size(1), groups, x.size(2), x.size(3)}).reshape({-1, x.size(2), x.size(3)});
+}
+
 }  // namespace
 
 torch::Tensor valid_mask(int64_t batch, int64_t queries, int64_t keys, const torch::Tensor& valid_lens) {
@@ -263,10 +270,6 @@ torch::Tensor MultiHeadAttentionImpl::forward_recurrent(const torch::Tensor& x, 
   const int64_t heads = options.num_heads(), groups = heads / kv_heads(), batch = x.size(0);
   auto q = options.per_head_projections() ? W_q_heads->forward(x) : transpose_qkv(W_q->forward(x), heads);
   const auto kv = project(x, x);  // [B, kv_heads, T, d]
-  auto per_query_head = [&](const torch::Tensor& t) {  // [B, kv_heads, T, d] -> [B * heads, T, d]
-    if (groups == 1) return t.reshape({-1, t.size(2), t.size(3)});
-    return t.unsqueeze(2).expand({t.size(0), t.size(1), groups, t.size(2), t.size(3)}).reshape({-1, t.size(2), t.size(3)});
-  };
   RecurrentState folded;  // the scorer's view: [B * heads, ...]
   for (const auto& t : state.recurrent) {
     auto shape = t.sizes().vec();
@@ -275,7 +278,8 @@ torch::Tensor MultiHeadAttentionImpl::forward_recurrent(const torch::Tensor& x, 
     folded.tensors.push_back(t.reshape(shape));
   }
   const Positions at{state.summarised, state.summarised};  // the new steps follow those summarised
-  auto out = attention_->forward_recurrent(q, per_query_head(kv.keys), per_query_head(kv.values), at, folded);
+  auto out = attention_->forward_recurrent(q, per_query_head(kv.keys, groups), per_query_head(kv.values, groups), at,
+                                           folded);
   state.recurrent.clear();
   for (const auto& t : folded.tensors) {
     TORCH_CHECK(t.dim() >= 1 && t.size(0) == batch * heads, "MultiHeadAttention: a recurrent state's tensors must ",
@@ -318,13 +322,8 @@ torch::Tensor MultiHeadAttentionImpl::forward_projected(const torch::Tensor& que
               kv.defined() ? kv.keys.sizes() : torch::IntArrayRef{});
   auto q = options.per_head_projections() ? W_q_heads->forward(queries)
                                           : transpose_qkv(W_q->forward(queries), heads);  // [B * heads, Q, H / heads]
-  auto per_query_head = [&](const torch::Tensor& x) {  // [B, kv_heads, K, d] -> [B * heads, K, d]
-    if (groups == 1) return x.reshape({-1, x.size(2), x.size(3)});
-    // Query head n reads kv head n / groups: each kv head repeated for its group (one copy).
-    return x.unsqueeze(2).expand({x.size(0), x.size(1), groups, x.size(2), x.size(3)}).reshape({-1, x.size(2), x.size(3)});
-  };
-  auto k = per_query_head(kv.keys);    // [B * heads, K, H / heads]
-  auto v = per_query_head(kv.values);  // [B * heads, K, H / heads]
+  auto k = per_query_head(kv.keys, groups);    // [B * heads, K, H / heads]
+  auto v = per_query_head(kv.values, groups);  // [B * heads, K, H / heads]
   torch::Tensor lens;                  // [B * heads] or [B * heads, Q]
   if (valid_lens.defined()) {  // the same per-head lengths for every layer (nn/mask_memo.hpp)
     lens = memo::derived(valid_lens, {memo::kRepeatHeads, heads, 0, 0},

@@ -20,6 +20,7 @@
 #include <optional>
 #include <set>
 
+#include "plugin/candidates.hpp"
 #include "plugin/elf.hpp"
 #include "plugin/probe.hpp"
 
@@ -289,21 +290,26 @@ const PluginInfo& Registry::find(const std::string& kind, const std::string& nam
   msg += names.empty() ? fmt::format(" (no {} plugins are loaded; searched: {})", kind, fmt::join(search_dirs(), ", "))
                        : fmt::format(" (available: {}; searched: {})", fmt::join(names, ", "),
                                      fmt::join(search_dirs(), ", "));
-  // A library that could not be loaded, and whose file name does not say what it provides (a
-  // duplicate of a loaded plugin is not a candidate), may be the one asked for: say so.
-  std::vector<std::string> unknown;
-  for (const auto& b : broken_) {
-    if (!plugins_.contains({b.kind, b.name})) unknown.push_back(b.path);
-  }
-  if (!unknown.empty()) {
-    msg += fmt::format("; {} plugin librar{} could not be loaded and may provide it (see the warning above): {}{}",
-                       unknown.size(), unknown.size() == 1 ? "y" : "ies",
-                       fmt::join(unknown.begin(), unknown.begin() + std::min<size_t>(unknown.size(), 3), ", "),
-                       unknown.size() > 3 ? ", ..." : "");
-  }
+  msg += skipped_candidates(*this);
   // Out-of-tree plugins live in their own build's plugins/ folder, which no default search covers.
   msg += "; a plugin built elsewhere is found with --plugin-path DIR or ATTNLAB_PLUGIN_PATH=DIR";
   throw PluginError(msg);
+}
+
+std::string skipped_candidates(const Registry& registry) {
+  std::vector<std::string> unknown;
+  const auto loaded = registry.list();
+  for (const auto& b : registry.broken()) {
+    if (std::none_of(loaded.begin(), loaded.end(),
+                     [&](const PluginInfo* p) { return p->kind == b.kind && p->name == b.name; })) {
+      unknown.push_back(b.path);
+    }
+  }
+  if (unknown.empty()) return {};
+  return fmt::format("; {} plugin librar{} could not be loaded and may provide it (see the warning above): {}{}",
+                     unknown.size(), unknown.size() == 1 ? "y" : "ies",
+                     fmt::join(unknown.begin(), unknown.begin() + std::min<size_t>(unknown.size(), 3), ", "),
+                     unknown.size() > 3 ? ", ..." : "");
 }
 
 Registry::Resolved Registry::resolve(const char* kind, const config::Node& node) {
