@@ -15,9 +15,8 @@
 # own tree they also get its test helpers (tests/testing) and environment (cmake/attnlabTesting.cmake).
 # `cmake --install` puts the plugin in <prefix>/lib/attnlab/plugins, where an installed runner
 # looks. Used by attnlab's own tree and installed with the SDK (find_package(attnlab)).
-include(GNUInstallDirs)
-
 function(attnlab_add_plugin)
+  include(GNUInstallDirs)  # here, not where this file is included: that may be a function's scope
   cmake_parse_arguments(P "" "NAME;KIND" "SOURCES;LIBS;TESTS" ${ARGN})
   if(NOT P_NAME)
     list(POP_FRONT P_UNPARSED_ARGUMENTS P_NAME)
@@ -49,6 +48,9 @@ function(attnlab_add_plugin)
   endif()
   target_link_libraries(${code} ${code_scope} attnlab::framework ${P_LIBS})
   target_compile_features(${code} ${code_scope} cxx_std_20)
+  if(NOT ATTNLAB_SDK_HASH)  # find_package(attnlab) was called in a function: its variables stayed there
+    get_property(ATTNLAB_SDK_HASH GLOBAL PROPERTY ATTNLAB_SDK_HASH)
+  endif()
   if(NOT ATTNLAB_SDK_HASH)
     message(FATAL_ERROR "attnlab_add_plugin: ATTNLAB_SDK_HASH is not set (use find_package(attnlab))")
   endif()

@@ -2,10 +2,10 @@
 // some damaged files, which no exception catches; ResultsReader reads each file in a forked child
 // first and turns each of those ends into one ResultsError. The damaged files are the fuzzer's
 // finds, kept in fuzz/known/results_reader/.
-#include <attnlab/results/tensor.hpp>
 #include <attnlab/error.hpp>
 #include <attnlab/results/reader.hpp>
 #include <attnlab/results/results.hpp>
+#include <attnlab/results/tensor.hpp>
 
 #include <fmt/format.h>
 #include <sys/prctl.h>
@@ -13,9 +13,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <csignal>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 
 #include "results/lock.hpp"
@@ -172,6 +174,46 @@ TEST(ResultsReadCheck, EveryKnownDamagedFileIsAnErrorNotACrash) {
   EXPECT_EQ(::waitpid(-1, nullptr, WNOHANG), -1) << "a checking process was left behind";
 }
 
+TEST(ResultsReadCheck, AFileWhoseMetadataFailsItsChecksumIsCalledDamagedInWords) {
+  // HDF5's own error stack ("H5Aexists(): unable to determine if attribute exists [Can't get
+  // value]; H5C_load_entry(): incorrect metadata checksum ...") was passed through; the message
+  // now says the file is damaged, with HDF5's reason and none of its function names.
+  const auto dir = attnlab::testutil::temp_dir("attnlab-checksum");
+  const auto path = dir + "/run.h5";
+  {
+    attnlab::results::Results w(path, "checksum");
+    w.set_status(attnlab::results::Status::Completed);
+  }
+  std::string clean;
+  {
+    std::ifstream in(path, std::ios::binary);
+    clean.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  // Damage 64 bytes at a time in its first 4 KiB (the metadata): some fail a checksum; no message
+  // names an HDF5 function.
+  int damaged = 0;
+  for (size_t at = 0; at + 64 <= std::min<size_t>(clean.size(), 4096); at += 256) {
+    std::string bytes = clean;
+    std::fill_n(bytes.begin() + static_cast<std::ptrdiff_t>(at), 64, '\xff');
+    std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+    std::string error;
+    try {
+      ResultsReader reader(path);
+      (void)reader.config();
+      (void)reader.status();
+    } catch (const attnlab::Error& e) {
+      error = e.what();
+    }
+    EXPECT_EQ(error.find("(): "), std::string::npos) << "at byte " << at << ": " << error;
+    const auto first = error.find(path);
+    EXPECT_EQ(first == std::string::npos ? first : error.find(path, first + 1), std::string::npos)
+        << "the file is named twice: " << error;
+    if (contains(error, "the file is damaged: its bytes are not what HDF5 wrote (HDF5: ")) ++damaged;
+  }
+  EXPECT_GT(damaged, 0);
+  fs::remove_all(dir);
+}
+
 // A command's reads are rehearsed in a copy of the process: what ends the copy is reported and
 // the read is not made here; what the read throws or returns is met here as without the copy.
 TEST(ResultsReadCheck, ARehearsedReadRunsHereOnlyWhenTheCopySurvivedIt) {
@@ -316,8 +358,10 @@ TEST(ResultsReadCheck, AMemoryCapBelowTheAllowanceIsNamedNotCalledDamage) {
   ::close(fds[0]);
   int status = 0;
   ::waitpid(pid, &status, 0);
-  EXPECT_TRUE(contains(message, "results file " + path + " could not be read within this process's memory limit "
-                                "(ulimit -v: ")) << message;
+  EXPECT_TRUE(contains(message, "results file " + path +
+                                    " could not be read within this process's memory limit "
+                                    "(ulimit -v: "))
+      << message;
   EXPECT_TRUE(contains(message, "The file is not known to be damaged")) << message;
   EXPECT_FALSE(contains(message, "is damaged")) << message;
   // Without the cap the same file reads.

@@ -1,7 +1,7 @@
 // `runner plot` on a small real corner run and on a kernel-regression layout written here:
 // files are produced, non-empty, PNGs have the expected pixel size, mistakes are clear errors.
-#include <attnlab/results/tensor.hpp>
 #include <attnlab/results/results.hpp>
+#include <attnlab/results/tensor.hpp>
 
 #include "testing/png.hpp"
 #include "testing/runner.hpp"
@@ -36,7 +36,8 @@ class Plot : public ::testing::Test {
     if (runner_.empty() || source_.empty()) return;
     tmp_ = testutil::temp_dir("attnlab-plot");
     run_ = tmp_ + "/run.h5";
-    setup_ = testutil::run_process(runner_, {"experiments/tests/tiny_corners.yaml", "--results", run_, "-q"}, source_, tmp_);
+    setup_ =
+        testutil::run_process(runner_, {"experiments/tests/tiny_corners.yaml", "--results", run_, "-q"}, source_, tmp_);
   }
   void SetUp() override {
     ATTNLAB_REQUIRE(!runner_.empty(), "ATTNLAB_RUNNER is not set (run through ctest)");
@@ -55,8 +56,8 @@ TEST_F(Plot, EveryFigureOfACornerRun) {
   auto r = plot({run_, "-o", dir});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   std::vector<std::string> want;
-  for (const char* f : {"losses", "attention_decoder_cross", "attention_decoder_self", "attention_encoder_self",
-                        "predictions"}) {
+  for (const char* f :
+       {"losses", "attention_decoder_cross", "attention_decoder_self", "attention_encoder_self", "predictions"}) {
     want.push_back(dir + "/" + f + ".png");
   }
   auto got = lines(r.out);
@@ -115,13 +116,13 @@ TEST_F(Plot, MistakesAreClearErrors) {
   std::ofstream(text) << "hello\n";
   auto bad = plot({text});
   EXPECT_EQ(bad.exit_code, 1);
-  EXPECT_NE(bad.err.find("not an attnlab results file: " + text + " (not an HDF5 file)"), std::string::npos)
-      << bad.err;
+  EXPECT_NE(bad.err.find("not an attnlab results file: " + text + " (not an HDF5 file)"), std::string::npos) << bad.err;
   // -o with an extension plot cannot write made a folder of that name.
   auto jpg = plot({run_, "--losses", "-o", tmp_ + "/l.jpg"});
   EXPECT_EQ(jpg.exit_code, 1);
-  EXPECT_EQ(jpg.err, "error: plot: -o " + tmp_ + "/l.jpg: cannot write '.jpg' files; name a .png or .svg file, or a "
-                     "folder\n");
+  EXPECT_EQ(jpg.err, "error: plot: -o " + tmp_ +
+                         "/l.jpg: cannot write '.jpg' files; name a .png or .svg file, or a "
+                         "folder\n");
   EXPECT_FALSE(fs::exists(tmp_ + "/l.jpg"));
   auto folder = plot({tmp_});
   EXPECT_EQ(folder.exit_code, 1);
@@ -144,7 +145,8 @@ TEST_F(Plot, NanAndInfiniteAttentionIsDrawnGreyWithTheScaleFromFiniteWeights) {
     part[0][1][2][3] = inf;
     part[1][0][4][4] = -inf;
     w.write_attention("part", "encoder_self", {.weights = results::to_float_array(part)});
-    w.write_attention("finite", "encoder_self", {.weights = results::to_float_array(torch::softmax(torch::randn({2, 2, 5, 5}), -1))});
+    w.write_attention("finite", "encoder_self",
+                      {.weights = results::to_float_array(torch::softmax(torch::randn({2, 2, 5, 5}), -1))});
     w.set_status(results::Status::Completed);
   }
   std::map<std::string, int> grey, red;
@@ -165,15 +167,43 @@ TEST_F(Plot, NanAndInfiniteAttentionIsDrawnGreyWithTheScaleFromFiniteWeights) {
   EXPECT_GT(red["part"], 20 * 20) << "darkest red pixels";
 }
 
+TEST_F(Plot, TokensThatAreNotUtf8AreDrawnAsReplacementCharacters) {
+  // A byte-level token, or a damaged file's label, is not valid UTF-8: cairo then stopped drawing
+  // and `runner plot` failed with "cairo cannot write it: input string not valid UTF-8", naming a
+  // scratch file. Each bad byte is now drawn as U+FFFD: the heatmap is drawn as with those labels.
+  const auto path = tmp_ + "/bytes.h5";
+  {
+    results::Results w(path, "byte_tokens");
+    const auto weights = results::to_float_array(torch::softmax(torch::randn({1, 1, 3, 3}), -1));
+    w.write_attention("bytes", "encoder_self",
+                      {.weights = weights,
+                       .query_tokens = {"caf\xc3", "\xff\xfe", "ok"},
+                       .key_tokens = {"a", "\xe9t\xe9", "\xc3\xa9"}});
+    w.write_attention("clean", "encoder_self",
+                      {.weights = weights,
+                       .query_tokens = {"caf\uFFFD", "\uFFFD\uFFFD", "ok"},
+                       .key_tokens = {"a", "\uFFFDt\uFFFD", "\xc3\xa9"}});
+    w.set_status(results::Status::Completed);
+  }
+  for (const char* sample : {"bytes", "clean"}) {
+    const auto png = tmp_ + "/bytes_" + sample + ".png";
+    auto r = plot({path, "--attention", "encoder_self", "--sample", sample, "-o", png});
+    ASSERT_EQ(r.exit_code, 0) << sample << ": " << r.err;
+    EXPECT_EQ(r.err, "") << sample;
+    EXPECT_GT(fs::file_size(png), 3000u) << sample;
+  }
+  EXPECT_EQ(png_size(tmp_ + "/bytes_bytes.png"), png_size(tmp_ + "/bytes_clean.png"));
+}
+
 TEST_F(Plot, KernelRegressionLayout) {
   // The layout the nadaraya_watson trainer writes (docs/RESULTS.md): test inputs, prediction,
   // noise-free truth, training points, and the attention matrix [1, 1, n_test, n_train].
   const auto path = tmp_ + "/kernel.h5";
   {
     results::Results w(path, "nadaraya_watson");
-    auto x = torch::arange(0, 5, 0.1);                                   // [50]
-    auto truth = 2 * torch::sin(x) + torch::pow(x, 0.8);                 // [50]
-    auto x_train = std::get<0>(torch::sort(torch::rand({50}) * 5));      // [50]
+    auto x = torch::arange(0, 5, 0.1);                               // [50]
+    auto truth = 2 * torch::sin(x) + torch::pow(x, 0.8);             // [50]
+    auto x_train = std::get<0>(torch::sort(torch::rand({50}) * 5));  // [50]
     auto y_train = 2 * torch::sin(x_train) + torch::pow(x_train, 0.8) + torch::randn({50}) * 0.5;
     auto weights = torch::softmax(-(x.unsqueeze(1) - x_train.unsqueeze(0)).pow(2) / 2, 1);  // [50, 50]
     results::write_tensor(w, "predictions/x", x);

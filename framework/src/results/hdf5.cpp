@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cstring>
 #include <functional>
+#include <initializer_list>
+#include <vector>
 
 namespace attnlab::results::h5 {
 
@@ -18,25 +20,44 @@ std::string message_of(hid_t id) {
   return buf;
 }
 
+struct Entry {
+  std::string desc;   // what the call was doing, or why it failed ("incorrect metadata checksum ...")
+  std::string minor;  // HDF5's class of the failure ("Read failed", "Bad value")
+};
+
 herr_t collect(unsigned /*n*/, const H5E_error2_t* err, void* data) {
-  auto* lines = static_cast<std::vector<std::string>*>(data);
-  std::string line = fmt::format("{}(): {}", err->func_name ? err->func_name : "?", err->desc ? err->desc : "");
-  std::string minor = message_of(err->min_num);
-  if (!minor.empty()) line += fmt::format(" [{}]", minor);
-  lines->push_back(std::move(line));
+  static_cast<std::vector<Entry>*>(data)->push_back({err->desc ? err->desc : "", message_of(err->min_num)});
   return 0;
+}
+
+bool mentions(const std::vector<Entry>& stack, std::initializer_list<const char*> words) {
+  for (const auto& e : stack) {
+    for (const char* w : words) {
+      if (e.desc.find(w) != std::string::npos || e.minor.find(w) != std::string::npos) return true;
+    }
+  }
+  return false;
 }
 
 }  // namespace
 
 std::string error_stack() {
-  std::vector<std::string> lines;
-  H5Ewalk2(H5E_DEFAULT, H5E_WALK_DOWNWARD, collect, &lines);
+  std::vector<Entry> stack;
+  H5Ewalk2(H5E_DEFAULT, H5E_WALK_DOWNWARD, collect, &stack);
   H5Eclear2(H5E_DEFAULT);
-  if (lines.empty()) return "unknown HDF5 error";
-  // The outermost entry says what the API call was doing, the innermost why it failed.
-  if (lines.size() == 1) return lines.front();
-  return lines.front() + "; " + lines.back();
+  if (stack.empty()) return "unknown HDF5 error";
+  // In words, not as HDF5's stack of internal function names: the innermost entry says why the call
+  // failed; a failed checksum or signature means bytes of the file are not what HDF5 wrote.
+  const std::string& why = stack.back().desc.empty() ? stack.back().minor : stack.back().desc;
+  if (mentions(stack, {"checksum", "signature", "truncated", "bad object header", "past end", "addr overflow",
+                       "address overflow", "bad value from load", "bad version"})) {
+    return fmt::format("the file is damaged: its bytes are not what HDF5 wrote (HDF5: {})", why);
+  }
+  if (mentions(stack, {"unable to lock", "lock file"})) {
+    return fmt::format("another process holds the file locked (HDF5: {})", why);
+  }
+  const std::string& what = stack.front().desc;
+  return stack.size() == 1 || what == why ? fmt::format("HDF5: {}", why) : fmt::format("HDF5: {}: {}", what, why);
 }
 
 void fail(const std::string& file, const std::string& what) {
@@ -46,14 +67,29 @@ void fail(const std::string& file, const std::string& what) {
 void Handle::reset() noexcept {
   if (id_ < 0) return;
   switch (H5Iget_type(id_)) {
-    case H5I_FILE: H5Fclose(id_); break;
-    case H5I_GROUP: H5Gclose(id_); break;
-    case H5I_DATASET: H5Dclose(id_); break;
-    case H5I_DATASPACE: H5Sclose(id_); break;
-    case H5I_DATATYPE: H5Tclose(id_); break;
-    case H5I_ATTR: H5Aclose(id_); break;
-    case H5I_GENPROP_LST: H5Pclose(id_); break;
-    default: break;
+    case H5I_FILE:
+      H5Fclose(id_);
+      break;
+    case H5I_GROUP:
+      H5Gclose(id_);
+      break;
+    case H5I_DATASET:
+      H5Dclose(id_);
+      break;
+    case H5I_DATASPACE:
+      H5Sclose(id_);
+      break;
+    case H5I_DATATYPE:
+      H5Tclose(id_);
+      break;
+    case H5I_ATTR:
+      H5Aclose(id_);
+      break;
+    case H5I_GENPROP_LST:
+      H5Pclose(id_);
+      break;
+    default:
+      break;
   }
   id_ = H5I_INVALID_HID;
 }
@@ -89,18 +125,30 @@ Handle link_props(const std::string& file) {
 
 std::string type_class_words(H5T_class_t cls) {
   switch (cls) {
-    case H5T_INTEGER: return "integers";
-    case H5T_FLOAT: return "floating-point numbers";
-    case H5T_STRING: return "strings";
-    case H5T_COMPOUND: return "compound records";
-    case H5T_ENUM: return "enumerated values";
-    case H5T_ARRAY: return "fixed-size arrays";
-    case H5T_VLEN: return "variable-length sequences";
-    case H5T_REFERENCE: return "object references";
-    case H5T_OPAQUE: return "opaque bytes";
-    case H5T_BITFIELD: return "bit fields";
-    case H5T_TIME: return "times";
-    default: return "data of no known type";
+    case H5T_INTEGER:
+      return "integers";
+    case H5T_FLOAT:
+      return "floating-point numbers";
+    case H5T_STRING:
+      return "strings";
+    case H5T_COMPOUND:
+      return "compound records";
+    case H5T_ENUM:
+      return "enumerated values";
+    case H5T_ARRAY:
+      return "fixed-size arrays";
+    case H5T_VLEN:
+      return "variable-length sequences";
+    case H5T_REFERENCE:
+      return "object references";
+    case H5T_OPAQUE:
+      return "opaque bytes";
+    case H5T_BITFIELD:
+      return "bit fields";
+    case H5T_TIME:
+      return "times";
+    default:
+      return "data of no known type";
   }
 }
 
@@ -300,8 +348,8 @@ void write_string_dataset(hid_t loc, const std::string& path, const std::vector<
   Handle type = vlen_string_type(file);
   Handle space = dataspace(file, {values.size()}, scalar);
   Handle lcpl = link_props(file);
-  Handle ds = check(H5Dcreate2(loc, path.c_str(), type.get(), space.get(), lcpl.get(), H5P_DEFAULT, H5P_DEFAULT),
-                    file, fmt::format("cannot create dataset {}", path));
+  Handle ds = check(H5Dcreate2(loc, path.c_str(), type.get(), space.get(), lcpl.get(), H5P_DEFAULT, H5P_DEFAULT), file,
+                    fmt::format("cannot create dataset {}", path));
   auto ptrs = c_strings(values);
   check(H5Dwrite(ds.get(), type.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, ptrs.data()), file,
         fmt::format("cannot write dataset {}", path));

@@ -15,7 +15,9 @@ namespace attnlab::results::h5 {
 /// Silence HDF5's automatic error printing (idempotent, per thread in thread-safe builds).
 void silence_errors();
 
-/// The current HDF5 error stack as one line ("<major>: <minor> (<description>)"), then cleared.
+/// The current HDF5 error stack as one line in words, then cleared: "the file is damaged: ..." for a
+/// failed checksum or signature, "another process holds the file locked" for a lock, else "HDF5:
+/// <what it was doing>: <why>"; never HDF5's internal function names.
 std::string error_stack();
 
 /// Throws ResultsError("<what> in results file <file>: <hdf5 error stack>").

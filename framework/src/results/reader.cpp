@@ -158,7 +158,10 @@ Status ResultsReader::status() const {
   try {
     return parse_status(attr_string("status"));
   } catch (const ResultsError& e) {
-    throw ResultsError(fmt::format("results file {}: {}", path_, e.what()));
+    // parse_status's errors do not say which file; attr_string's do.
+    const std::string what = e.what();
+    if (what.find(path_) != std::string::npos) throw;
+    throw ResultsError(fmt::format("results file {}: {}", path_, what));
   }
 }
 

@@ -7,6 +7,7 @@
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
+#include <filesystem>
 #include <iostream>
 #include <optional>
 #include <string>
@@ -52,6 +53,19 @@ inline CLI::Option* add_plugin_path_option(CLI::App& app, std::vector<std::strin
 /// The one line a command that failed prints, by the error's kind ("config error: <what>", "plugin
 /// error: ...", "data error: ...", "results error: ...", else "error: ..."); returns the exit code, 1.
 inline int print_error(const std::exception& e) {
+  if (const auto* fe = dynamic_cast<const std::filesystem::filesystem_error*>(&e)) {
+    // The standard library's "filesystem error: cannot create directories: Permission denied
+    // [a/b]" (from a call with no place of ours around it) becomes "error: cannot create
+    // directories a/b: Permission denied".
+    std::string what = fe->what();
+    const std::string why = fe->code().message();
+    if (what.rfind("filesystem error: ", 0) == 0) what.erase(0, 18);
+    if (const auto at = what.find(": " + why); at != std::string::npos) what.erase(at);
+    std::string paths = fe->path1().string();
+    if (!fe->path2().empty()) paths += " -> " + fe->path2().string();
+    std::cerr << "error: " << what << (paths.empty() ? "" : " ") << paths << ": " << why << std::endl;
+    return 1;
+  }
   const char* kind = dynamic_cast<const ConfigError*>(&e) != nullptr    ? "config error"
                      : dynamic_cast<const PluginError*>(&e) != nullptr  ? "plugin error"
                      : dynamic_cast<const DataError*>(&e) != nullptr    ? "data error"

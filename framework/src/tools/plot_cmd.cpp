@@ -26,6 +26,7 @@
 #include <filesystem>
 #include <functional>
 #include <iostream>
+#include <utility>
 
 namespace attnlab::tools {
 namespace {
@@ -72,6 +73,22 @@ struct ScratchDir {
   std::string path;
 };
 
+/// An error of the rehearsal, its kind kept, naming where -o draws instead of the scratch folder.
+[[noreturn]] void rethrow_naming(const std::exception& e, const std::string& scratch_file, const std::string& file,
+                                 const std::string& scratch_dir, const std::string& dir) {
+  std::string m = e.what();
+  for (const auto& [from, to] : {std::pair{scratch_file, file}, std::pair{scratch_dir, dir}}) {
+    for (size_t at = m.find(from); !from.empty() && at != std::string::npos; at = m.find(from, at + to.size())) {
+      m.replace(at, from.size(), to);
+    }
+  }
+  if (dynamic_cast<const ConfigError*>(&e) != nullptr) throw ConfigError(m);
+  if (dynamic_cast<const DataError*>(&e) != nullptr) throw DataError(m);
+  if (dynamic_cast<const PluginError*>(&e) != nullptr) throw PluginError(m);
+  if (dynamic_cast<const ResultsError*>(&e) != nullptr) throw ResultsError(m);
+  throw Error(m);
+}
+
 }  // namespace
 
 int cmd_plot(int argc, char** argv) {
@@ -113,6 +130,7 @@ int cmd_plot(int argc, char** argv) {
   // (results::rehearse_read), drawing into a scratch folder, before it is done here.
   // `out`: where to draw (a scratch folder in the rehearsal below); messages name what -o asked for.
   const std::string asked = out;
+  const std::string default_dir = fs::path(file).replace_extension("").string() + "_plots";
   const auto draw = [&](const std::string& out) -> std::vector<std::string> {
     results::ResultsReader in(file, results::ReadCheck::none);  // checked by the rehearsal below
     const bool all = modules.empty() && !losses && !every_figure && wanted.empty() && !heads;
@@ -167,7 +185,9 @@ int cmd_plot(int argc, char** argv) {
                     "plot: --heads: {} holds neither /ablation (runner ablate) nor /pruning (runner prune)", file);
       for (const auto& a : ablations) {
         figures.push_back({"ablation_" + safe(a.name), [a, file, &size](const std::string& p) {
-                             plot::ablation_figure(a, fmt::format("{}: ablation '{}' (split {})", fs::path(file).filename().string(), a.name, a.split),
+                             plot::ablation_figure(a,
+                                                   fmt::format("{}: ablation '{}' (split {})",
+                                                               fs::path(file).filename().string(), a.name, a.split),
                                                    p, size);
                            }});
       }
@@ -183,7 +203,9 @@ int cmd_plot(int argc, char** argv) {
         figures.push_back({"pruning_" + safe(split), [curves, split, file, &size](const std::string& p) {
                              std::vector<const PruningCurve*> ptrs;
                              for (const auto& c : curves) ptrs.push_back(&c);
-                             plot::pruning_figure(ptrs, fmt::format("{}: pruning on {}", fs::path(file).filename().string(), split), p, size);
+                             plot::pruning_figure(
+                                 ptrs, fmt::format("{}: pruning on {}", fs::path(file).filename().string(), split), p,
+                                 size);
                            }});
       }
     }
@@ -207,8 +229,7 @@ int cmd_plot(int argc, char** argv) {
       figures.front().draw(out);
       return {out};
     }
-    const fs::path dir =
-        out.empty() ? fs::path(fs::path(file).replace_extension("").string() + "_plots") : fs::path(out);
+    const fs::path dir = out.empty() ? fs::path(default_dir) : fs::path(out);
     std::vector<std::string> drawn;
     for (const auto& f : figures) {
       drawn.push_back((dir / (f.name + "." + format)).string());
@@ -220,7 +241,12 @@ int cmd_plot(int argc, char** argv) {
   const bool one_file = ext == ".png" || ext == ".svg" || ext == ".PNG" || ext == ".SVG";
   {
     const ScratchDir scratch;
-    results::rehearse_read(file, [&] { draw(one_file ? scratch.path + "/figure" + ext : scratch.path); });
+    const std::string scratch_file = scratch.path + "/figure" + ext;
+    try {
+      results::rehearse_read(file, [&] { draw(one_file ? scratch_file : scratch.path); });
+    } catch (const std::exception& e) {
+      rethrow_naming(e, scratch_file, out, scratch.path, out.empty() ? default_dir : out);
+    }
   }
   for (const auto& path : draw(out)) std::cout << path << "\n";
   return 0;

@@ -92,7 +92,37 @@ void select_font(cairo_t* cr, const TextStyle& style) {
 }  // namespace
 
 namespace {
-TextExtents extents(cairo_t* cr, const std::string& text, const TextStyle& style) {
+/// `s` with each byte that does not begin or continue a valid UTF-8 sequence as U+FFFD: cairo puts
+/// its context in an error state on invalid UTF-8 (a byte-level token, a damaged file's label) and
+/// then draws nothing more, so one odd label would cost the whole figure.
+std::string valid_utf8(const std::string& s) {
+  std::string out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size();) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
+    if (n > 1 && i + n <= s.size()) {
+      const auto c1 = static_cast<unsigned char>(s[i + 1]);
+      bool ok = c >= 0xC2 && c <= 0xF4 && !(c == 0xE0 && c1 < 0xA0) && !(c == 0xED && c1 > 0x9F) &&
+                !(c == 0xF0 && c1 < 0x90) && !(c == 0xF4 && c1 > 0x8F);
+      for (size_t k = 1; k < n && ok; ++k) ok = (static_cast<unsigned char>(s[i + k]) & 0xC0) == 0x80;
+      if (!ok) n = 0;
+    } else if (n > 1) {
+      n = 0;
+    }
+    if (n == 0) {
+      out += "\xEF\xBF\xBD";
+      ++i;
+    } else {
+      out.append(s, i, n);
+      i += n;
+    }
+  }
+  return out;
+}
+
+TextExtents extents(cairo_t* cr, const std::string& raw, const TextStyle& style) {
+  const std::string text = valid_utf8(raw);
   select_font(cr, style);
   cairo_text_extents_t te;
   cairo_font_extents_t fe;
@@ -126,17 +156,25 @@ void Canvas::text(const std::string& s, double x, double y, const TextStyle& sty
   double dx = h == HAlign::Left ? 0 : h == HAlign::Center ? -e.w / 2 : -e.w;
   double dy = 0;
   switch (v) {
-    case VAlign::Top: dy = e.ascent; break;
-    case VAlign::Middle: dy = e.ascent - e.h / 2; break;
-    case VAlign::Baseline: dy = 0; break;
-    case VAlign::Bottom: dy = e.ascent - e.h; break;
+    case VAlign::Top:
+      dy = e.ascent;
+      break;
+    case VAlign::Middle:
+      dy = e.ascent - e.h / 2;
+      break;
+    case VAlign::Baseline:
+      dy = 0;
+      break;
+    case VAlign::Bottom:
+      dy = e.ascent - e.h;
+      break;
   }
   cairo_save(cr_);
   cairo_translate(cr_, x, y);
   cairo_rotate(cr_, -degrees * std::numbers::pi / 180.0);
   cairo_move_to(cr_, dx, dy);
   set_color(style.color);
-  cairo_show_text(cr_, s.c_str());
+  cairo_show_text(cr_, valid_utf8(s).c_str());
   cairo_restore(cr_);
 }
 
