@@ -7,6 +7,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 
 #include "testing/testing.hpp"
 
@@ -20,7 +21,9 @@ struct NetImpl : torch::nn::Module {
     out = register_module("out", torch::nn::Linear(width, 1));
     register_buffer("running", torch::arange(3.0));
   }
-  torch::Tensor forward(const torch::Tensor& x) { return out->forward(torch::dropout(inner->forward(x), 0.5, is_training())); }
+  torch::Tensor forward(const torch::Tensor& x) {
+    return out->forward(torch::dropout(inner->forward(x), 0.5, is_training()));
+  }
   torch::nn::Linear inner{nullptr}, out{nullptr};
 };
 TORCH_MODULE(Net);
@@ -114,13 +117,39 @@ TEST_F(Checkpoint, ADamagedCheckpointIsOneLineInOurWords) {
   auto message = [&] { return testutil::message_of<DataError>([&] { load_model_weights(path, *a); }); };
   fs::resize_file(path, 3000);  // cut short, as by a full disk or a killed copy
   auto cut = message();
-  EXPECT_EQ(cut, "checkpoint " + path + " cannot be read: it is damaged or not a checkpoint (not a whole zip archive: "
-                 "failed finding central directory)");
+  EXPECT_EQ(cut, "checkpoint " + path +
+                     " cannot be read: it is damaged or not a checkpoint (not a whole zip archive: "
+                     "failed finding central directory)");
   std::ofstream(path, std::ios::trunc) << "PK\x03\x04 garbage";
-  EXPECT_EQ(message(), "checkpoint " + path + " cannot be read: it is damaged or not a checkpoint (not a whole zip "
-                       "archive: not a ZIP archive)");
+  EXPECT_EQ(message(), "checkpoint " + path +
+                           " cannot be read: it is damaged or not a checkpoint (not a whole zip "
+                           "archive: not a ZIP archive)");
   std::ofstream(path, std::ios::trunc).close();
   EXPECT_EQ(message(), "checkpoint " + path + " cannot be read: it is empty (written by a run that was killed?)");
+}
+
+// LibTorch's reader does not check the archive's CRC-32s: a weight changed on disk after it was
+// written loaded as the changed weight. The checkpoint is now refused, naming the member.
+TEST_F(Checkpoint, AWeightChangedOnDiskIsRefusedNotLoaded) {
+  Net a(16);
+  const auto path = dir_ + "/changed.pt";
+  save_checkpoint(path, *a, nullptr, {});
+  std::string bytes;
+  {
+    std::ifstream in(path, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  const auto weight = a->inner->weight.detach().contiguous();
+  const std::string raw(static_cast<const char*>(weight.data_ptr()), weight.numel() * sizeof(float));
+  const auto at = bytes.find(raw);
+  ASSERT_NE(at, std::string::npos) << "the weight's bytes are not stored as they are";
+  bytes[at + 5] = static_cast<char>(bytes[at + 5] ^ 0x40);  // one bit of one float
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+  Net b(16);
+  const auto message = testutil::message_of<DataError>([&] { load_model_weights(path, *b); });
+  EXPECT_TRUE(testutil::contains(message, "checkpoint " + path + " is damaged: its member '")) << message;
+  EXPECT_TRUE(testutil::contains(message, "' does not match its checksum: bytes changed after it was written"))
+      << message;
 }
 
 }  // namespace

@@ -4,6 +4,8 @@
 #include <attnlab/error.hpp>
 #include <attnlab/files.hpp>
 
+#include "data/zip_check.hpp"
+
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Context.h>
 #include <fmt/format.h>
@@ -127,6 +129,9 @@ torch::serialize::InputArchive open(const std::string& path, torch::Device devic
   } catch (const c10::Error& e) {
     throw DataError(fmt::format("checkpoint {} cannot be read: {}", path, torch_reason(e.what_without_backtrace(), path)));
   }
+  // LibTorch's reader does not check the archive's CRCs: changed bytes would load as changed weights.
+  const auto damage = data::zip_damage(path);
+  ATTNLAB_CHECK(damage.empty(), DataError, "checkpoint {} is damaged: {}", path, damage);
   return archive;
 }
 
