@@ -247,6 +247,18 @@ TEST_F(ResumeTest, EvalTranslatesASplitAndStoresSacreBleu) {
   auto bad = run({"eval", path, "--split", "dev"});
   EXPECT_EQ(bad.exit_code, 1);
   EXPECT_NE(bad.err.find("train, val or test"), std::string::npos) << bad.err;
+  // A beam wider than the target vocabulary held 100,000 copies of each sentence's state: out of
+  // memory, or killed. Refused before decoding, in eval and (before training) in a run.
+  auto wide = run({"eval", path, "--split", "test", "--beam", "100000"});
+  EXPECT_EQ(wide.exit_code, 1);
+  EXPECT_NE(wide.err.find("config error: --beam 100000 is more than the target vocabulary's "), std::string::npos)
+      << wide.err;
+  const auto never = tmp_ + "/wide.h5";
+  auto run_wide = run(tiny(never, {"evaluate.split=test", "evaluate.beam_size=100000"}));
+  EXPECT_EQ(run_wide.exit_code, 1);
+  EXPECT_NE(run_wide.err.find("beam_size 100000 is more than the target vocabulary's "), std::string::npos)
+      << run_wide.err;
+  EXPECT_FALSE(fs::exists(never)) << "refused before the run began";
 }
 
 TEST_F(ResumeTest, EvalPicksTheLengthPenaltyOnValidation) {

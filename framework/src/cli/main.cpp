@@ -88,7 +88,7 @@ int main(int argc, char** argv) {
   try {
     return dispatch(argc, argv);
   } catch (const c10::Error& e) {
-    std::cerr << "torch error: " << e.what_without_backtrace() << std::endl;
+    std::cerr << "torch error: " << attnlab::message_without_backtrace(e) << std::endl;
   } catch (const std::exception& e) {
     return attnlab::tools::print_error(e);
   }

@@ -158,6 +158,13 @@ Built build(const Plan& plan, const RunOptions& ro) {
     experiment_binding().fail(plan.top, &ExperimentConfig::evaluate,
                               "translating samples or a split needs an encoder + decoder model");
   }
+  if (const int64_t vocab = ctx.data.tgt_vocab_size; plan.eval.split && vocab > 0 && plan.eval.beam_size > vocab) {
+    // Checked before training: a beam this wide held beam_size copies of every sentence's state
+    // and ran out of memory (or was killed) at the end of the run.
+    experiment_binding().fail(plan.top, &ExperimentConfig::evaluate,
+                              fmt::format("beam_size {} is more than the target vocabulary's {} tokens: at most {}",
+                                          plan.eval.beam_size, vocab, vocab));
+  }
   train::TrainContext& tc = b.tc;
   tc.model = b.setup.model;
   tc.custom = b.setup.custom;
