@@ -1,11 +1,16 @@
 // Decoding speed of the Transformer decoder with the KV cache and with d2l's recomputation, and
-// what the cache holds per token for multi-head, grouped-query and multi-query attention.
+// what the cache holds per token for multi-head, grouped-query and multi-query attention; for each
+// scorer asked for (--scorers): dot_product (the framework's) and linear (the plugin, made by the
+// registry as the runner makes it), whose decoder keeps a fixed-size recurrent state instead of
+// keys and values.
 // bench/decode runs it; see bench/README.md ("Decoding: the KV cache"). Random weights of the
 // Multi30K model's shape (3+3 blocks, width 256, FFN 512, 8 heads, 8000 tokens): the time of a
 // step does not depend on the values. Every row decodes exactly `length` steps greedily (no
 // <eos> stop), so tokens/s = batch * length / seconds.
+#include <attnlab/config/node.hpp>
 #include <attnlab/nn/dot_product.hpp>
 #include <attnlab/nn/transformer.hpp>
+#include <attnlab/plugin/registry.hpp>
 #include <attnlab/train/decode.hpp>
 
 #include <torch/torch.h>
@@ -22,6 +27,13 @@ namespace {
 
 using namespace attnlab;
 
+std::vector<std::string> name_list(const std::string& text) {
+  std::vector<std::string> out;
+  std::stringstream in(text);
+  for (std::string item; std::getline(in, item, ',');) out.push_back(item);
+  return out;
+}
+
 std::vector<int64_t> int_list(const std::string& text) {
   std::vector<int64_t> out;
   std::stringstream in(text);
@@ -33,6 +45,7 @@ struct Args {
   std::vector<int64_t> lengths{16, 32, 64, 128, 256};
   std::vector<int64_t> batches{1, 32};
   std::vector<int64_t> kv_heads{8, 2, 1};
+  std::vector<std::string> scorers{"dot_product", "linear"};
   int64_t source_length = 24, reps = 3, threads = 1;
 };
 
@@ -46,6 +59,8 @@ Args parse(int argc, char** argv) {
       a.batches = int_list(value);
     } else if (flag == "--kv-heads") {
       a.kv_heads = int_list(value);
+    } else if (flag == "--scorers") {
+      a.scorers = name_list(value);
     } else if (flag == "--source-length") {
       a.source_length = std::stoll(value);
     } else if (flag == "--reps") {
@@ -58,23 +73,43 @@ Args parse(int argc, char** argv) {
     }
   }
   if (argc % 2 == 0) {
-    std::fprintf(stderr, "usage: decode_bench [--lengths 16,32] [--batches 1,32] [--kv-heads 8,2,1] "
-                         "[--source-length 24] [--reps 3] [--threads 1]\n");
+    std::fprintf(stderr,
+                 "usage: decode_bench [--lengths 16,32] [--batches 1,32] [--kv-heads 8,2,1] "
+                 "[--scorers dot_product,linear] [--source-length 24] [--reps 3] [--threads 1]\n");
     std::exit(2);
   }
   return a;
 }
 
-nn::EncoderDecoder model(bool kv_cache, int64_t kv_heads, int64_t max_len) {
+/// The scorer `name` for every attention module: dot_product is the framework's; any other is a
+/// plugin, made by the registry (ATTNLAB_PLUGIN_PATH, which bench/decode/run points at the build).
+nn::ScorerFactory scorer_factory(const std::string& name) {
+  if (name == "dot_product") {
+    return [](const nn::ScorerContext&) { return std::make_shared<nn::DotProductScorerImpl>(); };
+  }
+  static plugin::Registry* registry = [] {
+    auto* r = new plugin::Registry();  // kept to the end: the plugins' code must outlive their objects
+    r->discover();
+    return r;
+  }();
+  const auto node = config::parse_yaml("scorer: " + name, "--scorers").at("scorer");
+  return [node](const nn::ScorerContext& sc) {
+    plugin::BuildContext ctx;
+    ctx.registry = registry;
+    return registry->create<nn::Scorer>(node, ctx, sc);
+  };
+}
+
+nn::EncoderDecoder model(const std::string& scorer, bool kv_cache, int64_t kv_heads, int64_t max_len) {
   torch::manual_seed(0);
-  auto dot = [](const nn::ScorerContext&) { return std::make_shared<nn::DotProductScorerImpl>(); };
+  const auto make = scorer_factory(scorer);
   auto o = nn::TransformerOptions(8000, 256, 512, 8, 3)
                .kv_heads(kv_heads)
                .kv_cache(kv_cache)
                .max_len(max_len)
                .init(nn::TransformerInit::GlorotUniform);
-  auto m = nn::EncoderDecoder(std::make_shared<nn::TransformerEncoderImpl>(o, dot),
-                              std::make_shared<nn::TransformerDecoderImpl>(o, dot));
+  auto m = nn::EncoderDecoder(std::make_shared<nn::TransformerEncoderImpl>(o, make),
+                              std::make_shared<nn::TransformerDecoderImpl>(o, make));
   m->eval();
   return m;
 }
@@ -117,34 +152,43 @@ int main(int argc, char** argv) {
   std::printf("## Greedy decoding, tokens/s (threads %lld, source length %lld, median of %lld)\n\n",
               static_cast<long long>(a.threads), static_cast<long long>(a.source_length),
               static_cast<long long>(a.reps));
-  std::printf("| kv_heads | batch | steps | KV cache tok/s | recomputation tok/s | speed-up |\n");
-  std::printf("|---:|---:|---:|---:|---:|---:|\n");
-  for (int64_t kv : a.kv_heads) {
-    const int64_t positions = std::max(longest, a.source_length) + 1;
-    auto cached = model(true, kv, positions), recomputed = model(false, kv, positions);
-    for (int64_t batch : a.batches) {
-      torch::manual_seed(1);
-      auto src = torch::randint(3, 8000, {batch, a.source_length}, torch::kLong);
-      auto lens = torch::full({batch}, a.source_length, torch::kLong);
-      for (int64_t length : a.lengths) {
-        const double c = seconds(cached, src, lens, length, a.reps);
-        const double r = seconds(recomputed, src, lens, length, a.reps);
-        const double tokens = static_cast<double>(batch * length);
-        std::printf("| %lld | %lld | %lld | %.0f | %.0f | %.2fx |\n", static_cast<long long>(kv),
-                    static_cast<long long>(batch), static_cast<long long>(length), tokens / c, tokens / r, r / c);
-        std::fflush(stdout);
+  std::printf("| scorer | kv_heads | batch | steps | cached tok/s | recomputation tok/s | speed-up |\n");
+  std::printf("|---|---:|---:|---:|---:|---:|---:|\n");
+  for (const auto& scorer : a.scorers) {
+    for (int64_t kv : a.kv_heads) {
+      const int64_t positions = std::max(longest, a.source_length) + 1;
+      auto cached = model(scorer, true, kv, positions), recomputed = model(scorer, false, kv, positions);
+      for (int64_t batch : a.batches) {
+        torch::manual_seed(1);
+        auto src = torch::randint(3, 8000, {batch, a.source_length}, torch::kLong);
+        auto lens = torch::full({batch}, a.source_length, torch::kLong);
+        for (int64_t length : a.lengths) {
+          const double c = seconds(cached, src, lens, length, a.reps);
+          const double r = seconds(recomputed, src, lens, length, a.reps);
+          const double tokens = static_cast<double>(batch * length);
+          std::printf("| %s | %lld | %lld | %lld | %.0f | %.0f | %.2fx |\n", scorer.c_str(), static_cast<long long>(kv),
+                      static_cast<long long>(batch), static_cast<long long>(length), tokens / c, tokens / r, r / c);
+          std::fflush(stdout);
+        }
       }
     }
   }
+  // What the decoder keeps per sequence: dot_product's KV cache grows by a constant per target
+  // token; linear attention's recurrent state (S, z) does not grow, so its "per token" is 0 and
+  // its fixed part holds the state.
   std::printf("\n## Cache bytes per sequence (fp32, 3 blocks)\n\n");
-  std::printf("| kv_heads | KV cache: bytes per target token | KV cache: cross-attention bytes per source token "
-              "| recomputation: bytes per target token |\n|---:|---:|---:|---:|\n");
-  for (int64_t kv : a.kv_heads) {
-    auto cached = model(true, kv, a.source_length + 9), recomputed = model(false, kv, a.source_length + 9);
-    const auto [self, cross] = cache_bytes(cached, a.source_length, 8);
-    const auto [inputs, none] = cache_bytes(recomputed, a.source_length, 8);
-    std::printf("| %lld | %lld | %lld | %lld |\n", static_cast<long long>(kv), static_cast<long long>(self),
-                static_cast<long long>(cross / a.source_length), static_cast<long long>(inputs));
+  std::printf(
+      "| scorer | kv_heads | cached: bytes per target token | cached: fixed bytes after 8 steps (cross-attention "
+      "and any recurrent state) | recomputation: bytes per target token |\n|---|---:|---:|---:|---:|\n");
+  for (const auto& scorer : a.scorers) {
+    for (int64_t kv : a.kv_heads) {
+      auto cached = model(scorer, true, kv, a.source_length + 9);
+      auto recomputed = model(scorer, false, kv, a.source_length + 9);
+      const auto [self, fixed] = cache_bytes(cached, a.source_length, 8);
+      const auto [inputs, none] = cache_bytes(recomputed, a.source_length, 8);
+      std::printf("| %s | %lld | %lld | %lld | %lld |\n", scorer.c_str(), static_cast<long long>(kv),
+                  static_cast<long long>(self), static_cast<long long>(fixed), static_cast<long long>(inputs));
+    }
   }
   return 0;
 }
