@@ -21,9 +21,7 @@ struct NetImpl : torch::nn::Module {
     out = register_module("out", torch::nn::Linear(width, 1));
     register_buffer("running", torch::arange(3.0));
   }
-  torch::Tensor forward(const torch::Tensor& x) {
-    return out->forward(torch::dropout(inner->forward(x), 0.5, is_training()));
-  }
+  torch::Tensor forward(const torch::Tensor& x) { return out->forward(torch::dropout(inner->forward(x), 0.5, is_training())); }
   torch::nn::Linear inner{nullptr}, out{nullptr};
 };
 TORCH_MODULE(Net);
@@ -117,13 +115,11 @@ TEST_F(Checkpoint, ADamagedCheckpointIsOneLineInOurWords) {
   auto message = [&] { return testutil::message_of<DataError>([&] { load_model_weights(path, *a); }); };
   fs::resize_file(path, 3000);  // cut short, as by a full disk or a killed copy
   auto cut = message();
-  EXPECT_EQ(cut, "checkpoint " + path +
-                     " cannot be read: it is damaged or not a checkpoint (not a whole zip archive: "
-                     "failed finding central directory)");
+  EXPECT_EQ(cut, "checkpoint " + path + " cannot be read: it is damaged or not a checkpoint (not a whole zip archive: "
+                 "failed finding central directory)");
   std::ofstream(path, std::ios::trunc) << "PK\x03\x04 garbage";
-  EXPECT_EQ(message(), "checkpoint " + path +
-                           " cannot be read: it is damaged or not a checkpoint (not a whole zip "
-                           "archive: not a ZIP archive)");
+  EXPECT_EQ(message(), "checkpoint " + path + " cannot be read: it is damaged or not a checkpoint (not a whole zip "
+                       "archive: not a ZIP archive)");
   std::ofstream(path, std::ios::trunc).close();
   EXPECT_EQ(message(), "checkpoint " + path + " cannot be read: it is empty (written by a run that was killed?)");
 }

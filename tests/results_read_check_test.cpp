@@ -358,10 +358,8 @@ TEST(ResultsReadCheck, AMemoryCapBelowTheAllowanceIsNamedNotCalledDamage) {
   ::close(fds[0]);
   int status = 0;
   ::waitpid(pid, &status, 0);
-  EXPECT_TRUE(contains(message, "results file " + path +
-                                    " could not be read within this process's memory limit "
-                                    "(ulimit -v: "))
-      << message;
+  EXPECT_TRUE(contains(message, "results file " + path + " could not be read within this process's memory limit "
+                                "(ulimit -v: ")) << message;
   EXPECT_TRUE(contains(message, "The file is not known to be damaged")) << message;
   EXPECT_FALSE(contains(message, "is damaged")) << message;
   // Without the cap the same file reads.

@@ -36,8 +36,7 @@ class Plot : public ::testing::Test {
     if (runner_.empty() || source_.empty()) return;
     tmp_ = testutil::temp_dir("attnlab-plot");
     run_ = tmp_ + "/run.h5";
-    setup_ =
-        testutil::run_process(runner_, {"experiments/tests/tiny_corners.yaml", "--results", run_, "-q"}, source_, tmp_);
+    setup_ = testutil::run_process(runner_, {"experiments/tests/tiny_corners.yaml", "--results", run_, "-q"}, source_, tmp_);
   }
   void SetUp() override {
     ATTNLAB_REQUIRE(!runner_.empty(), "ATTNLAB_RUNNER is not set (run through ctest)");
@@ -56,8 +55,8 @@ TEST_F(Plot, EveryFigureOfACornerRun) {
   auto r = plot({run_, "-o", dir});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   std::vector<std::string> want;
-  for (const char* f :
-       {"losses", "attention_decoder_cross", "attention_decoder_self", "attention_encoder_self", "predictions"}) {
+  for (const char* f : {"losses", "attention_decoder_cross", "attention_decoder_self", "attention_encoder_self",
+                        "predictions"}) {
     want.push_back(dir + "/" + f + ".png");
   }
   auto got = lines(r.out);
@@ -116,13 +115,13 @@ TEST_F(Plot, MistakesAreClearErrors) {
   std::ofstream(text) << "hello\n";
   auto bad = plot({text});
   EXPECT_EQ(bad.exit_code, 1);
-  EXPECT_NE(bad.err.find("not an attnlab results file: " + text + " (not an HDF5 file)"), std::string::npos) << bad.err;
+  EXPECT_NE(bad.err.find("not an attnlab results file: " + text + " (not an HDF5 file)"), std::string::npos)
+      << bad.err;
   // -o with an extension plot cannot write made a folder of that name.
   auto jpg = plot({run_, "--losses", "-o", tmp_ + "/l.jpg"});
   EXPECT_EQ(jpg.exit_code, 1);
-  EXPECT_EQ(jpg.err, "error: plot: -o " + tmp_ +
-                         "/l.jpg: cannot write '.jpg' files; name a .png or .svg file, or a "
-                         "folder\n");
+  EXPECT_EQ(jpg.err, "error: plot: -o " + tmp_ + "/l.jpg: cannot write '.jpg' files; name a .png or .svg file, or a "
+                     "folder\n");
   EXPECT_FALSE(fs::exists(tmp_ + "/l.jpg"));
   auto folder = plot({tmp_});
   EXPECT_EQ(folder.exit_code, 1);
@@ -145,8 +144,7 @@ TEST_F(Plot, NanAndInfiniteAttentionIsDrawnGreyWithTheScaleFromFiniteWeights) {
     part[0][1][2][3] = inf;
     part[1][0][4][4] = -inf;
     w.write_attention("part", "encoder_self", {.weights = results::to_float_array(part)});
-    w.write_attention("finite", "encoder_self",
-                      {.weights = results::to_float_array(torch::softmax(torch::randn({2, 2, 5, 5}), -1))});
+    w.write_attention("finite", "encoder_self", {.weights = results::to_float_array(torch::softmax(torch::randn({2, 2, 5, 5}), -1))});
     w.set_status(results::Status::Completed);
   }
   std::map<std::string, int> grey, red;
@@ -201,9 +199,9 @@ TEST_F(Plot, KernelRegressionLayout) {
   const auto path = tmp_ + "/kernel.h5";
   {
     results::Results w(path, "nadaraya_watson");
-    auto x = torch::arange(0, 5, 0.1);                               // [50]
-    auto truth = 2 * torch::sin(x) + torch::pow(x, 0.8);             // [50]
-    auto x_train = std::get<0>(torch::sort(torch::rand({50}) * 5));  // [50]
+    auto x = torch::arange(0, 5, 0.1);                                   // [50]
+    auto truth = 2 * torch::sin(x) + torch::pow(x, 0.8);                 // [50]
+    auto x_train = std::get<0>(torch::sort(torch::rand({50}) * 5));      // [50]
     auto y_train = 2 * torch::sin(x_train) + torch::pow(x_train, 0.8) + torch::randn({50}) * 0.5;
     auto weights = torch::softmax(-(x.unsqueeze(1) - x_train.unsqueeze(0)).pow(2) / 2, 1);  // [50, 50]
     results::write_tensor(w, "predictions/x", x);

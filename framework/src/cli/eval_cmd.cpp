@@ -77,10 +77,10 @@ std::pair<std::string, std::string> parse_member(const std::string& spec, const 
     const std::string run = spec.substr(0, colon);
     if (std::filesystem::is_regular_file(run, ec)) return {run, spec.substr(colon + 1)};
   }
-  throw DataError(
-      fmt::format("--ensemble {}: no such results file (write RUN.h5 to use its '{}' checkpoint, or RUN.h5:CHECKPOINT, "
-                  "e.g. RUN.h5:average)",
-                  spec, checkpoint));
+  throw DataError(fmt::format(
+      "--ensemble {}: no such results file (write RUN.h5 to use its '{}' checkpoint, or RUN.h5:CHECKPOINT, "
+      "e.g. RUN.h5:average)",
+      spec, checkpoint));
 }
 
 /// Why `member` cannot decode with `main` (ids that mean other tokens, another device), or "".
@@ -91,8 +91,8 @@ std::string ensemble_mismatch(const run::Setup& main, const run::Setup& member) 
                        b.tgt_vocab_size, a.src_vocab_size, a.tgt_vocab_size);
   }
   if (a.pad_id != b.pad_id || a.bos_id != b.bos_id || a.eos_id != b.eos_id) {
-    return fmt::format("its <pad>, <bos>, <eos> ids are {}, {}, {}, the run's {}, {}, {}", b.pad_id, b.bos_id, b.eos_id,
-                       a.pad_id, a.bos_id, a.eos_id);
+    return fmt::format("its <pad>, <bos>, <eos> ids are {}, {}, {}, the run's {}, {}, {}", b.pad_id, b.bos_id,
+                       b.eos_id, a.pad_id, a.bos_id, a.eos_id);
   }
   const auto differs = [](const data::Vocab* x, const data::Vocab* y) {
     return x != nullptr && y != nullptr && x->tokens() != y->tokens();
@@ -176,12 +176,10 @@ int cmd_eval(int argc, char** argv) {
                  "probabilities")
       ->allow_extra_args(false);
   std::string head_mask_text;
-  auto* head_mask_opt =
-      app.add_option(
-             "--head-mask", head_mask_text,
-             "switch heads off while decoding: module:layer:heads items, comma-separated, layers and heads from 1 "
-             "('*' = all), e.g. 'decoder_cross:1:[1,3],encoder_self:*:5'; recorded as the eval's head_mask")
-          ->allow_extra_args(false);
+  auto* head_mask_opt = app.add_option("--head-mask", head_mask_text,
+                 "switch heads off while decoding: module:layer:heads items, comma-separated, layers and heads from 1 "
+                 "('*' = all), e.g. 'decoder_cross:1:[1,3],encoder_self:*:5'; recorded as the eval's head_mask")
+      ->allow_extra_args(false);
   app.add_option("--name", name,
                  "group under /eval (default <split>, <split>_beam<N> for beam search, ..._masked with --head-mask)");
   add_plugin_path_option(app, plugin_dirs);
@@ -214,8 +212,7 @@ int cmd_eval(int argc, char** argv) {
   const bool name_given = !name.empty();
   // One HDF5 link name under /eval: "a/b" would write a nested group that compare and report miss.
   ATTNLAB_CHECK(!name_given || std::regex_match(name, std::regex("[A-Za-z0-9_-][A-Za-z0-9_.-]*")), ConfigError,
-                "--name '{}': expected letters, digits, '_', '-' and '.', not first (one name under /eval, no '/')",
-                name);
+                "--name '{}': expected letters, digits, '_', '-' and '.', not first (one name under /eval, no '/')", name);
   if (name.empty()) name = to.beam_size > 1 ? fmt::format("{}_beam{}", what, to.beam_size) : what;
   if (!ensemble_specs.empty() && !name_given) name += fmt::format("_ensemble{}", 1 + ensemble_specs.size());
   const bool masked = head_mask_opt->count() > 0;
@@ -243,8 +240,7 @@ int cmd_eval(int argc, char** argv) {
   const auto ckpt = checkpoint_path(run, which);  // load_run checked it
   ATTNLAB_CHECK(trained_mask.empty() || ensemble_specs.empty(), ConfigError,
                 "run {} trained with a head mask (interventions.head_mask): a mask names one model's heads, so it "
-                "cannot decode in an ensemble",
-                run);
+                "cannot decode in an ensemble", run);
   run::ResolvedHeadMask head_mask;
   run::HeadMaskSpec all_off = trained_mask;
   all_off.items.insert(all_off.items.end(), head_mask_spec.items.begin(), head_mask_spec.items.end());
@@ -267,8 +263,7 @@ int cmd_eval(int argc, char** argv) {
     members.push_back(load_run(member_run, member_ckpt, overrides, plugin_dirs, member_mask));
     ATTNLAB_CHECK(member_mask.empty(), ConfigError,
                   "--ensemble {}: it trained with a head mask (interventions.head_mask): a mask names one model's "
-                  "heads, so it cannot decode in an ensemble",
-                  member_run);
+                  "heads, so it cannot decode in an ensemble", member_run);
     const auto why_not = ensemble_mismatch(setup, members.back());
     ATTNLAB_CHECK(why_not.empty(), ConfigError,
                   "--ensemble {}:{} cannot decode with {}: {}; an ensemble's members must be trained on one dataset "
@@ -290,9 +285,8 @@ int cmd_eval(int argc, char** argv) {
                  members.empty() ? ckpt
                                  : fmt::format("an ensemble of {} models, {} parameters in all: {} and {}",
                                                1 + members.size(), parameters, ckpt, ensemble_text),
-                 decode.beam_size > 1
-                     ? fmt::format("beam {}, length penalty {}", decode.beam_size, decode.length_penalty)
-                     : std::string("greedy"),
+                 decode.beam_size > 1 ? fmt::format("beam {}, length penalty {}", decode.beam_size, decode.length_penalty)
+                                  : std::string("greedy"),
                  setup.ctx.device.str());
   }
   auto translation = [&] {
@@ -343,9 +337,8 @@ int cmd_eval(int argc, char** argv) {
       what, all_off.empty() ? std::string() : fmt::format(" (head mask {})", head_mask.text),
       members.empty() ? std::string() : fmt::format("ensemble of {}, ", 1 + members.size()),
       decode.beam_size <= 1 ? std::string("greedy")
-      : tuned.empty()
-          ? fmt::format("beam {}", decode.beam_size)
-          : fmt::format("beam {} (length penalty {}, picked on val)", decode.beam_size, decode.length_penalty),
+      : tuned.empty()   ? fmt::format("beam {}", decode.beam_size)
+                        : fmt::format("beam {} (length penalty {}, picked on val)", decode.beam_size, decode.length_penalty),
       scores.bleu.format(), scores.bleu.signature, scores.bleu_lowercase.score, scores.d2l_mean_bleu,
       translation.hypotheses.size(), translation.seconds, name);
   return 0;

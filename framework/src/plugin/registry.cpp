@@ -253,8 +253,8 @@ const PluginInfo& Registry::load(const std::string& path) {
   try {
     info.schema = d->schema();
   } catch (const std::exception& e) {
-    throw PluginError(
-        fmt::format("{}: plugin {} '{}' failed to describe its options: {}", path, info.kind, info.name, e.what()));
+    throw PluginError(fmt::format("{}: plugin {} '{}' failed to describe its options: {}", path, info.kind,
+                                  info.name, e.what()));
   }
   info.descriptor = d;
   info.library = lib;
@@ -281,15 +281,15 @@ const PluginInfo& Registry::find(const std::string& kind, const std::string& nam
   }
   for (const auto& b : broken_) {
     if (b.kind == kind && b.name == name) {
-      throw PluginError(
-          fmt::format("{} plugin '{}' is provided by {}, which could not be loaded: {}", kind, name, b.path, b.reason));
+      throw PluginError(fmt::format("{} plugin '{}' is provided by {}, which could not be loaded: {}", kind, name,
+                                    b.path, b.reason));
     }
   }
   std::string msg = fmt::format("no {} plugin named '{}'", kind, name);
   if (auto s = config::did_you_mean(name, names)) msg += fmt::format("; did you mean '{}'?", *s);
-  msg += names.empty()
-             ? fmt::format(" (no {} plugins are loaded; searched: {})", kind, fmt::join(search_dirs(), ", "))
-             : fmt::format(" (available: {}; searched: {})", fmt::join(names, ", "), fmt::join(search_dirs(), ", "));
+  msg += names.empty() ? fmt::format(" (no {} plugins are loaded; searched: {})", kind, fmt::join(search_dirs(), ", "))
+                       : fmt::format(" (available: {}; searched: {})", fmt::join(names, ", "),
+                                     fmt::join(search_dirs(), ", "));
   msg += skipped_candidates(*this);
   // Out-of-tree plugins live in their own build's plugins/ folder, which no default search covers.
   msg += "; a plugin built elsewhere is found with --plugin-path DIR or ATTNLAB_PLUGIN_PATH=DIR";
@@ -371,8 +371,8 @@ void Registry::rethrow_from_plugin(const PluginInfo& info) const {
   } catch (const std::exception& e) {
     throw PluginError(fmt::format("plugin {} '{}' ({}) failed: {}", info.kind, info.name, info.path, e.what()));
   } catch (...) {
-    throw PluginError(
-        fmt::format("plugin {} '{}' ({}) threw a non-standard exception", info.kind, info.name, info.path));
+    throw PluginError(fmt::format("plugin {} '{}' ({}) threw a non-standard exception", info.kind, info.name,
+                                  info.path));
   }
 }
 

@@ -67,29 +67,14 @@ void fail(const std::string& file, const std::string& what) {
 void Handle::reset() noexcept {
   if (id_ < 0) return;
   switch (H5Iget_type(id_)) {
-    case H5I_FILE:
-      H5Fclose(id_);
-      break;
-    case H5I_GROUP:
-      H5Gclose(id_);
-      break;
-    case H5I_DATASET:
-      H5Dclose(id_);
-      break;
-    case H5I_DATASPACE:
-      H5Sclose(id_);
-      break;
-    case H5I_DATATYPE:
-      H5Tclose(id_);
-      break;
-    case H5I_ATTR:
-      H5Aclose(id_);
-      break;
-    case H5I_GENPROP_LST:
-      H5Pclose(id_);
-      break;
-    default:
-      break;
+    case H5I_FILE: H5Fclose(id_); break;
+    case H5I_GROUP: H5Gclose(id_); break;
+    case H5I_DATASET: H5Dclose(id_); break;
+    case H5I_DATASPACE: H5Sclose(id_); break;
+    case H5I_DATATYPE: H5Tclose(id_); break;
+    case H5I_ATTR: H5Aclose(id_); break;
+    case H5I_GENPROP_LST: H5Pclose(id_); break;
+    default: break;
   }
   id_ = H5I_INVALID_HID;
 }
@@ -125,30 +110,18 @@ Handle link_props(const std::string& file) {
 
 std::string type_class_words(H5T_class_t cls) {
   switch (cls) {
-    case H5T_INTEGER:
-      return "integers";
-    case H5T_FLOAT:
-      return "floating-point numbers";
-    case H5T_STRING:
-      return "strings";
-    case H5T_COMPOUND:
-      return "compound records";
-    case H5T_ENUM:
-      return "enumerated values";
-    case H5T_ARRAY:
-      return "fixed-size arrays";
-    case H5T_VLEN:
-      return "variable-length sequences";
-    case H5T_REFERENCE:
-      return "object references";
-    case H5T_OPAQUE:
-      return "opaque bytes";
-    case H5T_BITFIELD:
-      return "bit fields";
-    case H5T_TIME:
-      return "times";
-    default:
-      return "data of no known type";
+    case H5T_INTEGER: return "integers";
+    case H5T_FLOAT: return "floating-point numbers";
+    case H5T_STRING: return "strings";
+    case H5T_COMPOUND: return "compound records";
+    case H5T_ENUM: return "enumerated values";
+    case H5T_ARRAY: return "fixed-size arrays";
+    case H5T_VLEN: return "variable-length sequences";
+    case H5T_REFERENCE: return "object references";
+    case H5T_OPAQUE: return "opaque bytes";
+    case H5T_BITFIELD: return "bit fields";
+    case H5T_TIME: return "times";
+    default: return "data of no known type";
   }
 }
 
@@ -348,8 +321,8 @@ void write_string_dataset(hid_t loc, const std::string& path, const std::vector<
   Handle type = vlen_string_type(file);
   Handle space = dataspace(file, {values.size()}, scalar);
   Handle lcpl = link_props(file);
-  Handle ds = check(H5Dcreate2(loc, path.c_str(), type.get(), space.get(), lcpl.get(), H5P_DEFAULT, H5P_DEFAULT), file,
-                    fmt::format("cannot create dataset {}", path));
+  Handle ds = check(H5Dcreate2(loc, path.c_str(), type.get(), space.get(), lcpl.get(), H5P_DEFAULT, H5P_DEFAULT),
+                    file, fmt::format("cannot create dataset {}", path));
   auto ptrs = c_strings(values);
   check(H5Dwrite(ds.get(), type.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, ptrs.data()), file,
         fmt::format("cannot write dataset {}", path));

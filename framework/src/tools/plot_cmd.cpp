@@ -185,9 +185,7 @@ int cmd_plot(int argc, char** argv) {
                     "plot: --heads: {} holds neither /ablation (runner ablate) nor /pruning (runner prune)", file);
       for (const auto& a : ablations) {
         figures.push_back({"ablation_" + safe(a.name), [a, file, &size](const std::string& p) {
-                             plot::ablation_figure(a,
-                                                   fmt::format("{}: ablation '{}' (split {})",
-                                                               fs::path(file).filename().string(), a.name, a.split),
+                             plot::ablation_figure(a, fmt::format("{}: ablation '{}' (split {})", fs::path(file).filename().string(), a.name, a.split),
                                                    p, size);
                            }});
       }
@@ -203,9 +201,7 @@ int cmd_plot(int argc, char** argv) {
         figures.push_back({"pruning_" + safe(split), [curves, split, file, &size](const std::string& p) {
                              std::vector<const PruningCurve*> ptrs;
                              for (const auto& c : curves) ptrs.push_back(&c);
-                             plot::pruning_figure(
-                                 ptrs, fmt::format("{}: pruning on {}", fs::path(file).filename().string(), split), p,
-                                 size);
+                             plot::pruning_figure(ptrs, fmt::format("{}: pruning on {}", fs::path(file).filename().string(), split), p, size);
                            }});
       }
     }

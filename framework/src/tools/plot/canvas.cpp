@@ -156,18 +156,10 @@ void Canvas::text(const std::string& s, double x, double y, const TextStyle& sty
   double dx = h == HAlign::Left ? 0 : h == HAlign::Center ? -e.w / 2 : -e.w;
   double dy = 0;
   switch (v) {
-    case VAlign::Top:
-      dy = e.ascent;
-      break;
-    case VAlign::Middle:
-      dy = e.ascent - e.h / 2;
-      break;
-    case VAlign::Baseline:
-      dy = 0;
-      break;
-    case VAlign::Bottom:
-      dy = e.ascent - e.h;
-      break;
+    case VAlign::Top: dy = e.ascent; break;
+    case VAlign::Middle: dy = e.ascent - e.h / 2; break;
+    case VAlign::Baseline: dy = 0; break;
+    case VAlign::Bottom: dy = e.ascent - e.h; break;
   }
   cairo_save(cr_);
   cairo_translate(cr_, x, y);
