@@ -10,8 +10,8 @@
 #include <attnlab/error.hpp>
 #include <attnlab/files.hpp>
 #include <attnlab/results/reader.hpp>
-#include <attnlab/run/experiment.hpp>
 #include <attnlab/train/checkpoint.hpp>
+#include <attnlab/run/experiment.hpp>
 #include <attnlab/train/translate.hpp>
 
 #include <c10/util/Exception.h>
@@ -23,8 +23,8 @@
 #include <algorithm>
 #include <cctype>
 #include <filesystem>
-#include <iostream>
 #include <regex>
+#include <iostream>
 
 #include "cli/run_loading.hpp"
 #include "run/interventions.hpp"

@@ -5,11 +5,11 @@
 #include <attnlab/files.hpp>
 #include <attnlab/plugin/registry.hpp>
 
+#include <boost/dll/shared_library.hpp>
 #include <c10/util/Exception.h>
 #include <dlfcn.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
-#include <boost/dll/shared_library.hpp>
 
 #include <algorithm>
 #include <cstdio>

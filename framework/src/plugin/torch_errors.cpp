@@ -23,9 +23,7 @@ std::string in_our_words(std::string what) {
   }
   const std::string tried = "DefaultCPUAllocator: can't allocate memory: you tried to allocate ";
   if (const auto at = what.find(tried); at != std::string::npos) {
-    const char* digits = what.c_str() + at + tried.size();
-    char* end = nullptr;
-    const double bytes = std::strtod(digits, &end);
+    const double bytes = std::strtod(what.c_str() + at + tried.size(), nullptr);
     std::string why;
     if (const auto open = what.find('(', at), close = what.rfind(')');
         open != std::string::npos && close != std::string::npos && close > open) {

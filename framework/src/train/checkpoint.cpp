@@ -104,11 +104,9 @@ void set_generator_state(const at::Generator& gen, const at::Tensor& state) {
 /// What LibTorch's reader says, as a user needs it: miniz's and the stream reader's own words
 /// ("PytorchStreamReader failed reading zip archive: failed finding central directory. This is an
 /// internal miniz error. If you are seeing ...") become "it is empty" or "it is damaged or not a
-/// checkpoint (<the reader's reason>)"; "[enforce fail at file.cc:747]" prefixes are dropped.
+/// checkpoint (<the reader's reason>)"; `what` comes from message_without_backtrace, without
+/// "[enforce fail at file.cc:747]" prefixes.
 std::string torch_reason(std::string what, const std::string& path) {
-  if (const auto end = what.find("] "); what.rfind("[enforce fail at ", 0) == 0 && end != std::string::npos) {
-    what = what.substr(end + 2);
-  }
   if (const auto cut = what.find(". This is an internal miniz error"); cut != std::string::npos) what.resize(cut);
   while (!what.empty() && (what.back() == '\n' || what.back() == ' ' || what.back() == '.')) what.pop_back();
   std::error_code ec;
@@ -127,7 +125,7 @@ torch::serialize::InputArchive open(const std::string& path, torch::Device devic
   try {
     archive.load_from(path, device);
   } catch (const c10::Error& e) {
-    throw DataError(fmt::format("checkpoint {} cannot be read: {}", path, torch_reason(e.what_without_backtrace(), path)));
+    throw DataError(fmt::format("checkpoint {} cannot be read: {}", path, torch_reason(message_without_backtrace(e), path)));
   }
   // LibTorch's reader does not check the archive's CRCs: changed bytes would load as changed weights.
   const auto damage = data::zip_damage(path);

@@ -3,6 +3,8 @@
 #include <attnlab/error.hpp>
 #include <attnlab/files.hpp>
 
+#include "core/utf8.hpp"
+
 #include <cairo-svg.h>
 #include <fmt/format.h>
 
@@ -92,37 +94,8 @@ void select_font(cairo_t* cr, const TextStyle& style) {
 }  // namespace
 
 namespace {
-/// `s` with each byte that does not begin or continue a valid UTF-8 sequence as U+FFFD: cairo puts
-/// its context in an error state on invalid UTF-8 (a byte-level token, a damaged file's label) and
-/// then draws nothing more, so one odd label would cost the whole figure.
-std::string valid_utf8(const std::string& s) {
-  std::string out;
-  out.reserve(s.size());
-  for (size_t i = 0; i < s.size();) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
-    if (n > 1 && i + n <= s.size()) {
-      const auto c1 = static_cast<unsigned char>(s[i + 1]);
-      bool ok = c >= 0xC2 && c <= 0xF4 && !(c == 0xE0 && c1 < 0xA0) && !(c == 0xED && c1 > 0x9F) &&
-                !(c == 0xF0 && c1 < 0x90) && !(c == 0xF4 && c1 > 0x8F);
-      for (size_t k = 1; k < n && ok; ++k) ok = (static_cast<unsigned char>(s[i + k]) & 0xC0) == 0x80;
-      if (!ok) n = 0;
-    } else if (n > 1) {
-      n = 0;
-    }
-    if (n == 0) {
-      out += "\xEF\xBF\xBD";
-      ++i;
-    } else {
-      out.append(s, i, n);
-      i += n;
-    }
-  }
-  return out;
-}
-
 TextExtents extents(cairo_t* cr, const std::string& raw, const TextStyle& style) {
-  const std::string text = valid_utf8(raw);
+  const std::string text = utf8::with_replacements(raw);  // cairo stops at invalid UTF-8
   select_font(cr, style);
   cairo_text_extents_t te;
   cairo_font_extents_t fe;
@@ -166,7 +139,7 @@ void Canvas::text(const std::string& s, double x, double y, const TextStyle& sty
   cairo_rotate(cr_, -degrees * std::numbers::pi / 180.0);
   cairo_move_to(cr_, dx, dy);
   set_color(style.color);
-  cairo_show_text(cr_, valid_utf8(s).c_str());
+  cairo_show_text(cr_, utf8::with_replacements(s).c_str());
   cairo_restore(cr_);
 }
 
