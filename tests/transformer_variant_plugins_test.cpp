@@ -94,7 +94,8 @@ TEST_F(TransformerVariantPlugins, AttentionDropoutIsTheAttentionWeightsOwn) {
   EXPECT_EQ(attention_p("dropout: 0.0, attention_dropout: 0.1"), 0.1);
 
   // What it does: with no other dropout, a train-mode forward is an eval-mode one unless the
-  // attention weights are dropped.
+  // attention weights are dropped. (Up to float rounding: in training the residual's add & norm is
+  // the fused kernel, in eval torch's composition.)
   auto train_moves_it = [&](const std::string& options) {
     auto encoder = registry.create<nn::Encoder>(yaml("model: {" + common + ", " + options + "}"), ctx);
     const auto src = torch::randint(0, 29, {2, 7});
@@ -102,7 +103,7 @@ TEST_F(TransformerVariantPlugins, AttentionDropoutIsTheAttentionWeightsOwn) {
     encoder->eval();
     const auto expected = encoder->forward(src, lens).states;
     encoder->train();
-    return !torch::allclose(encoder->forward(src, lens).states, expected);
+    return !torch::allclose(encoder->forward(src, lens).states, expected, 1e-4, 1e-5);
   };
   EXPECT_FALSE(train_moves_it("dropout: 0.0"));
   EXPECT_FALSE(train_moves_it("dropout: 0.0, attention_dropout: 0"));

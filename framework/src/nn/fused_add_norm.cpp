@@ -17,27 +17,13 @@
 namespace attnlab::nn::fused {
 namespace {
 
+using kernels::draw_dropout;
 using kernels::Dropout;
 using kernels::NormBackward;
 using kernels::NormForward;
 using torch::Tensor;
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
-
-/// One draw from torch's default CPU generator (the state checkpoints save and restore) when a mask
-/// is needed, none otherwise: each call advances the generator by the same amount, whatever the
-/// tensor's size and the thread count.
-Dropout draw_dropout(double p) {
-  Dropout d;
-  if (p <= 0.0 || p >= 1.0) return d;
-  d.active = true;
-  d.keep_prob = 1.0 - p;
-  d.threshold = static_cast<uint32_t>(std::min(std::ldexp(p, 32), 4294967295.0));
-  at::Generator gen = at::detail::getDefaultCPUGenerator();
-  std::lock_guard<std::mutex> lock(gen.mutex());
-  d.seed = gen.get<at::CPUGeneratorImpl>()->random64();
-  return d;
-}
 
 /// layer_norm(x + dropout(y)) as one autograd node. x, y [..., H]; weight, bias [H]. Saves x and
 /// y (alive anyway as the residual stream and the sublayer's output), mean and rstd [rows], the mask.
@@ -193,3 +179,21 @@ Tensor add_dropout(const Tensor& x, const Tensor& y, double p, bool training, Te
 }
 
 }  // namespace attnlab::nn::fused
+
+namespace attnlab::nn::fused::kernels {
+
+// Each call advances the generator by the same amount, whatever the tensor's size and the thread
+// count.
+Dropout draw_dropout(double p) {
+  Dropout d;
+  if (p <= 0.0 || p >= 1.0) return d;
+  d.active = true;
+  d.keep_prob = 1.0 - p;
+  d.threshold = static_cast<uint32_t>(std::min(std::ldexp(p, 32), 4294967295.0));
+  at::Generator gen = at::detail::getDefaultCPUGenerator();
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  d.seed = gen.get<at::CPUGeneratorImpl>()->random64();
+  return d;
+}
+
+}  // namespace attnlab::nn::fused::kernels

@@ -57,13 +57,44 @@ struct NormBackward {
   Dropout d;
 };
 
+/// Masked softmax of scaled scores, then dropout, for rows [r0, r1) (the fused attention core,
+/// nn/fused_attention.hpp): row r attends to its first valid[r] keys, weights exactly 0 beyond; a
+/// row with none (valid[r] == 0) weighs all K keys uniformly, as d2l's -1e6 fill gives.
+template <class T>
+struct SoftmaxForward {
+  const T* scores;       // [rows, K]: q k^T, not yet scaled
+  T* probs;              // [rows, K]: softmax(scores * scale) over the valid keys, before dropout
+  T* dropped;            // [rows, K]: probs * keep / keep_prob (when d.active)
+  bool* keep;            // [rows, K] (when d.active)
+  const int64_t* valid;  // [rows]: keys each row attends to, 0..K; null: all K
+  int64_t K;
+  T scale;
+  Dropout d;
+};
+
+/// Its gradient: dscores = scale * probs * (g - sum(probs * g)) with g = ddropped * keep / keep_prob
+/// (ddropped itself when no mask was drawn); 0 on rows with no valid key (their weights are constant).
+template <class T>
+struct SoftmaxBackward {
+  const T* ddropped;     // [rows, K]
+  const T* probs;        // [rows, K]
+  const bool* keep;      // [rows, K] (when d.active)
+  const int64_t* valid;  // [rows] or null
+  T* dscores;            // [rows, K] (may be ddropped itself)
+  int64_t K;
+  T scale;
+  Dropout d;
+};
+
 // Per ISA: norm_forward / norm_backward as above; add_dropout_forward: out = x + dropout(y) and
 // keep for elements [e0, e1) (d.active); add_dropout_backward: dy = dout * keep / keep_prob.
 #define ATTNLAB_FUSED_KERNEL_DECLARATIONS(T)                                                                      \
   void norm_forward(const NormForward<T>& a, int64_t r0, int64_t r1);                                             \
   void norm_backward(const NormBackward<T>& a, int64_t c0, int64_t c1);                                           \
   void add_dropout_forward(const T* x, const T* y, const Dropout& d, bool* keep, T* out, int64_t e0, int64_t e1); \
-  void add_dropout_backward(const T* dout, const bool* keep, double keep_prob, T* dy, int64_t e0, int64_t e1);
+  void add_dropout_backward(const T* dout, const bool* keep, double keep_prob, T* dy, int64_t e0, int64_t e1); \
+  void softmax_forward(const SoftmaxForward<T>& a, int64_t r0, int64_t r1);                                       \
+  void softmax_backward(const SoftmaxBackward<T>& a, int64_t r0, int64_t r1);
 
 namespace baseline {
 ATTNLAB_FUSED_KERNEL_DECLARATIONS(float)
@@ -82,9 +113,16 @@ ATTNLAB_FUSED_KERNEL_DECLARATIONS(double)
   void norm_forward_all(const NormForward<T>& a, int64_t rows);                                          \
   void norm_backward_all(NormBackward<T> a, T* dw, T* db);                                               \
   void add_dropout_forward_all(const T* x, const T* y, int64_t n, const Dropout& d, bool* keep, T* out); \
-  void add_dropout_backward_all(const T* dout, const bool* keep, double keep_prob, int64_t n, T* dy);
+  void add_dropout_backward_all(const T* dout, const bool* keep, double keep_prob, int64_t n, T* dy); \
+  void softmax_forward_all(const SoftmaxForward<T>& a, int64_t rows);                                  \
+  void softmax_backward_all(const SoftmaxBackward<T>& a, int64_t rows);
 ATTNLAB_FUSED_PARALLEL_DECLARATIONS(float)
 ATTNLAB_FUSED_PARALLEL_DECLARATIONS(double)
 #undef ATTNLAB_FUSED_PARALLEL_DECLARATIONS
+
+/// A Dropout for probability p: when 0 < p < 1, a key drawn from torch's default CPU generator (one
+/// draw, under its mutex, whatever the tensor's size: the state checkpoints save and restore);
+/// inactive otherwise. Defined in nn/fused_add_norm.cpp.
+Dropout draw_dropout(double p);
 
 }  // namespace attnlab::nn::fused::kernels

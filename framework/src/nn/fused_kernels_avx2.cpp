@@ -5,4 +5,5 @@
 #if defined(ATTNLAB_FUSED_AVX2)
 #define ATTNLAB_FUSED_ISA avx2
 #include "nn/fused_kernels_impl.hpp"
+#include "nn/fused_softmax_impl.hpp"
 #endif

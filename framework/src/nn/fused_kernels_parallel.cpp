@@ -1,7 +1,7 @@
-// The fused residual kernels over all rows or elements (nn/fused_kernels.hpp): at::parallel_for
-// tasks, each running the baseline or the AVX2 row loops. Compiled with -fopenmp and without the
-// shared PCH (framework/CMakeLists.txt), as ATen's kernels are: at::parallel_for forks only in code
-// built with OpenMP, and here it calls into the libgomp LibTorch ships.
+// The fused residual and softmax kernels over all rows or elements (nn/fused_kernels.hpp):
+// at::parallel_for tasks, each running the baseline or the AVX2 row loops. Compiled with -fopenmp
+// and without the shared PCH (framework/CMakeLists.txt), as ATen's kernels are: at::parallel_for
+// forks only in code built with OpenMP, and here it calls into the libgomp LibTorch ships.
 #include "nn/fused_kernels.hpp"
 
 #include <ATen/Parallel.h>
@@ -79,6 +79,19 @@ void add_dropout_backward_elements(const T* dout, const bool* keep, double keep_
   });
 }
 
+/// Rows per task of the softmax: as many as hold about kGrain weights.
+template <class T>
+void softmax_forward_rows(const SoftmaxForward<T>& a, int64_t rows) {
+  at::parallel_for(0, rows, rows_per_task(a.K),
+                   [&](int64_t r0, int64_t r1) { ATTNLAB_FUSED_CALL(softmax_forward, a, r0, r1); });
+}
+
+template <class T>
+void softmax_backward_rows(const SoftmaxBackward<T>& a, int64_t rows) {
+  at::parallel_for(0, rows, rows_per_task(a.K),
+                   [&](int64_t r0, int64_t r1) { ATTNLAB_FUSED_CALL(softmax_backward, a, r0, r1); });
+}
+
 #undef ATTNLAB_FUSED_CALL
 
 }  // namespace
@@ -91,7 +104,9 @@ void add_dropout_backward_elements(const T* dout, const bool* keep, double keep_
   }                                                                                                       \
   void add_dropout_backward_all(const T* dout, const bool* keep, double keep_prob, int64_t n, T* dy) {    \
     add_dropout_backward_elements(dout, keep, keep_prob, n, dy);                                          \
-  }
+  }                                                                                                       \
+  void softmax_forward_all(const SoftmaxForward<T>& a, int64_t rows) { softmax_forward_rows(a, rows); }   \
+  void softmax_backward_all(const SoftmaxBackward<T>& a, int64_t rows) { softmax_backward_rows(a, rows); }
 ATTNLAB_FUSED_PARALLEL_DEFINITIONS(float)
 ATTNLAB_FUSED_PARALLEL_DEFINITIONS(double)
 #undef ATTNLAB_FUSED_PARALLEL_DEFINITIONS

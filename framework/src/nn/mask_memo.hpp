@@ -17,7 +17,7 @@ namespace attnlab::nn::memo {
 
 /// What is derived, with its shape parameters (a tag and up to three sizes).
 using What = std::array<int64_t, 4>;
-enum Tag : int64_t { kRepeatHeads = 1, kValidMask = 2, kSdpaMasks = 3 };
+enum Tag : int64_t { kRepeatHeads = 1, kValidMask = 2, kSdpaMasks = 3, kValidCounts = 4 };
 
 /// make(), or what it returned for this valid_lens tensor (same TensorImpl, same version) and
 /// `what` in one of the last calls on this thread.

@@ -1,6 +1,8 @@
 // Transformer encoder and decoder blocks (d2l 1.0.3, chapter 11.7), norm-last or norm-first.
 #include <attnlab/nn/transformer.hpp>
 
+#include "nn/fused_attention.hpp"
+
 namespace attnlab::nn {
 namespace {
 
@@ -47,6 +49,7 @@ TransformerEncoderBlockImpl::TransformerEncoderBlockImpl(const TransformerBlockO
 }
 
 torch::Tensor TransformerEncoderBlockImpl::forward(const torch::Tensor& x, const torch::Tensor& valid_lens) {
+  const fused::ComposedOnly composed(!options.fused());  // fused: false reaches the attention core too
   auto h = addnorm1->pre(x);                                            // [B, S, H]
   auto y = addnorm1->post(x, attention->forward(h, h, h, valid_lens));  // [B, S, H]
   return addnorm2->post(y, ffn->forward(addnorm2->pre(y)));             // [B, S, H]
@@ -67,6 +70,7 @@ TransformerDecoderBlockImpl::TransformerDecoderBlockImpl(const TransformerBlockO
 
 torch::Tensor TransformerDecoderBlockImpl::forward(const torch::Tensor& x, TransformerDecoderState& state) {
   TORCH_CHECK(x.dim() == 3, "TransformerDecoderBlock: expected x [B, T, H], found ", x.sizes());
+  const fused::ComposedOnly composed(!options.fused());
   const bool kv_cache = state.incremental && state.kv_cache;
   const auto blocks_known = static_cast<int64_t>(kv_cache ? state.self_kv.size() : state.caches.size());
   if (kv_cache && blocks_known <= index) {  // a state made by hand: its blocks' slots, empty

@@ -41,8 +41,9 @@ config::Binding<TransformerConfig> transformer_binding(AttentionRoles roles, con
       .option("ffn_dropout", &C::ffn_dropout, "dropout after the FFN's ReLU (Step-by-Step's layers; d2l has none)",
               {.min = 0.0, .max = 1.0})
       .option("fused", &C::fused,
-              "fused CPU kernels (residual + dropout + layer norm in one pass, their own dropout stream); false: the "
-              "reference composition of torch ops")
+              "fused CPU kernels (residual + dropout + layer norm in one pass; the attention core, masked softmax + "
+              "dropout + weighted sum, as one autograd node; their own dropout stream); false: the reference "
+              "composition of torch ops")
       .unbound(attention_option(roles, kTransformerScorer));
 }
 
