@@ -1,7 +1,7 @@
 // The fused attention core (nn/fused_attention.hpp) against the composition it replaces,
-// bmm(dropout(masked_softmax(q k^T * scale, valid_lens)), v): forward and gradients on odd shapes
-// and every kind of valid lengths (none, per row, per query, zero, float, beyond K), dropout
-// through the same mask, finite differences in double, the mask's rate and its independence of the
+// bmm(dropout(masked_softmax(q k^T * scale + bias, valid_lens)), v): forward and gradients on odd
+// shapes, every kind of valid lengths (none, per row, per query, zero, float, beyond K), no bias, a
+// bias per row and one broadcast over the batch, dropout through the same mask, finite differences in double, the mask's rate and its independence of the
 // thread count, and that the transformer takes it, in training and in eval, unless `fused: false`.
 #include <attnlab/nn/attention.hpp>
 #include <attnlab/nn/dot_product.hpp>
@@ -45,70 +45,89 @@ std::vector<Case> cases() {
 }
 
 /// What the fused core replaces, in torch ops (the -1e6 of d2l's masked_softmax).
-Tensor composed(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& valid_lens, double scale,
-                const Tensor& keep = {}, double p = 0.0) {
-  auto w = masked_softmax(torch::bmm(q, k.transpose(1, 2)) * scale, valid_lens);  // [B, Q, K]
+Tensor composed(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& valid_lens, const Tensor& bias,
+                double scale, const Tensor& keep = {}, double p = 0.0) {
+  auto scores = torch::bmm(q, k.transpose(1, 2)) * scale;  // [B, Q, K]
+  if (bias.defined()) scores = scores + bias;
+  auto w = masked_softmax(scores, valid_lens);  // [B, Q, K]
   if (keep.defined()) w = w * keep.to(w.dtype()) / (1.0 - p);
   return torch::bmm(w, v);
 }
 
+/// None, one bias per row [B, Q, K], or one for the whole batch [Q, K] (broadcast).
+enum class Bias { None, PerRow, Shared };
+const char* name(Bias b) { return b == Bias::None ? "no bias" : b == Bias::PerRow ? "bias per row" : "shared bias"; }
+
 struct Inputs {
-  Tensor q, k, v;
+  Tensor q, k, v, bias;  // bias undefined: none
+  std::vector<Tensor> leaves() const {
+    std::vector<Tensor> all{q, k, v};
+    if (bias.defined()) all.push_back(bias);
+    return all;
+  }
 };
 
-Inputs inputs(const Case& c, torch::Dtype dtype = torch::kFloat) {
+Inputs inputs(const Case& c, Bias bias = Bias::None, torch::Dtype dtype = torch::kFloat) {
   auto o = torch::TensorOptions(dtype).requires_grad(true);
-  return {torch::randn({c.B, c.Q, c.D}, o), torch::randn({c.B, c.K, c.D}, o), torch::randn({c.B, c.K, c.Dv}, o)};
+  Inputs in{torch::randn({c.B, c.Q, c.D}, o), torch::randn({c.B, c.K, c.D}, o), torch::randn({c.B, c.K, c.Dv}, o), {}};
+  if (bias == Bias::PerRow) in.bias = torch::randn({c.B, c.Q, c.K}, o);
+  if (bias == Bias::Shared) in.bias = torch::randn({c.Q, c.K}, o);
+  return in;
 }
 
-/// out and expected equal, and their gradients by q, k and v for one random probe.
+/// out and expected equal, and their gradients by every input for one random probe.
 void expect_same_forward_and_gradients(const Tensor& out, const Tensor& expected, const Inputs& in) {
   EXPECT_ALLCLOSE(out, expected, 1e-5, 1e-6);
   const auto probe = torch::randn_like(out);
-  const auto got = torch::autograd::grad({out}, {in.q, in.k, in.v}, {probe});
-  const auto want = torch::autograd::grad({expected}, {in.q, in.k, in.v}, {probe});
-  for (size_t i = 0; i < 3; ++i) EXPECT_ALLCLOSE(got[i], want[i], 1e-5, 1e-5) << "input " << i;
+  const auto got = torch::autograd::grad({out}, in.leaves(), {probe});
+  const auto want = torch::autograd::grad({expected}, in.leaves(), {probe});
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_ALLCLOSE(got[i], want[i], 1e-5, 1e-5) << "input " << i;
 }
 
 class FusedAttention : public SeededTest {};
 
 TEST_F(FusedAttention, ForwardAndGradientsEqualTheComposition) {
   for (const auto& c : cases()) {
-    SCOPED_TRACE(c.what);
-    const auto lens = c.valid_lens();
-    const auto in = inputs(c);
-    const double scale = 1.0 / std::sqrt(static_cast<double>(c.D));
-    ASSERT_TRUE(fused::attention_supported(in.q, in.k, in.v, lens));
-    expect_same_forward_and_gradients(fused::attention(in.q, in.k, in.v, lens, 0.0, scale),
-                                      composed(in.q, in.k, in.v, lens, scale), in);
+    for (const Bias b : {Bias::None, Bias::PerRow, Bias::Shared}) {
+      SCOPED_TRACE(c.what + ", " + name(b));
+      const auto lens = c.valid_lens();
+      const auto in = inputs(c, b);
+      const double scale = 1.0 / std::sqrt(static_cast<double>(c.D));
+      ASSERT_TRUE(fused::attention_supported(in.q, in.k, in.v, lens, in.bias));
+      expect_same_forward_and_gradients(fused::attention(in.q, in.k, in.v, lens, in.bias, 0.0, scale),
+                                        composed(in.q, in.k, in.v, lens, in.bias, scale), in);
+    }
   }
 }
 
 TEST_F(FusedAttention, DropoutIsTheCompositionThroughTheSameMask) {
   const double p = 0.3;
   for (const auto& c : cases()) {
-    SCOPED_TRACE(c.what);
-    const auto lens = c.valid_lens();
-    const auto in = inputs(c);
-    Tensor keep;
-    auto out = fused::attention(in.q, in.k, in.v, lens, p, 0.7, &keep);
-    ASSERT_TRUE(keep.defined());
-    ASSERT_EQ(keep.sizes(), torch::IntArrayRef({c.B, c.Q, c.K}));
-    expect_same_forward_and_gradients(out, composed(in.q, in.k, in.v, lens, 0.7, keep, p), in);
+    for (const Bias b : {Bias::None, Bias::PerRow}) {
+      SCOPED_TRACE(c.what + ", " + name(b));
+      const auto lens = c.valid_lens();
+      const auto in = inputs(c, b);
+      Tensor keep;
+      auto out = fused::attention(in.q, in.k, in.v, lens, in.bias, p, 0.7, &keep);
+      ASSERT_TRUE(keep.defined());
+      ASSERT_EQ(keep.sizes(), torch::IntArrayRef({c.B, c.Q, c.K}));
+      expect_same_forward_and_gradients(out, composed(in.q, in.k, in.v, lens, in.bias, 0.7, keep, p), in);
+    }
   }
 }
 
 TEST_F(FusedAttention, GradientsMatchFiniteDifferencesInDouble) {
   for (const double p : {0.0, 0.25}) {
     for (const auto& c : cases()) {
-      SCOPED_TRACE(c.what + (p > 0 ? ", dropout" : ""));
+      const Bias b = p > 0 ? Bias::Shared : Bias::None;
+      SCOPED_TRACE(c.what + ", " + name(b) + (p > 0 ? ", dropout" : ""));
       const auto lens = c.valid_lens();
-      const auto in = inputs(c, torch::kDouble);
+      const auto in = inputs(c, b, torch::kDouble);
       const auto f = [&] {
         torch::manual_seed(5);  // the same mask at every evaluation
-        return fused::attention(in.q, in.k, in.v, lens, p, 0.6);
+        return fused::attention(in.q, in.k, in.v, lens, in.bias, p, 0.6);
       };
-      EXPECT_TRUE(testutil::GradientsMatchFiniteDifferences(f, {in.q, in.k, in.v}));
+      EXPECT_TRUE(testutil::GradientsMatchFiniteDifferences(f, in.leaves()));
     }
   }
 }
@@ -120,13 +139,13 @@ TEST_F(FusedAttention, TheMaskKeepsOneMinusPAndDependsOnTheGeneratorAloneNotTheT
   {
     ScopedThreads threads(1);
     torch::manual_seed(11);
-    fused::attention(q, k, v, {}, 0.2, 0.5, &one);
+    fused::attention(q, k, v, {}, {}, 0.2, 0.5, &one);
   }
   {
     ScopedThreads threads(2);
     torch::manual_seed(11);
-    fused::attention(q, k, v, {}, 0.2, 0.5, &two);
-    fused::attention(q, k, v, {}, 0.2, 0.5, &again);
+    fused::attention(q, k, v, {}, {}, 0.2, 0.5, &two);
+    fused::attention(q, k, v, {}, {}, 0.2, 0.5, &again);
   }
   EXPECT_TRUE(torch::equal(one, two));
   EXPECT_FALSE(torch::equal(two, again));  // each call draws its own mask
@@ -144,6 +163,10 @@ TEST_F(FusedAttention, TakesOnlyWhatItCanCompute) {
   EXPECT_FALSE(fused::attention_supported(q, k, v, torch::tensor({1, 2, 3})));           // lengths of 3 rows
   EXPECT_FALSE(fused::attention_supported(q, k, v, torch::tensor({true, false})));
   EXPECT_FALSE(fused::attention_supported(q, k, v.narrow(2, 0, 3).unsqueeze(0), {}));
+  EXPECT_TRUE(fused::attention_supported(q, k, v, {}, torch::randn({3, 1}, torch::kDouble)));  // broadcasts
+  EXPECT_FALSE(fused::attention_supported(q, k, v, {}, torch::randn({3, 4})));                 // K is 5
+  EXPECT_FALSE(fused::attention_supported(q, k, v, {}, torch::ones({2, 3, 5}, torch::kLong)));
+  EXPECT_FALSE(fused::attention_supported(q, k, v, {}, torch::randn({1, 2, 3, 5})));
   {
     fused::ComposedOnly composed;
     EXPECT_FALSE(fused::attention_supported(q, k, v, {}));
@@ -151,7 +174,7 @@ TEST_F(FusedAttention, TakesOnlyWhatItCanCompute) {
     EXPECT_FALSE(fused::attention_supported(q, k, v, {}));
   }
   EXPECT_TRUE(fused::attention_supported(q, k, v, {}));
-  EXPECT_THROW(fused::attention(q, k, v, {}, 1.0, 0.5), c10::Error);
+  EXPECT_THROW(fused::attention(q, k, v, {}, {}, 1.0, 0.5), c10::Error);
 }
 
 /// Whether the autograd graph behind `out` holds the fused core's node.

@@ -39,11 +39,11 @@ torch::Tensor scaled_dot_product_attend(const torch::Tensor& queries, const torc
               queries.sizes(), ", ", keys.sizes(), ", ", values.sizes());
   const int64_t batch = queries.size(0), q_len = queries.size(1), k_len = keys.size(1);
   // On the CPU the fused core (nn/fused_attention.hpp) is one autograd node where SDPA runs its
-  // composition (with dropout), and faster than SDPA's own CPU kernel on these models' shapes
-  // (without): 2.5-3.8x forward and backward at d2l's and Step-by-Step's, 1.6x at Multi30K's.
-  if (dropout < 1.0 && !bias.defined() && fused::attention_supported(queries, keys, values, valid_lens)) {
+  // composition (with dropout or a bias), and faster than SDPA's own CPU kernel on these models'
+  // shapes (without): 2.5-3.8x forward and backward at d2l's and Step-by-Step's, 1.6x at Multi30K's.
+  if (dropout < 1.0 && fused::attention_supported(queries, keys, values, valid_lens, bias)) {
     const double d = static_cast<double>(queries.size(-1));
-    return fused::attention(queries, keys, values, valid_lens, dropout, scale.value_or(1.0 / std::sqrt(d)));
+    return fused::attention(queries, keys, values, valid_lens, bias, dropout, scale.value_or(1.0 / std::sqrt(d)));
   }
   if (!valid_lens.defined()) {
     auto mask = bias.defined() ? std::optional<torch::Tensor>(bias.to(queries.scalar_type())) : std::nullopt;

@@ -7,6 +7,7 @@
 #include <ATen/Dispatch.h>
 #include <torch/autograd.h>
 
+#include <optional>
 #include <vector>
 
 namespace attnlab::nn::fused {
@@ -37,11 +38,13 @@ struct Counts {
   Tensor rows;  // int64 [B * Q], or undefined: every key valid
 };
 
-/// dropout(masked_softmax(q k^T * scale)) @ v as one autograd node. Saves q, k, v, the weights
-/// before and after dropout [B, Q, K], the mask and the counts.
+/// dropout(masked_softmax(q k^T * scale + bias)) @ v as one autograd node; bias, when given, is
+/// [B, Q, K] contiguous in q's dtype. Saves q, k, v, the weights before and after dropout
+/// [B, Q, K], the mask and the counts.
 struct Attention : torch::autograd::Function<Attention> {
-  static Tensor forward(AutogradContext* ctx, const Tensor& q, const Tensor& k, const Tensor& v, const Counts& valid,
-                        Dropout d, double scale, Tensor* keep_out) {
+  static Tensor forward(AutogradContext* ctx, const Tensor& q, const Tensor& k, const Tensor& v,
+                        const std::optional<Tensor>& bias, const Counts& valid, Dropout d, double scale,
+                        Tensor* keep_out) {
     const int64_t B = q.size(0), Q = q.size(1), K = k.size(1);
     const Tensor& counts = valid.rows;
     auto probs = at::bmm(q, k.transpose(1, 2));  // [B, Q, K]: the scores, then (in place) the weights
@@ -52,6 +55,7 @@ struct Attention : torch::autograd::Function<Attention> {
     }
     AT_DISPATCH_FLOATING_TYPES(probs.scalar_type(), "attnlab::fused_attention", [&] {
       SoftmaxForward<scalar_t> a{probs.const_data_ptr<scalar_t>(),
+                                 bias ? bias->const_data_ptr<scalar_t>() : nullptr,
                                  probs.data_ptr<scalar_t>(),
                                  d.active ? dropped.data_ptr<scalar_t>() : nullptr,
                                  d.active ? keep.data_ptr<bool>() : nullptr,
@@ -64,6 +68,7 @@ struct Attention : torch::autograd::Function<Attention> {
     const Tensor& weights = d.active ? dropped : probs;
     ctx->save_for_backward({q, k, v, probs, dropped, keep});
     if (counts.defined()) ctx->saved_data["counts"] = counts;
+    ctx->saved_data["bias"] = bias.has_value();
     ctx->saved_data["scale"] = scale;
     ctx->saved_data["keep_prob"] = d.keep_prob;
     if (keep_out != nullptr) *keep_out = keep;
@@ -77,9 +82,12 @@ struct Attention : torch::autograd::Function<Attention> {
     const Tensor counts = ctx->saved_data.count("counts") != 0 ? ctx->saved_data["counts"].toTensor() : Tensor();
     const Tensor& dout = grads[0];  // [B, Q, Dv]
     const Tensor& weights = keep.defined() ? dropped : probs;
-    Tensor dq, dk, dv;
+    // The bias, when given, is the fourth input with an edge.
+    const bool bias_grad = ctx->saved_data["bias"].toBool() && ctx->needs_input_grad(3);
+    Tensor dq, dk, dv, dbias;
     if (ctx->needs_input_grad(2)) dv = at::bmm(weights.transpose(1, 2), dout);  // [B, K, Dv]
-    if (ctx->needs_input_grad(0) || ctx->needs_input_grad(1)) {
+    if (ctx->needs_input_grad(0) || ctx->needs_input_grad(1) || bias_grad) {
+      if (bias_grad) dbias = at::empty(probs.sizes(), probs.options());  // [B, Q, K]
       auto dscores = at::bmm(dout, v.transpose(1, 2));  // [B, Q, K]: d weights, then (in place) d scores
       Dropout d;
       d.active = keep.defined();
@@ -90,6 +98,7 @@ struct Attention : torch::autograd::Function<Attention> {
                                     d.active ? keep.const_data_ptr<bool>() : nullptr,
                                     counts.defined() ? counts.const_data_ptr<int64_t>() : nullptr,
                                     dscores.data_ptr<scalar_t>(),
+                                    bias_grad ? dbias.data_ptr<scalar_t>() : nullptr,
                                     probs.size(2),
                                     static_cast<scalar_t>(ctx->saved_data["scale"].toDouble()),
                                     d};
@@ -98,7 +107,7 @@ struct Attention : torch::autograd::Function<Attention> {
       if (ctx->needs_input_grad(0)) dq = at::bmm(dscores, k);                 // [B, Q, D]
       if (ctx->needs_input_grad(1)) dk = at::bmm(dscores.transpose(1, 2), q);  // [B, K, D]
     }
-    return {dq, dk, dv, Tensor(), Tensor(), Tensor(), Tensor()};
+    return {dq, dk, dv, dbias, Tensor(), Tensor(), Tensor(), Tensor()};
   }
 };
 
@@ -106,7 +115,8 @@ bool cpu_strided(const Tensor& t) { return t.defined() && t.device().is_cpu() &&
 
 }  // namespace
 
-bool attention_supported(const Tensor& queries, const Tensor& keys, const Tensor& values, const Tensor& valid_lens) {
+bool attention_supported(const Tensor& queries, const Tensor& keys, const Tensor& values, const Tensor& valid_lens,
+                         const Tensor& bias) {
   if (t_composed_only || !cpu_strided(queries) || !cpu_strided(keys) || !cpu_strided(values)) return false;
   const auto dtype = queries.scalar_type();
   if ((dtype != at::kFloat && dtype != at::kDouble) || keys.scalar_type() != dtype || values.scalar_type() != dtype) {
@@ -118,6 +128,14 @@ bool attention_supported(const Tensor& queries, const Tensor& keys, const Tensor
       keys.size(1) < 1) {
     return false;
   }
+  if (bias.defined()) {
+    if (!cpu_strided(bias) || !bias.is_floating_point() || bias.dim() > 3) return false;
+    const int64_t target[3] = {B, Q, keys.size(1)};
+    for (int64_t i = 0; i < bias.dim(); ++i) {  // the trailing dimensions, as broadcasting aligns them
+      const int64_t have = bias.size(bias.dim() - 1 - i), want = target[2 - i];
+      if (have != 1 && have != want) return false;
+    }
+  }
   if (!valid_lens.defined()) return true;
   if (!cpu_strided(valid_lens) || valid_lens.scalar_type() == at::kBool ||
       !(valid_lens.is_floating_point() || at::isIntegralType(valid_lens.scalar_type(), /*includeBool=*/false))) {
@@ -126,18 +144,23 @@ bool attention_supported(const Tensor& queries, const Tensor& keys, const Tensor
   return (valid_lens.dim() == 1 && valid_lens.size(0) == B) || (valid_lens.dim() == 2 && valid_lens.numel() == B * Q);
 }
 
-Tensor attention(const Tensor& queries, const Tensor& keys, const Tensor& values, const Tensor& valid_lens, double p,
-                 double scale, Tensor* keep) {
+Tensor attention(const Tensor& queries, const Tensor& keys, const Tensor& values, const Tensor& valid_lens,
+                 const Tensor& bias, double p, double scale, Tensor* keep) {
   TORCH_CHECK(p >= 0.0 && p < 1.0, "fused attention: dropout must be in [0, 1), found ", p);
-  TORCH_CHECK(attention_supported(queries, keys, values, valid_lens),
-              "fused attention: expected CPU float or double queries [B, Q, D], keys [B, K, D], values [B, K, Dv] "
-              "and valid_lens [B] or [B, Q], found ",
+  TORCH_CHECK(attention_supported(queries, keys, values, valid_lens, bias),
+              "fused attention: expected CPU float or double queries [B, Q, D], keys [B, K, D], values [B, K, Dv], "
+              "valid_lens [B] or [B, Q] and a bias that broadcasts to [B, Q, K], found ",
               queries.sizes(), ", ", keys.sizes(), ", ", values.sizes(), ", ",
-              valid_lens.defined() ? valid_lens.sizes() : at::IntArrayRef{});
+              valid_lens.defined() ? valid_lens.sizes() : at::IntArrayRef{}, ", ",
+              bias.defined() ? bias.sizes() : at::IntArrayRef{});
   if (keep != nullptr) *keep = Tensor();
   Counts counts;
   if (valid_lens.defined()) counts.rows = valid_counts(valid_lens, queries.size(0), queries.size(1), keys.size(1));
-  return Attention::apply(queries, keys, values, counts, kernels::draw_dropout(p), scale, keep);
+  std::optional<Tensor> full_bias;  // [B, Q, K]: broadcast here, so autograd sums its gradient back
+  if (bias.defined()) {
+    full_bias = bias.to(queries.scalar_type()).expand({queries.size(0), queries.size(1), keys.size(1)}).contiguous();
+  }
+  return Attention::apply(queries, keys, values, full_bias, counts, kernels::draw_dropout(p), scale, keep);
 }
 
 ComposedOnly::ComposedOnly(bool on) : previous_(t_composed_only) { t_composed_only = previous_ || on; }

@@ -1,5 +1,5 @@
 #pragma once
-// The attention core on the CPU as one autograd node: dropout(masked_softmax(q k^T * scale,
+// The attention core on the CPU as one autograd node: dropout(masked_softmax(q k^T * scale + bias,
 // valid_lens)) @ v, with a hand-written backward. at::scaled_dot_product_attention takes its own
 // fused CPU kernel only without dropout; with dropout (training) it falls back to its composition,
 // about 25 ops forward and 10 autograd nodes. Here a training step runs two bmm forward and four
@@ -9,7 +9,7 @@
 //
 // Semantics are d2l's masked softmax: row (b, i) attends to its first valid_lens keys (the count
 // of positions j < valid_len, so float lengths work too) and a row with none weighs all keys
-// uniformly (d2l fills -1e6). Dropout draws its mask as the fused residual kernels do
+// uniformly (d2l fills -1e6; its bias is dropped with its scores). Dropout draws its mask as the fused residual kernels do
 // (attnlab/nn/fused.hpp): one draw of torch's default CPU generator per call keys a Philox stream
 // indexed by element, whatever the thread count; not torch::dropout's stream.
 #include <torch/types.h>
@@ -18,15 +18,18 @@ namespace attnlab::nn::fused {
 
 /// Whether attention() takes these: CPU strided float or double queries [B, Q, D], keys [B, K, D]
 /// and values [B, K, Dv] of one dtype, K >= 1, valid_lens undefined or a CPU [B] or [B, Q] tensor,
-/// and no ComposedOnly on this thread.
+/// bias undefined or a CPU floating tensor that broadcasts to [B, Q, K], and no ComposedOnly on
+/// this thread.
 bool attention_supported(const torch::Tensor& queries, const torch::Tensor& keys, const torch::Tensor& values,
-                         const torch::Tensor& valid_lens);
+                         const torch::Tensor& valid_lens, const torch::Tensor& bias = {});
 
-/// dropout(masked_softmax(queries keys^T * scale, valid_lens), p) @ values -> [B, Q, Dv]. p is
-/// applied as given (0 <= p < 1; the caller passes 0 outside training). `keep` (a test hook): set
-/// to the keep mask, bool [B, Q, K], when one was drawn; undefined otherwise.
+/// dropout(masked_softmax(queries keys^T * scale + bias, valid_lens), p) @ values -> [B, Q, Dv].
+/// bias (undefined: none) broadcasts to [B, Q, K] and gets its gradient. p is applied as given
+/// (0 <= p < 1; the caller passes 0 outside training). `keep` (a test hook): set to the keep mask,
+/// bool [B, Q, K], when one was drawn; undefined otherwise.
 torch::Tensor attention(const torch::Tensor& queries, const torch::Tensor& keys, const torch::Tensor& values,
-                        const torch::Tensor& valid_lens, double p, double scale, torch::Tensor* keep = nullptr);
+                        const torch::Tensor& valid_lens, const torch::Tensor& bias, double p, double scale,
+                        torch::Tensor* keep = nullptr);
 
 /// While one is alive on this thread (and `on`), attention_supported() is false: the callers take
 /// the composition of torch ops instead. The transformer blocks open one for `fused: false`.

@@ -57,12 +57,14 @@ struct NormBackward {
   Dropout d;
 };
 
-/// Masked softmax of scaled scores, then dropout, for rows [r0, r1) (the fused attention core,
-/// nn/fused_attention.hpp): row r attends to its first valid[r] keys, weights exactly 0 beyond; a
-/// row with none (valid[r] == 0) weighs all K keys uniformly, as d2l's -1e6 fill gives.
+/// Masked softmax of scaled scores (plus a bias), then dropout, for rows [r0, r1) (the fused
+/// attention core, nn/fused_attention.hpp): row r attends to its first valid[r] keys, weights
+/// exactly 0 beyond; a row with none (valid[r] == 0) weighs all K keys uniformly, bias or not, as
+/// d2l's -1e6 fill gives.
 template <class T>
 struct SoftmaxForward {
   const T* scores;       // [rows, K]: q k^T, not yet scaled
+  const T* bias;         // [rows, K]: added to the scaled scores, or null
   T* probs;              // [rows, K]: softmax(scores * scale) over the valid keys, before dropout
   T* dropped;            // [rows, K]: probs * keep / keep_prob (when d.active)
   bool* keep;            // [rows, K] (when d.active)
@@ -72,8 +74,9 @@ struct SoftmaxForward {
   Dropout d;
 };
 
-/// Its gradient: dscores = scale * probs * (g - sum(probs * g)) with g = ddropped * keep / keep_prob
-/// (ddropped itself when no mask was drawn); 0 on rows with no valid key (their weights are constant).
+/// Its gradient: dbias = probs * (g - sum(probs * g)) with g = ddropped * keep / keep_prob
+/// (ddropped itself when no mask was drawn), dscores = scale * dbias; 0 on rows with no valid key
+/// (their weights are constant).
 template <class T>
 struct SoftmaxBackward {
   const T* ddropped;     // [rows, K]
@@ -81,6 +84,7 @@ struct SoftmaxBackward {
   const bool* keep;      // [rows, K] (when d.active)
   const int64_t* valid;  // [rows] or null
   T* dscores;            // [rows, K] (may be ddropped itself)
+  T* dbias;              // [rows, K], or null: not wanted
   int64_t K;
   T scale;
   Dropout d;
