@@ -30,7 +30,7 @@ struct TransformerConfig {
   int64_t max_len = 1000;
   AbsolutePositions positional_encoding = AbsolutePositions::Auto;  // auto | sinusoidal | learned | none
   double ffn_dropout = 0.0;
-  bool fused = true;  // add & norm as fused CPU kernels; false: the composition of torch ops
+  bool fused = true;  // add & norm and the attention core as fused CPU kernels; false: the composition of torch ops
 };
 
 /// Their binding (config/binding.hpp), with the `attention` option for `roles` (an encoder has
