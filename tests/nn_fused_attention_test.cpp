@@ -1,8 +1,9 @@
 // The fused attention core (nn/fused_attention.hpp) against the composition it replaces,
 // bmm(dropout(masked_softmax(q k^T * scale + bias, valid_lens)), v): forward and gradients on odd
-// shapes, every kind of valid lengths (none, per row, per query, zero, float, beyond K), no bias, a
-// bias per row and one broadcast over the batch, dropout through the same mask, finite differences in double, the mask's rate and its independence of the
-// thread count, and that the transformer takes it, in training and in eval, unless `fused: false`.
+// shapes, every kind of valid lengths (none, per row, per query, zero, float, beyond K, NaN, inf),
+// no bias, a bias per row and one broadcast over the batch, dropout through the same mask, finite
+// differences in double, the mask's rate and its independence of the thread count, and that the
+// transformer takes it, in training and in eval, unless `fused: false`.
 #include <attnlab/nn/attention.hpp>
 #include <attnlab/nn/dot_product.hpp>
 #include <attnlab/nn/transformer.hpp>
@@ -39,6 +40,7 @@ std::vector<Case> cases() {
       {3, 2, 6, 2, 3, [] { return torch::tensor({0, 6, 2}); }, "a row with no valid key"},
       {2, 2, 5, 4, 4, [] { return torch::tensor({{0, 0}, {3, 0}}); }, "queries with no valid key"},
       {2, 3, 9, 3, 3, [] { return torch::tensor({2.5, 40.0}); }, "float lengths, one beyond K"},
+      {3, 2, 4, 3, 2, [] { return torch::tensor({NAN, INFINITY, -INFINITY}); }, "NaN and infinite lengths"},
       {2, 1, 1, 1, 1, [] { return torch::tensor({1, 1}); }, "one key"},
       {1, 0, 4, 3, 2, [] { return torch::tensor({3}); }, "no queries"},
   };
@@ -198,8 +200,8 @@ TEST_F(FusedAttention, TheTransformerTakesItUnlessFusedIsFalse) {
   for (const bool fused_option : {true, false}) {
     SCOPED_TRACE(fused_option ? "fused: true" : "fused: false");
     auto options = TransformerBlockOptions(8, 16, 2).dropout(0.1).fused(fused_option);
-    TransformerEncoderBlock block(options, [](const ScorerContext&) { return std::make_shared<DotProductScorerImpl>(); },
-                                  0);
+    const ScorerFactory dot = [](const ScorerContext&) { return std::make_shared<DotProductScorerImpl>(); };
+    TransformerEncoderBlock block(options, dot, 0);
     const auto x = torch::randn({3, 5, 8}, torch::requires_grad());
     const auto lens = torch::tensor({5, 2, 0});
     block->train();

@@ -5,13 +5,14 @@
 // about 25 ops forward and 10 autograd nodes. Here a training step runs two bmm forward and four
 // backward, and one pass over the weights each way for the masking, softmax and dropout. Measured
 // on a 2-core AMD EPYC, one thread, forward and backward of one call: 3.8x SDPA (either path) at
-// Step-by-Step's corners sizes, 2.5-2.9x at d2l's and seed 000's, 1.5-1.6x at Multi30K's.
+// Step-by-Step's corners sizes, 2.5-2.9x at d2l's and seed 000's, 1.5-1.6x at Multi30K's (with a
+// bias that needs its gradient: 2.5-3.8x, 1.7-1.9x).
 //
 // Semantics are d2l's masked softmax: row (b, i) attends to its first valid_lens keys (the count
 // of positions j < valid_len, so float lengths work too) and a row with none weighs all keys
-// uniformly (d2l fills -1e6; its bias is dropped with its scores). Dropout draws its mask as the fused residual kernels do
-// (attnlab/nn/fused.hpp): one draw of torch's default CPU generator per call keys a Philox stream
-// indexed by element, whatever the thread count; not torch::dropout's stream.
+// uniformly (d2l fills -1e6; its bias is dropped with its scores). Dropout draws its mask as the
+// fused residual kernels do (attnlab/nn/fused.hpp): one draw of torch's default CPU generator per
+// call keys a Philox stream indexed by element, whatever the thread count; not torch::dropout's.
 #include <torch/types.h>
 
 namespace attnlab::nn::fused {
