@@ -137,7 +137,9 @@ TEST_F(BeamSearch, WiderBeamsScoreAtLeastGreedyOnTheseModels) {
     for (int64_t k : {2, 4, 8}) {
       auto beam = beam_search(model, s.src, s.lens, kBos, kEos, {.beam_size = k, .max_steps = kSteps});
       for (int64_t b = 0; b < 8; ++b) {
-        const bool lower = beam.log_prob[b].item<double>() < greedy.log_prob[b].item<double>() - 1e-9;
+        // Within float rounding (1e-5): a beam of another width runs the layers on another number of
+        // rows, which may take another GEMM path (nn/fused_linear.hpp) for the same hypothesis.
+        const bool lower = beam.log_prob[b].item<double>() < greedy.log_prob[b].item<double>() - 1e-5;
         if (k == 2) {
           losses_at_2 += lower ? 1 : 0;
         } else {

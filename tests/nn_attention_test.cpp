@@ -4,6 +4,7 @@
 #include <attnlab/nn/dot_product.hpp>
 #include <attnlab/nn/layers.hpp>
 
+#include "nn/fused_linear.hpp"
 #include "testing/golden.hpp"
 #include "testing/testing.hpp"
 
@@ -302,10 +303,15 @@ TEST_F(MultiHead, KvHeadsEqualToTheHeadsIsMultiHeadAttentionBitForBit) {
   for (const auto& item : plain->named_parameters()) {
     EXPECT_TRUE(torch::equal(item.value(), theirs[item.key()])) << item.key();
   }
-  auto q = transpose_qkv(plain->W_q->forward(x), 2), k = transpose_qkv(plain->W_k->forward(y), 2),
-       v = transpose_qkv(plain->W_v->forward(y), 2);  // [4, T, 4]
+  // The projections as the module runs them on the CPU (nn/fused_linear.hpp; torch::linear's
+  // result up to rounding).
+  auto project = [](const torch::nn::Linear& w, const torch::Tensor& in) {
+    return fused::linear(in, w->weight, w->bias);
+  };
+  auto q = transpose_qkv(project(plain->W_q, x), 2), k = transpose_qkv(project(plain->W_k, y), 2),
+       v = transpose_qkv(project(plain->W_v, y), 2);  // [4, T, 4]
   auto heads = scaled_dot_product_attend(q, k, v, lens.repeat_interleave(2, 0), {}, 0.0);
-  auto expected = plain->W_o->forward(transpose_output(heads, 2));  // [2, 3, 8]
+  auto expected = project(plain->W_o, transpose_output(heads, 2));  // [2, 3, 8]
   EXPECT_TRUE(torch::equal(plain->forward(x, y, y, lens), expected));
   EXPECT_TRUE(torch::equal(explicit_kv->forward(x, y, y, lens), expected));
   AttentionRecorder recorder;

@@ -3,6 +3,7 @@
 #include <attnlab/nn/dot_product.hpp>
 #include <attnlab/nn/head_mask.hpp>
 
+#include "nn/fused_linear.hpp"
 #include "nn/mask_memo.hpp"
 
 #include <torch/nn/functional/activation.h>
@@ -268,7 +269,8 @@ torch::Tensor MultiHeadAttentionImpl::forward_recurrent(const torch::Tensor& x, 
   TORCH_CHECK(x.dim() == 3, "MultiHeadAttention: expected x [B, T, H], found ", x.sizes());
   TORCH_CHECK(!state.keys.defined(), "MultiHeadAttention: a KV cache cannot continue as a recurrent state");
   const int64_t heads = options.num_heads(), groups = heads / kv_heads(), batch = x.size(0);
-  auto q = options.per_head_projections() ? W_q_heads->forward(x) : transpose_qkv(W_q->forward(x), heads);
+  auto q = options.per_head_projections() ? W_q_heads->forward(x)
+                                          : transpose_qkv(fused::linear(x, W_q->weight, W_q->bias), heads);
   const auto kv = project(x, x);  // [B, kv_heads, T, d]
   RecurrentState folded;  // the scorer's view: [B * heads, ...]
   for (const auto& t : state.recurrent) {
@@ -290,7 +292,7 @@ torch::Tensor MultiHeadAttentionImpl::forward_recurrent(const torch::Tensor& x, 
     state.recurrent.push_back(t.reshape(shape));  // [B, heads, ...]
   }
   state.summarised += x.size(1);
-  return W_o->forward(transpose_output(out, heads));  // [B, T, H]
+  return fused::linear(transpose_output(out, heads), W_o->weight, W_o->bias);  // [B, T, H]
 }
 
 KeyValues MultiHeadAttentionImpl::project(const torch::Tensor& keys, const torch::Tensor& values) {
@@ -305,7 +307,7 @@ KeyValues MultiHeadAttentionImpl::project(const torch::Tensor& keys, const torch
   auto split = [&](const torch::Tensor& y) {  // [B, T, kv * d] -> [B, kv, T, d]
     return y.reshape({y.size(0), y.size(1), kv, -1}).permute({0, 2, 1, 3}).contiguous();
   };
-  return {split(W_k->forward(keys)), split(W_v->forward(values))};
+  return {split(fused::linear(keys, W_k->weight, W_k->bias)), split(fused::linear(values, W_v->weight, W_v->bias))};
 }
 
 torch::Tensor MultiHeadAttentionImpl::forward(const torch::Tensor& queries, const torch::Tensor& keys,
@@ -320,8 +322,9 @@ torch::Tensor MultiHeadAttentionImpl::forward_projected(const torch::Tensor& que
   TORCH_CHECK(kv.defined() && kv.keys.dim() == 4 && kv.keys.size(1) == kv_heads(),
               "MultiHeadAttention: expected projected keys [B, ", kv_heads(), ", K, d], found ",
               kv.defined() ? kv.keys.sizes() : torch::IntArrayRef{});
-  auto q = options.per_head_projections() ? W_q_heads->forward(queries)
-                                          : transpose_qkv(W_q->forward(queries), heads);  // [B * heads, Q, H / heads]
+  auto q = options.per_head_projections()
+               ? W_q_heads->forward(queries)
+               : transpose_qkv(fused::linear(queries, W_q->weight, W_q->bias), heads);  // [B * heads, Q, H / heads]
   auto k = per_query_head(kv.keys, groups);    // [B * heads, K, H / heads]
   auto v = per_query_head(kv.values, groups);  // [B * heads, K, H / heads]
   torch::Tensor lens;                  // [B * heads] or [B * heads, Q]
@@ -330,7 +333,7 @@ torch::Tensor MultiHeadAttentionImpl::forward_projected(const torch::Tensor& que
                          [&] { return std::vector<torch::Tensor>{valid_lens.repeat_interleave(heads, 0)}; })[0];
   }
   auto out = attention_->forward(q, k, v, lens, positions);  // [B * heads, Q, H / heads]
-  return W_o->forward(transpose_output(out, heads));         // [B, Q, H]
+  return fused::linear(transpose_output(out, heads), W_o->weight, W_o->bias);  // [B, Q, H]
 }
 
 }  // namespace attnlab::nn

@@ -165,5 +165,6 @@ Tensor attention(const Tensor& queries, const Tensor& keys, const Tensor& values
 
 ComposedOnly::ComposedOnly(bool on) : previous_(t_composed_only) { t_composed_only = previous_ || on; }
 ComposedOnly::~ComposedOnly() { t_composed_only = previous_; }
+bool composed_only() { return t_composed_only; }
 
 }  // namespace attnlab::nn::fused

@@ -32,8 +32,9 @@ torch::Tensor attention(const torch::Tensor& queries, const torch::Tensor& keys,
                         const torch::Tensor& valid_lens, const torch::Tensor& bias, double p, double scale,
                         torch::Tensor* keep = nullptr);
 
-/// While one is alive on this thread (and `on`), attention_supported() is false: the callers take
-/// the composition of torch ops instead. The transformer blocks open one for `fused: false`.
+/// While one is alive on this thread (and `on`), attention_supported() and linear_supported()
+/// (nn/fused_linear.hpp) are false: the callers take the composition of torch ops instead. The
+/// transformer blocks open one for `fused: false`.
 class ComposedOnly {
  public:
   explicit ComposedOnly(bool on = true);
@@ -44,5 +45,8 @@ class ComposedOnly {
  private:
   bool previous_;
 };
+
+/// Whether a ComposedOnly is open on this thread.
+bool composed_only();
 
 }  // namespace attnlab::nn::fused

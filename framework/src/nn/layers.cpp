@@ -3,6 +3,8 @@
 
 #include <attnlab/nn/fused.hpp>
 
+#include "nn/fused_linear.hpp"
+
 namespace attnlab::nn {
 
 PositionalEncodingImpl::PositionalEncodingImpl(int64_t num_hiddens, double dropout, int64_t max_len,
@@ -63,8 +65,8 @@ torch::Tensor PositionWiseFFNImpl::forward(const torch::Tensor& x) {
     auto h = dropout_->forward(torch::relu(conv1->forward(x.transpose(1, 2))));  // [B, ffn_hiddens, T]
     return conv2->forward(h).transpose(1, 2);                                    // [B, T, out]
   }
-  auto h = dropout_->forward(torch::relu(dense1->forward(x)));  // [B, T, ffn_hiddens]
-  return dense2->forward(h);                                    // [B, T, out]
+  auto h = dropout_->forward(torch::relu(fused::linear(x, dense1->weight, dense1->bias)));  // [B, T, ffn_hiddens]
+  return fused::linear(h, dense2->weight, dense2->bias);                                    // [B, T, out]
 }
 
 AddNormImpl::AddNormImpl(int64_t num_hiddens, double dropout, NormPlacement placement_, double eps, bool fused_)

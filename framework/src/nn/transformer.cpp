@@ -1,6 +1,8 @@
 // Transformer encoder and decoder stacks (d2l 1.0.3, chapter 11.7).
 #include <attnlab/nn/transformer.hpp>
 
+#include "nn/fused_linear.hpp"
+
 #include <torch/nn/init.h>
 #include <torch/nn/modules/conv.h>
 
@@ -180,7 +182,8 @@ torch::Tensor TransformerDecoderImpl::forward(const torch::Tensor& tgt, DecoderS
   auto x = pos_encoding->forward(embedding->forward(tgt) * scale, offset);  // [B, T, H]
   auto h = forward_embedded(x, *st);                                        // [B, T, H]
   if (st->incremental) st->steps += tgt.size(1);
-  auto logits = dense ? dense->forward(h) : torch::matmul(h, embedding->weight.t());  // [B, T, V]
+  auto logits =
+      dense ? fused::linear(h, dense->weight, dense->bias) : torch::matmul(h, embedding->weight.t());  // [B, T, V]
   return options.output_softmax() ? torch::softmax(logits, -1) : logits;              // [B, T, V]
 }
 

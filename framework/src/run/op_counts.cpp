@@ -21,7 +21,7 @@ namespace {
 // called, as opposed to what composite ops expand into).
 struct Counts {
   std::mutex mutex;
-  std::map<std::string, int64_t> by_name;
+  std::map<std::string, int64_t> by_name, top_level_by_name;
   int64_t aten = 0, top_level = 0, backward = 0;
 };
 Counts& counts() {
@@ -45,7 +45,10 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
   } else if (name.starts_with("aten::")) {
     ctx->aten = true;
     ++c.aten;
-    if (t_depth == 0) ++c.top_level;
+    if (t_depth == 0) {
+      ++c.top_level;
+      ++c.top_level_by_name[name];
+    }
     ++t_depth;
     ++c.by_name[name];
   }
@@ -75,24 +78,31 @@ OpCounter::~OpCounter() { at::removeCallback(handle_); }
 
 void OpCounter::epoch(int64_t epoch) {
   Counts& c = counts();
-  std::vector<std::pair<std::string, int64_t>> top;
+  std::vector<std::pair<std::string, int64_t>> top, top_level_top;
   int64_t aten = 0, top_level = 0, backward = 0;
   {
     std::lock_guard lock(c.mutex);
     top.assign(c.by_name.begin(), c.by_name.end());
+    top_level_top.assign(c.top_level_by_name.begin(), c.top_level_by_name.end());
+    c.top_level_by_name.clear();
     aten = std::exchange(c.aten, 0);
     top_level = std::exchange(c.top_level, 0);
     backward = std::exchange(c.backward, 0);
     c.by_name.clear();
   }
-  std::stable_sort(top.begin(), top.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
-  top.resize(std::min<size_t>(top.size(), 25));
-  std::string names;
-  for (const auto& [name, n] : top) names += fmt::format("{}[\"{}\", {}]", names.empty() ? "" : ", ", name, n);
+  const auto most = [](std::vector<std::pair<std::string, int64_t>>& v) {
+    std::stable_sort(v.begin(), v.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+    v.resize(std::min<size_t>(v.size(), 25));
+    std::string names;
+    for (const auto& [name, n] : v) names += fmt::format("{}[\"{}\", {}]", names.empty() ? "" : ", ", name, n);
+    return names;
+  };
+  const std::string names = most(top), top_level_names = most(top_level_top);
   std::ofstream out(path_, std::ios::app);
   out << fmt::format(
-      "{{\"epoch\": {}, \"aten_ops\": {}, \"top_level_aten_ops\": {}, \"backward_nodes\": {}, \"top\": [{}]}}\n", epoch,
-      aten, top_level, backward, names);
+      "{{\"epoch\": {}, \"aten_ops\": {}, \"top_level_aten_ops\": {}, \"backward_nodes\": {}, \"top\": [{}], "
+      "\"top_level_top\": [{}]}}\n",
+      epoch, aten, top_level, backward, names, top_level_names);
 }
 
 }  // namespace attnlab::run

@@ -18,7 +18,8 @@ class OpCounter {
 
   /// Appends one JSON line with what was counted since the last call (or since construction) and
   /// starts counting again: {"epoch", "aten_ops", "top_level_aten_ops", "backward_nodes",
-  /// "top": [[name, count], ...]} (the 25 most frequent names).
+  /// "top": [[name, count], ...], "top_level_top": [...]} (the 25 most frequent names among all
+  /// the ops, and among those called outside any other op: what the code itself dispatched).
   void epoch(int64_t epoch);
 
  private:

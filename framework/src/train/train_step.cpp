@@ -71,7 +71,15 @@ struct TrainStep::Impl {
   std::vector<torch::Tensor> once(const std::vector<torch::Tensor>& inputs, const Body& body,
                                   std::optional<double> rate = std::nullopt,
                                   const std::function<void()>& before_backward = {}) {
-    optimizer.zero_grad(/*set_to_none=*/rate.has_value());
+    if (rate) {
+      // torch's zero_grad(true) detaches each gradient in place before dropping it: an op per
+      // parameter tensor and step (92 a corners step) for a tensor nobody else holds.
+      for (auto& group : optimizer.param_groups()) {
+        for (auto& p : group.params()) p.mutable_grad().reset();
+      }
+    } else {
+      optimizer.zero_grad(/*set_to_none=*/false);
+    }
     std::vector<torch::Tensor> outs;
     {
       AutocastScope autocast(options.precision, device);
