@@ -1,9 +1,9 @@
 // The fused linear layer (nn/fused_linear.hpp) against torch::linear: forward and every gradient
-// on odd shapes, in the plain loops and in the BLAS path, with and without a bias, inputs of one to
-// four dimensions, strided inputs and weights, inputs that need no gradient; finite differences and
-// torch's second derivatives (create_graph) in double; what it leaves to torch::linear (autocast,
-// ComposedOnly, other dtypes and devices' tensors, wrong sizes); and that the transformer's layers
-// take it unless `fused: false`.
+// on odd shapes, also with its output split into heads and its input merged from heads (against
+// transpose_qkv and transpose_output around torch::linear), in the plain loops and in the BLAS path, with and without a
+// bias, inputs of one to four dimensions, strided inputs and weights, inputs that need no gradient; finite differences
+// and torch's second derivatives (create_graph) in double; what it leaves to torch::linear (autocast, ComposedOnly,
+// other dtypes and devices' tensors, wrong sizes); and that the transformer's layers take it unless `fused: false`.
 #include <attnlab/nn/attention.hpp>
 #include <attnlab/nn/dot_product.hpp>
 #include <attnlab/nn/transformer.hpp>
@@ -184,6 +184,72 @@ TEST_F(FusedLinear, LeavesToTorchWhatItDoesNotTake) {
     EXPECT_EQ(out.scalar_type(), torch::kBFloat16);
   }
   EXPECT_TRUE(fused::linear_supported(x, w, b));
+}
+
+TEST_F(FusedLinear, SplitIntoHeadsAndMergedFromHeadsAreTransposeQkvAndTransposeOutput) {
+  struct HeadCase {
+    int64_t B, T, in, out, heads;
+    std::string what;
+  };
+  const std::vector<HeadCase> cases{{16, 3, 6, 6, 3, "the corners' heads (loops)"},
+                                    {5, 7, 4, 6, 2, "odd sizes (loops)"},
+                                    {2, 1, 4, 4, 4, "heads of one feature (loops)"},
+                                    {0, 3, 6, 6, 3, "no rows"},
+                                    {3, 0, 6, 6, 3, "no steps"},
+                                    {64, 10, 32, 32, 4, "d2l 0.17's heads (BLAS)"}};
+  for (const auto& c : cases) {
+    for (const bool bias : {true, false}) {
+      SCOPED_TRACE(c.what + (bias ? ", bias" : ", no bias"));
+      const auto in = inputs({{c.B, c.T, c.in}, c.out, ""}, bias);
+      for (const bool fold : {true, false}) {
+        const auto split = fused::linear_split_heads(in.x, in.weight, in.bias, c.heads, fold);
+        // transpose_qkv, with the sizes spelled out (its -1 cannot be inferred with no rows)
+        const int64_t d = c.out / c.heads;
+        auto expected = torch::linear(in.x, in.weight, in.bias).reshape({c.B, c.T, c.heads, d}).permute({0, 2, 1, 3});
+        expected = fold ? expected.reshape({c.B * c.heads, c.T, d}) : expected;
+        EXPECT_TRUE(split.is_contiguous());
+        expect_same_forward_and_gradients(split, expected, in.leaves());
+      }
+      // The merge: x [B * heads, T, in / heads] into the layer [out, in].
+      auto o = torch::TensorOptions().requires_grad(true);
+      const auto heads_x = torch::randn({c.B * c.heads, c.T, c.in / c.heads}, o);
+      const auto merged = fused::linear_merge_heads(heads_x, in.weight, in.bias, c.heads);
+      std::vector<Tensor> leaves{heads_x, in.weight};
+      if (bias) leaves.push_back(in.bias);
+      const auto heads_merged =  // transpose_output, sizes spelled out
+          heads_x.reshape({c.B, c.heads, c.T, c.in / c.heads}).permute({0, 2, 1, 3}).reshape({c.B, c.T, c.in});
+      expect_same_forward_and_gradients(merged, torch::linear(heads_merged, in.weight, in.bias), leaves);
+      if (c.B > 0 && c.T > 0) {
+        EXPECT_TRUE(torch::equal(heads_merged, transpose_output(heads_x, c.heads)));
+      }
+      if (merged.numel() > 0) {
+        EXPECT_EQ(fused_linear_nodes(merged), 1);
+      }
+    }
+  }
+  // Finite differences and second derivatives in double, in the loops.
+  auto o = torch::TensorOptions(torch::kDouble).requires_grad(true);
+  const auto x = torch::randn({2, 3, 4}, o), heads_x = torch::randn({4, 3, 3}, o);
+  const auto w = torch::randn({6, 4}, o), w_merge = torch::randn({5, 6}, o), b = torch::randn({6}, o);
+  EXPECT_TRUE(testutil::GradientsMatchFiniteDifferences([&] { return fused::linear_split_heads(x, w, b, 2, false); },
+                                                        {x, w, b}));
+  EXPECT_TRUE(testutil::GradientsMatchFiniteDifferences(
+      [&] { return fused::linear_merge_heads(heads_x, w_merge, {}, 2); }, {heads_x, w_merge}));
+  const auto g = torch::autograd::grad({fused::linear_merge_heads(heads_x, w_merge, {}, 2).pow(2).sum()}, {heads_x}, {},
+                                       true, true)[0];
+  const auto want = torch::autograd::grad({torch::linear(transpose_output(heads_x, 2), w_merge).pow(2).sum()},
+                                          {heads_x}, {}, true, true)[0];
+  EXPECT_ALLCLOSE(torch::autograd::grad({g.pow(2).sum()}, {w_merge})[0],
+                  torch::autograd::grad({want.pow(2).sum()}, {w_merge})[0], 1e-10, 1e-10);
+  // What it cannot take runs the composition; shapes that do not fit are one error.
+  {
+    const fused::ComposedOnly composed;
+    const auto y = fused::linear_split_heads(x, w, b, 3, true);
+    EXPECT_EQ(fused_linear_nodes(y), 0);
+    EXPECT_ALLCLOSE(y, transpose_qkv(torch::linear(x, w, b), 3));
+  }
+  EXPECT_THROW(fused::linear_split_heads(x, w, b, 4, true), c10::Error);         // 4 heads do not divide 6
+  EXPECT_THROW(fused::linear_merge_heads(heads_x, w_merge, {}, 3), c10::Error);  // 3 heads do not divide 4 rows
 }
 
 TEST_F(FusedLinear, TheTransformerTakesItUnlessFusedIsFalse) {

@@ -270,7 +270,7 @@ torch::Tensor MultiHeadAttentionImpl::forward_recurrent(const torch::Tensor& x, 
   TORCH_CHECK(!state.keys.defined(), "MultiHeadAttention: a KV cache cannot continue as a recurrent state");
   const int64_t heads = options.num_heads(), groups = heads / kv_heads(), batch = x.size(0);
   auto q = options.per_head_projections() ? W_q_heads->forward(x)
-                                          : transpose_qkv(fused::linear(x, W_q->weight, W_q->bias), heads);
+                                          : fused::linear_split_heads(x, W_q->weight, W_q->bias, heads, true);
   const auto kv = project(x, x);  // [B, kv_heads, T, d]
   RecurrentState folded;  // the scorer's view: [B * heads, ...]
   for (const auto& t : state.recurrent) {
@@ -292,7 +292,7 @@ torch::Tensor MultiHeadAttentionImpl::forward_recurrent(const torch::Tensor& x, 
     state.recurrent.push_back(t.reshape(shape));  // [B, heads, ...]
   }
   state.summarised += x.size(1);
-  return fused::linear(transpose_output(out, heads), W_o->weight, W_o->bias);  // [B, T, H]
+  return fused::linear_merge_heads(out, W_o->weight, W_o->bias, heads);  // [B, T, H]
 }
 
 KeyValues MultiHeadAttentionImpl::project(const torch::Tensor& keys, const torch::Tensor& values) {
@@ -304,10 +304,8 @@ KeyValues MultiHeadAttentionImpl::project(const torch::Tensor& keys, const torch
     };
     return {per_head(W_k_heads, keys), per_head(W_v_heads, values)};
   }
-  auto split = [&](const torch::Tensor& y) {  // [B, T, kv * d] -> [B, kv, T, d]
-    return y.reshape({y.size(0), y.size(1), kv, -1}).permute({0, 2, 1, 3}).contiguous();
-  };
-  return {split(fused::linear(keys, W_k->weight, W_k->bias)), split(fused::linear(values, W_v->weight, W_v->bias))};
+  return {fused::linear_split_heads(keys, W_k->weight, W_k->bias, kv, false),  // [B, kv, T, d]
+          fused::linear_split_heads(values, W_v->weight, W_v->bias, kv, false)};
 }
 
 torch::Tensor MultiHeadAttentionImpl::forward(const torch::Tensor& queries, const torch::Tensor& keys,
@@ -324,7 +322,7 @@ torch::Tensor MultiHeadAttentionImpl::forward_projected(const torch::Tensor& que
               kv.defined() ? kv.keys.sizes() : torch::IntArrayRef{});
   auto q = options.per_head_projections()
                ? W_q_heads->forward(queries)
-               : transpose_qkv(fused::linear(queries, W_q->weight, W_q->bias), heads);  // [B * heads, Q, H / heads]
+               : fused::linear_split_heads(queries, W_q->weight, W_q->bias, heads, true);  // [B * heads, Q, H / heads]
   auto k = per_query_head(kv.keys, groups);    // [B * heads, K, H / heads]
   auto v = per_query_head(kv.values, groups);  // [B * heads, K, H / heads]
   torch::Tensor lens;                  // [B * heads] or [B * heads, Q]
@@ -333,7 +331,7 @@ torch::Tensor MultiHeadAttentionImpl::forward_projected(const torch::Tensor& que
                          [&] { return std::vector<torch::Tensor>{valid_lens.repeat_interleave(heads, 0)}; })[0];
   }
   auto out = attention_->forward(q, k, v, lens, positions);  // [B * heads, Q, H / heads]
-  return fused::linear(transpose_output(out, heads), W_o->weight, W_o->bias);  // [B, Q, H]
+  return fused::linear_merge_heads(out, W_o->weight, W_o->bias, heads);  // [B, Q, H]
 }
 
 }  // namespace attnlab::nn

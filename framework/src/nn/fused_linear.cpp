@@ -8,7 +8,9 @@
 #include <ATen/autocast_mode.h>
 #include <torch/autograd.h>
 
+#include <algorithm>
 #include <optional>
+#include <vector>
 
 namespace attnlab::nn::fused {
 namespace {
@@ -17,16 +19,40 @@ using torch::Tensor;
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
+/// Where the rows of x and y lie. Row n = b * T + t of the product; with `heads` > 1, x may be
+/// merged from heads ([B * heads, T, I / heads]: feature i of row (b, t) at head i / (I / heads))
+/// and y split into heads ([B, heads, T, O / heads]); otherwise rows are contiguous.
+struct Layout {
+  int64_t T = 1, heads = 1;
+  bool merged_in = false, split_out = false;
+
+  /// The offset of element (n, f) of a [N, F] matrix stored split into heads.
+  int64_t at(int64_t n, int64_t f, int64_t F) const {
+    const int64_t d = F / heads, b = n / T, t = n % T;
+    return ((b * heads + f / d) * T + t) * d + f % d;
+  }
+};
+
+/// Row n of a [N, F] matrix into buf (when stored split into heads), or a pointer to it.
+template <class T>
+const T* row(const T* m, int64_t n, int64_t F, bool split, const Layout& L, T* buf) {
+  if (!split) return m + n * F;
+  const int64_t d = F / L.heads;
+  for (int64_t h = 0; h < L.heads; ++h) std::copy_n(m + L.at(n, h * d, F), d, buf + h * d);
+  return buf;
+}
+
 /// y [N, O] = x [N, I] w^T + b (b null: none).
 template <class T>
-void forward_loops(const T* x, const T* w, const T* b, T* y, int64_t N, int64_t I, int64_t O) {
+void forward_loops(const T* x, const T* w, const T* b, T* y, int64_t N, int64_t I, int64_t O, const Layout& L) {
+  std::vector<T> xbuf(L.merged_in ? I : 0);
   for (int64_t n = 0; n < N; ++n) {
-    const T* xr = x + n * I;
+    const T* xr = row(x, n, I, L.merged_in, L, xbuf.data());
     for (int64_t o = 0; o < O; ++o) {
       const T* wr = w + o * I;
       T acc = b != nullptr ? b[o] : T(0);
       for (int64_t i = 0; i < I; ++i) acc += xr[i] * wr[i];
-      y[n * O + o] = acc;
+      y[L.split_out ? L.at(n, o, O) : n * O + o] = acc;
     }
   }
 }
@@ -34,13 +60,15 @@ void forward_loops(const T* x, const T* w, const T* b, T* y, int64_t N, int64_t 
 /// From dy [N, O]: dx [N, I] = dy w, dw [O, I] = dy^T x, db [O] = the column sums of dy; a null
 /// output is not computed.
 template <class T>
-void backward_loops(const T* dy, const T* x, const T* w, T* dx, T* dw, T* db, int64_t N, int64_t I, int64_t O) {
+void backward_loops(const T* dy, const T* x, const T* w, T* dx, T* dw, T* db, int64_t N, int64_t I, int64_t O,
+                    const Layout& L) {
   if (dw != nullptr) std::fill(dw, dw + O * I, T(0));
   if (db != nullptr) std::fill(db, db + O, T(0));
+  std::vector<T> xbuf(L.merged_in ? I : 0), dybuf(L.split_out ? O : 0), dxbuf(I);
   for (int64_t n = 0; n < N; ++n) {
-    const T* xr = x + n * I;
-    const T* dyr = dy + n * O;
-    T* dxr = dx != nullptr ? dx + n * I : nullptr;
+    const T* xr = dw != nullptr ? row(x, n, I, L.merged_in, L, xbuf.data()) : nullptr;
+    const T* dyr = row(dy, n, O, L.split_out, L, dybuf.data());
+    T* dxr = dx == nullptr ? nullptr : L.merged_in ? dxbuf.data() : dx + n * I;
     if (dxr != nullptr) std::fill(dxr, dxr + I, T(0));
     for (int64_t o = 0; o < O; ++o) {
       const T g = dyr[o];
@@ -54,33 +82,59 @@ void backward_loops(const T* dy, const T* x, const T* w, T* dx, T* dw, T* db, in
         for (int64_t i = 0; i < I; ++i) dwr[i] += g * xr[i];
       }
     }
+    if (dx != nullptr && L.merged_in) {
+      for (int64_t i = 0; i < I; ++i) dx[L.at(n, i, I)] = dxr[i];
+    }
   }
 }
 
-/// Saves x and weight contiguous (and the bias, only to say that there is one).
+/// [B * heads, T, d] (or [B, heads, T, d]) -> the [B * T, heads * d] matrix it splits.
+Tensor merge_heads(const Tensor& m, int64_t heads) {
+  const int64_t T = m.size(-2), d = m.size(-1);
+  return m.reshape({-1, heads, T, d}).permute({0, 2, 1, 3}).reshape({-1, heads * d});
+}
+
+/// [B * T, heads * d] -> [B, heads, T, d] contiguous.
+Tensor split_heads(const Tensor& m, int64_t T, int64_t heads) {
+  return m.view({-1, T, heads, m.size(1) / heads}).permute({0, 2, 1, 3}).contiguous();
+}
+
+/// y = x w^T + b in the layout `split`/`merged` say (see Layout); saves x (as given, contiguous),
+/// w and the bias (only to say that there is one), and the layout.
 struct Linear : torch::autograd::Function<Linear> {
-  static Tensor forward(AutogradContext* ctx, const Tensor& x, const Tensor& weight,
-                        const std::optional<Tensor>& bias) {
+  static Tensor forward(AutogradContext* ctx, const Tensor& x, const Tensor& weight, const std::optional<Tensor>& bias,
+                        Layout L) {
     const auto xc = x.contiguous();
     const auto w = weight.contiguous();
     const int64_t I = w.size(1), O = w.size(0), N = xc.numel() / I;
-    auto sizes = x.sizes().vec();
-    sizes.back() = O;
+    std::vector<int64_t> sizes;  // of y
+    if (L.split_out) {
+      sizes = {N / L.T, L.heads, L.T, O / L.heads};
+    } else if (L.merged_in) {
+      sizes = {N / L.T, L.T, O};
+    } else {
+      sizes = x.sizes().vec();
+      sizes.back() = O;
+    }
     Tensor y;
     if (N * I * O <= kLoopMacs) {
       y = at::empty(sizes, xc.options());
       AT_DISPATCH_FLOATING_TYPES(xc.scalar_type(), "attnlab::fused_linear", [&] {
         forward_loops(xc.const_data_ptr<scalar_t>(), w.const_data_ptr<scalar_t>(),
-                      bias ? bias->const_data_ptr<scalar_t>() : nullptr, y.data_ptr<scalar_t>(), N, I, O);
+                      bias ? bias->const_data_ptr<scalar_t>() : nullptr, y.data_ptr<scalar_t>(), N, I, O, L);
       });
     } else {
-      const auto x2 = xc.view({N, I});
-      y = (bias ? at::addmm(*bias, x2, w.t()) : at::mm(x2, w.t())).view(sizes);
+      const auto x2 = L.merged_in ? merge_heads(xc, L.heads) : xc.view({N, I});
+      y = bias ? at::addmm(*bias, x2, w.t()) : at::mm(x2, w.t());
+      y = L.split_out ? split_heads(y, L.T, L.heads) : y.view(sizes);
     }
     if (bias) {
       ctx->save_for_backward({xc, w, *bias});
     } else {
       ctx->save_for_backward({xc, w});
+    }
+    if (L.merged_in || L.split_out) {
+      ctx->saved_data["layout"] = std::vector<int64_t>{L.T, L.heads, L.merged_in, L.split_out};
     }
     return y;
   }
@@ -90,6 +144,11 @@ struct Linear : torch::autograd::Function<Linear> {
     const Tensor& x = saved[0];
     const Tensor& w = saved[1];
     const bool has_bias = saved.size() == 3;
+    Layout L;
+    if (auto it = ctx->saved_data.find("layout"); it != ctx->saved_data.end()) {
+      const auto v = it->second.toIntVector();
+      L = {v[0], v[1], v[2] != 0, v[3] != 0};
+    }
     const int64_t I = w.size(1), O = w.size(0), N = x.numel() / I;
     const auto dy = grads[0].contiguous();
     const bool need_x = ctx->needs_input_grad(0), need_w = ctx->needs_input_grad(1);
@@ -97,9 +156,12 @@ struct Linear : torch::autograd::Function<Linear> {
     Tensor dx, dw, db;
     if (torch::GradMode::is_enabled() || N * I * O > kLoopMacs) {
       // BLAS for the large, and torch's differentiable ops for a double backward (create_graph).
-      const auto dy2 = dy.view({N, O});
-      if (need_x) dx = dy2.mm(w).view(x.sizes());
-      if (need_w) dw = dy2.t().mm(x.view({N, I}));
+      const auto dy2 = L.split_out ? merge_heads(dy, L.heads) : dy.view({N, O});
+      if (need_x) {
+        dx = dy2.mm(w);
+        dx = L.merged_in ? split_heads(dx, L.T, L.heads).view(x.sizes()) : dx.view(x.sizes());
+      }
+      if (need_w) dw = dy2.t().mm(L.merged_in ? merge_heads(x, L.heads) : x.view({N, I}));
       if (need_b) db = dy2.sum(0);
     } else {
       if (need_x) dx = at::empty_like(x);
@@ -108,10 +170,10 @@ struct Linear : torch::autograd::Function<Linear> {
       AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "attnlab::fused_linear_backward", [&] {
         backward_loops(dy.const_data_ptr<scalar_t>(), x.const_data_ptr<scalar_t>(), w.const_data_ptr<scalar_t>(),
                        need_x ? dx.data_ptr<scalar_t>() : nullptr, need_w ? dw.data_ptr<scalar_t>() : nullptr,
-                       need_b ? db.data_ptr<scalar_t>() : nullptr, N, I, O);
+                       need_b ? db.data_ptr<scalar_t>() : nullptr, N, I, O, L);
       });
     }
-    return {dx, dw, db};
+    return {dx, dw, db, Tensor()};
   }
 };
 
@@ -120,14 +182,13 @@ bool cpu_strided(const Tensor& t) {
          !t._fw_grad(/*level=*/0).defined();
 }
 
-}  // namespace
-
-bool linear_supported(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+/// linear_supported() for an x whose rows have `in` features (its last dimension, or heads of it).
+bool supported(const Tensor& x, int64_t in, const Tensor& weight, const Tensor& bias) {
   if (composed_only() || at::autocast::is_autocast_enabled(at::kCPU)) return false;
   if (!cpu_strided(x) || !cpu_strided(weight) || x.dim() < 1 || weight.dim() != 2) return false;
   const auto dtype = x.scalar_type();
   if ((dtype != at::kFloat && dtype != at::kDouble) || weight.scalar_type() != dtype) return false;
-  if (weight.size(1) < 1 || weight.size(1) != x.size(-1)) return false;
+  if (weight.size(1) < 1 || weight.size(1) != in) return false;
   if (bias.defined()) {
     if (!cpu_strided(bias) || bias.scalar_type() != dtype || bias.dim() != 1 || bias.size(0) != weight.size(0)) {
       return false;
@@ -136,9 +197,45 @@ bool linear_supported(const Tensor& x, const Tensor& weight, const Tensor& bias)
   return true;
 }
 
+}  // namespace
+
+bool linear_supported(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  return x.dim() >= 1 && supported(x, x.size(-1), weight, bias);
+}
+
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   if (!linear_supported(x, weight, bias)) return torch::linear(x, weight, bias);
-  return Linear::apply(x, weight, bias.defined() ? std::optional<Tensor>(bias) : std::nullopt);
+  return Linear::apply(x, weight, bias.defined() ? std::optional<Tensor>(bias) : std::nullopt, Layout{});
+}
+
+Tensor linear_split_heads(const Tensor& x, const Tensor& weight, const Tensor& bias, int64_t heads, bool fold) {
+  TORCH_CHECK(x.dim() == 3 && heads >= 1 && weight.dim() == 2 && weight.size(0) % heads == 0,
+              "linear_split_heads: expected x [B, T, in] and weight [out, in] with heads (", heads,
+              ") dividing out, found ", x.sizes(), " and ", weight.sizes());
+  const int64_t B = x.size(0), T = x.size(1), d = weight.size(0) / heads;
+  Tensor y;  // [B, heads, T, d]
+  if (!linear_supported(x, weight, bias) || T == 0) {
+    y = torch::linear(x, weight, bias).reshape({B, T, heads, d}).permute({0, 2, 1, 3}).contiguous();
+  } else {
+    y = Linear::apply(x, weight, bias.defined() ? std::optional<Tensor>(bias) : std::nullopt,
+                      Layout{T, heads, false, true});
+  }
+  return fold ? y.view({B * heads, T, d}) : y;
+}
+
+Tensor linear_merge_heads(const Tensor& x, const Tensor& weight, const Tensor& bias, int64_t heads) {
+  TORCH_CHECK(
+      x.dim() == 3 && heads >= 1 && x.size(0) % heads == 0 && weight.dim() == 2 && weight.size(1) == heads * x.size(2),
+      "linear_merge_heads: expected x [B * heads, T, d] with heads = ", heads, " and weight [out, heads * d], found ",
+      x.sizes(), " and ", weight.sizes());
+  const int64_t T = x.size(1);
+  if (!supported(x, heads * x.size(2), weight, bias) || T == 0) {
+    const int64_t B = x.size(0) / heads;
+    const auto merged = x.reshape({B, heads, T, x.size(2)}).permute({0, 2, 1, 3}).reshape({B, T, weight.size(1)});
+    return torch::linear(merged, weight, bias);
+  }
+  return Linear::apply(x, weight, bias.defined() ? std::optional<Tensor>(bias) : std::nullopt,
+                       Layout{T, heads, true, false});
 }
 
 }  // namespace attnlab::nn::fused

@@ -26,4 +26,14 @@ bool linear_supported(const torch::Tensor& x, const torch::Tensor& weight, const
 /// linear_supported(), else torch::linear itself.
 torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias);
 
+/// linear(x, weight, bias) split into heads as one node: x [B, T, in] -> [B, heads, T, out / heads]
+/// contiguous, or [B * heads, T, out / heads] with `fold` (nn::transpose_qkv of the linear layer).
+torch::Tensor linear_split_heads(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
+                                 int64_t heads, bool fold);
+
+/// The heads merged into a linear layer as one node: x [B * heads, T, d] -> [B, T, out], that is
+/// linear(nn::transpose_output(x, heads), weight, bias) with weight [out, heads * d].
+torch::Tensor linear_merge_heads(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
+                                 int64_t heads);
+
 }  // namespace attnlab::nn::fused
