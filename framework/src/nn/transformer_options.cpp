@@ -42,8 +42,8 @@ config::Binding<TransformerConfig> transformer_binding(AttentionRoles roles, con
               {.min = 0.0, .max = 1.0})
       .option("fused", &C::fused,
               "fused CPU kernels (residual + dropout + layer norm in one pass; the attention core, masked softmax + "
-              "dropout + weighted sum, as one autograd node; their own dropout stream); false: the reference "
-              "composition of torch ops")
+              "dropout + weighted sum, as one autograd node; their own dropout stream; the linear layers, the "
+              "heads' split and merge included, as one node each); false: the reference composition of torch ops")
       .unbound(attention_option(roles, kTransformerScorer));
 }
 

@@ -30,7 +30,7 @@ struct TransformerBlockOptions {
   TORCH_ARG(double, layer_norm_eps) = 1e-5;       // every LayerNorm's epsilon (Keras: 1e-3, TF lab: 1e-6)
   TORCH_ARG(bool, ffn_conv1d) = false;            // FFN as two kernel-size-1 Conv1d (TF lab)
   TORCH_ARG(bool, per_head_projections) = false;  // W_q/W_k/W_v as [heads, H, H / heads] (TF lab)
-  TORCH_ARG(bool, fused) = true;                  // fused CPU kernels: add & norm (nn/fused.hpp), attention core
+  TORCH_ARG(bool, fused) = true;                  // fused CPU kernels: add & norm (nn/fused.hpp), attention, linears
 };
 
 /// Self-attention + add&norm, FFN + add&norm. Its scorer is asked for with role Self, not causal,
@@ -134,7 +134,7 @@ struct TransformerOptions {
   TORCH_ARG(bool, per_head_projections) = false;  // W_q/W_k/W_v weights [heads, H, H / heads]
   TORCH_ARG(bool, tie_embeddings) = false;        // decoder: logits = h @ embedding.weight^T (no output bias)
   TORCH_ARG(bool, output_softmax) = false;        // decoder: forward returns softmax probabilities
-  TORCH_ARG(bool, fused) = true;                  // add & norm, attention core as fused CPU kernels; false: torch ops
+  TORCH_ARG(bool, fused) = true;                  // add & norm, attention, linears fused on CPU; false: torch ops
 
  public:
   /// The per-block options these imply.
