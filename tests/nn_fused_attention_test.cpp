@@ -9,6 +9,7 @@
 #include <attnlab/nn/transformer.hpp>
 
 #include "nn/fused_attention.hpp"
+#include "testing/autograd_graph.hpp"
 #include "testing/gradcheck.hpp"
 #include "testing/testing.hpp"
 
@@ -180,21 +181,7 @@ TEST_F(FusedAttention, TakesOnlyWhatItCanCompute) {
 }
 
 /// Whether the autograd graph behind `out` holds the fused core's node.
-bool graph_has_fused_attention(const Tensor& out) {
-  std::vector<torch::autograd::Node*> todo{out.grad_fn().get()};
-  std::vector<torch::autograd::Node*> seen;
-  while (!todo.empty()) {
-    auto* node = todo.back();
-    todo.pop_back();
-    if (node == nullptr || std::find(seen.begin(), seen.end(), node) != seen.end()) continue;
-    seen.push_back(node);
-    if (node->name().find("fused") != std::string::npos && node->name().find("Attention") != std::string::npos) {
-      return true;
-    }
-    for (const auto& edge : node->next_edges()) todo.push_back(edge.function.get());
-  }
-  return false;
-}
+bool graph_has_fused_attention(const Tensor& out) { return testutil::nodes_named(out, {"fused", "Attention"}) > 0; }
 
 TEST_F(FusedAttention, TheTransformerTakesItUnlessFusedIsFalse) {
   for (const bool fused_option : {true, false}) {

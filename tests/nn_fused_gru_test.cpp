@@ -4,6 +4,7 @@
 // (--gtest_also_run_disabled_tests --gtest_filter='*Microbenchmark*').
 #include <attnlab/nn/fused_gru.hpp>
 
+#include "testing/autograd_graph.hpp"
 #include "testing/gradcheck.hpp"
 #include "testing/testing.hpp"
 
@@ -14,7 +15,6 @@
 #include <cstdio>
 #include <functional>
 #include <map>
-#include <set>
 #include <sstream>
 #include <string>
 #include <tuple>
@@ -252,17 +252,7 @@ TEST(FusedGru, DropoutBetweenLayersIsTorchsFromTheSameGeneratorState) {
 }
 
 /// Autograd nodes reachable from t.
-size_t graph_nodes(const Tensor& t) {
-  std::set<torch::autograd::Node*> seen;
-  std::vector<torch::autograd::Node*> todo{t.grad_fn().get()};
-  while (!todo.empty()) {
-    auto* n = todo.back();
-    todo.pop_back();
-    if (n == nullptr || !seen.insert(n).second) continue;
-    for (const auto& e : n->next_edges()) todo.push_back(e.function.get());
-  }
-  return seen.size();
-}
+size_t graph_nodes(const Tensor& t) { return testutil::graph_nodes(t).size(); }
 
 TEST(FusedGru, OneAutogradNodePerLayerWhateverTheLength) {
   torch::manual_seed(0);

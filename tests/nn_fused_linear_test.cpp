@@ -10,6 +10,7 @@
 
 #include "nn/fused_attention.hpp"
 #include "nn/fused_linear.hpp"
+#include "testing/autograd_graph.hpp"
 #include "testing/gradcheck.hpp"
 #include "testing/testing.hpp"
 
@@ -70,21 +71,8 @@ void expect_same_forward_and_gradients(const Tensor& out, const Tensor& expected
   for (size_t i = 0; i < got.size(); ++i) EXPECT_ALLCLOSE(got[i], want[i], 1e-5, 1e-5) << "leaf " << i;
 }
 
-/// Whether the autograd graph behind `out` holds the fused linear layer's node.
-int fused_linear_nodes(const Tensor& out) {
-  std::vector<torch::autograd::Node*> todo{out.grad_fn().get()};
-  std::vector<torch::autograd::Node*> seen;
-  int found = 0;
-  while (!todo.empty()) {
-    auto* node = todo.back();
-    todo.pop_back();
-    if (node == nullptr || std::find(seen.begin(), seen.end(), node) != seen.end()) continue;
-    seen.push_back(node);
-    if (node->name().find("fused") != std::string::npos && node->name().find("Linear") != std::string::npos) ++found;
-    for (const auto& edge : node->next_edges()) todo.push_back(edge.function.get());
-  }
-  return found;
-}
+/// The fused linear layer's nodes in the autograd graph behind `out`.
+int fused_linear_nodes(const Tensor& out) { return testutil::nodes_named(out, {"fused", "Linear"}); }
 
 class FusedLinear : public SeededTest {};
 

@@ -64,7 +64,8 @@ void backward_loops(const T* dy, const T* x, const T* w, T* dx, T* dw, T* db, in
                     const Layout& L) {
   if (dw != nullptr) std::fill(dw, dw + O * I, T(0));
   if (db != nullptr) std::fill(db, db + O, T(0));
-  std::vector<T> xbuf(L.merged_in ? I : 0), dybuf(L.split_out ? O : 0), dxbuf(I);
+  std::vector<T> xbuf(L.merged_in ? I : 0), dybuf(L.split_out ? O : 0),
+      dxbuf(L.merged_in && dx != nullptr ? I : 0);
   for (int64_t n = 0; n < N; ++n) {
     const T* xr = dw != nullptr ? row(x, n, I, L.merged_in, L, xbuf.data()) : nullptr;
     const T* dyr = row(dy, n, O, L.split_out, L, dybuf.data());
