@@ -14,6 +14,10 @@ using tools::add_plugin_path_option;
 using tools::not_an_option;
 using tools::parse_command_line;
 
+/// runner-torch's main (main.cpp): an experiment run or a subcommand, errors printed, the exit code.
+/// A local sweep's fork server (sweep_fork.hpp) calls it for each run.
+int runner_main(int argc, char** argv);
+
 /// `runner plugins [NAME] [--plugin-path DIR]`: list plugins, or one plugin's options.
 int cmd_plugins(int argc, char** argv);
 

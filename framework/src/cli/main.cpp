@@ -83,7 +83,9 @@ int dispatch(int argc, char** argv) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+namespace attnlab::cli {
+
+int runner_main(int argc, char** argv) {
   spdlog::set_pattern("[%H:%M:%S] %^%l%$ %v");
   try {
     return dispatch(argc, argv);
@@ -94,3 +96,7 @@ int main(int argc, char** argv) {
   }
   return 1;
 }
+
+}  // namespace attnlab::cli
+
+int main(int argc, char** argv) { return attnlab::cli::runner_main(argc, argv); }

@@ -227,6 +227,8 @@ int cmd_sweep(int argc, char** argv) {
   if (auto code = parse_command_line(app, argc, argv, "runner sweep")) return *code;
   const std::string target = positional[0];
   const std::vector<std::string> args(positional.begin() + 1, positional.end());
+  // Before anything below loads a plugin or runs a torch op (check_runs builds every model).
+  const auto server = dry_run || launcher == "slurm" ? nullptr : ForkServer::start(runner_main);
 
   Manifest m;
   std::string dir;
@@ -329,7 +331,7 @@ int cmd_sweep(int argc, char** argv) {
     return 0;
   }
   std::cerr << fmt::format("runner sweep: {} runs in {} ({} at a time)\n", jobs.size(), dir, m.jobs);
-  return run_local(dir, m, jobs, {m.jobs, fail_fast});
+  return run_local(dir, m, jobs, {m.jobs, fail_fast, server.get()});
 }
 
 }  // namespace attnlab::cli

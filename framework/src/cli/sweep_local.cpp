@@ -69,15 +69,27 @@ struct Child {
 /// Starts `args` with stdout and stderr appended to `log` (after a header line), in a process group
 /// of its own (a terminal's ^C reaches the sweep alone, which forwards SIGTERM), and with SIGTERM
 /// as its parent-death signal (a sweep killed outright takes its runs with it).
-/// `program` is what runs: this program (the runner's LibTorch part), which is what bin/runner in
-/// args[0] would hand the run to anyway, minus bin/runner's own start (about 70 ms a run).
-pid_t spawn(const std::string& program, const std::vector<std::string>& args, const std::string& log, int attempt) {
-  std::string header = fmt::format("==== {} attempt {}:", utc_now(), attempt);
-  for (const auto& a : args) header += " " + shell_quote(a);
-  header += "\n";
+/// The run is forked from `server` when there is one (null once it is gone); else `program` is
+/// exec'd: this program (the runner's LibTorch part), which is what bin/runner in args[0] would
+/// hand the run to anyway, minus bin/runner's own start (about 70 ms a run).
+pid_t spawn(ForkServer*& server, const std::string& program, const std::vector<std::string>& args,
+            const std::string& log, int attempt) {
+  const auto header = [&](const char* how) {
+    std::string h = fmt::format("==== {}{} attempt {}:", utc_now(), how, attempt);
+    for (const auto& a : args) h += " " + shell_quote(a);
+    return h + "\n";
+  };
   const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   ATTNLAB_CHECK(fd >= 0, ResultsError, "cannot open the run's log {}", log);
-  if (::write(fd, header.data(), header.size()) < 0) {
+  if (server != nullptr) {
+    if (const pid_t pid = server->spawn(args, log, header(" (forked)")); pid > 0) {
+      ::close(fd);
+      return pid;
+    }
+    std::fprintf(stderr, "runner sweep: the fork server is gone; this run and the rest are exec'd\n");
+    server = nullptr;
+  }
+  if (const auto h = header(""); ::write(fd, h.data(), h.size()) < 0) {
     ::close(fd);
     throw ResultsError(fmt::format("cannot write the run's log {}", log));
   }
@@ -195,6 +207,7 @@ int run_local(const std::string& dir, Manifest& m, const std::vector<Job>& jobs,
   const std::string runner = runner_path();  // what the logs and the manifest name
   const std::string program = fs::read_symlink("/proc/self/exe").string();
   SignalScope signals;
+  ForkServer* server = options.server;
   ProgressLine progress(options.jobs);
   std::map<pid_t, Child> running;
   std::map<pid_t, bool> stopped;  // children the sweep sent SIGTERM
@@ -242,7 +255,8 @@ int run_local(const std::string& dir, Manifest& m, const std::vector<Job>& jobs,
       r.seconds = 0;
       ++r.attempts;
       save();  // "running" is on disk before the child exists: a crash here leaves it for --resume
-      const pid_t pid = spawn(program, run_command(runner, dir, m, job), (fs::path(dir) / r.log).string(), r.attempts);
+      const pid_t pid =
+          spawn(server, program, run_command(runner, dir, m, job), (fs::path(dir) / r.log).string(), r.attempts);
       running[pid] = {job.run, Clock::now()};
       progress.show(m, running, jobs.size() - next);
     }

@@ -1,10 +1,12 @@
 #pragma once
-// `runner sweep`'s local launcher: the runs as child runner processes (this same binary), --jobs at
-// a time, each one's stdout and stderr appended to its log, the manifest rewritten on every change.
+// `runner sweep`'s local launcher: the runs as child runner processes (forked from the fork server,
+// sweep_fork.hpp, else exec'd: this same binary), --jobs at a time, each one's stdout and stderr
+// appended to its log, the manifest rewritten on every change.
 #include <cstddef>
 #include <string>
 #include <vector>
 
+#include "cli/sweep_fork.hpp"
 #include "cli/sweep_manifest.hpp"
 
 namespace attnlab::cli::sweep {
@@ -17,6 +19,7 @@ struct Job {
 struct LaunchOptions {
   int jobs = 1;
   bool fail_fast = false;  // after the first failed run: start no other, stop the running ones
+  ForkServer* server = nullptr;  // forks the runs; without it (or once it is gone) each run is exec'd
 };
 
 /// The child's command line: runner, the experiment, the plain overrides, the run's axis overrides,
