@@ -1,8 +1,8 @@
 // A local sweep's runs forked from its fork server (framework/src/cli/sweep_fork.hpp), with the real
 // runner: their results files equal those of the same sweep with every run exec'd
-// (ATTNLAB_SWEEP_EXEC=1); their logs hold no colour codes when the sweep has a terminal; a forked
-// run is the sweep's child in its own process group and dies with a sweep killed outright (marked
-// interrupted); a server that is gone leaves the rest exec'd.
+// (ATTNLAB_SWEEP_EXEC=1); their logs hold no colour codes when the sweep has a terminal; runs that
+// may use CUDA are exec'd; a forked run is the sweep's child in its own process group and dies with
+// a sweep killed outright (marked interrupted); a server that is gone leaves the rest exec'd.
 #include <attnlab/results/reader.hpp>
 
 #include "testing/runner.hpp"
@@ -146,6 +146,21 @@ TEST_F(SweepFork, LogsOfASweepOnATerminalHaveNoColours) {
     EXPECT_TRUE(contains(log, "info completed")) << log;
     EXPECT_FALSE(contains(log, "\033[")) << log;
   }
+}
+
+// Runs that may use CUDA are exec'd as before the server (it has not been tried with CUDA): a
+// run with `device: cuda` (which fails here without a GPU, and trains on one), and `auto` where
+// CUDA is available; `auto` without CUDA is forked.
+TEST_F(SweepFork, RunsThatMayUseCudaAreExecd) {
+  run({"sweep", kTiny, "device=cuda", "seed=0", "trainer.max_epochs=1", "-o", tmp_ + "/cuda"});
+  const auto cuda_log = testutil::read_file(tmp_ + "/cuda/run.log");
+  EXPECT_TRUE(contains(cuda_log, "attempt 1:")) << cuda_log;
+  EXPECT_FALSE(contains(cuda_log, "(forked)")) << cuda_log;
+  auto r = run({"sweep", kTiny, "device=auto", "seed=0", "trainer.max_epochs=1", "-o", tmp_ + "/auto"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto auto_log = testutil::read_file(tmp_ + "/auto/run.log");
+  EXPECT_TRUE(contains(auto_log, "attempt 1:")) << auto_log;
+  EXPECT_EQ(contains(auto_log, "(forked)"), !contains(auto_log, "on cuda")) << auto_log;
 }
 
 // A forked run is the sweep's own child (reparented from the server's middle process) in a process

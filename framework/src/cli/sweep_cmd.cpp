@@ -8,9 +8,10 @@
 #include <attnlab/run/experiment.hpp>
 #include <attnlab/train/trainer.hpp>
 
-#include <CLI/CLI.hpp>
 #include <fmt/chrono.h>
 #include <fmt/format.h>
+#include <torch/cuda.h>
+#include <CLI/CLI.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -67,15 +68,19 @@ void build_run(config::Node root, const std::vector<std::string>& plugin_dirs) {
   trainer->check(tc);
 }
 
+struct RunsChecked {
+  bool sets_threads = false;  // any run sets `threads` (the experiment, an axis or an override)
+  bool uses_cuda = false;     // any run says `device: cuda`, or `auto` where CUDA is available
+};
+
 /// Every run's config, as the runner will load it, checked before anything starts; then each
 /// distinct dataset + model + trainer built once, as the runner would build it (a plugin's own
-/// refusal is found before run 1 trains, not when run 2 starts). An error names the run. Returns
-/// whether any run sets `threads` (the experiment, an axis or an override).
-bool check_runs(const Manifest& m, const std::vector<std::string>& plugin_dirs) {
+/// refusal is found before run 1 trains, not when run 2 starts). An error names the run.
+RunsChecked check_runs(const Manifest& m, const std::vector<std::string>& plugin_dirs) {
   plugin::Registry registry;
   for (const auto& d : plugin_dirs) registry.add_search_dir(d);
   registry.discover();
-  bool sets_threads = false;
+  RunsChecked checked;
   std::vector<std::pair<const ManifestRun*, config::Node>> roots;
   for (const auto& r : m.runs) {
     std::vector<std::string> overrides = m.spec.overrides;
@@ -83,7 +88,10 @@ bool check_runs(const Manifest& m, const std::vector<std::string>& plugin_dirs) 
     try {
       auto root = config::load_experiment(m.spec.experiment, overrides);
       run::validate_experiment(root, registry);
-      sets_threads = sets_threads || root.has("threads");
+      checked.sets_threads = checked.sets_threads || root.has("threads");
+      const auto* device = root.find("device");
+      const std::string where = device != nullptr && device->is_scalar() ? device->str() : "cpu";
+      checked.uses_cuda = checked.uses_cuda || where == "cuda" || (where == "auto" && torch::cuda::is_available());
       roots.emplace_back(&r, std::move(root));
     } catch (const ConfigError& e) {
       throw ConfigError(fmt::format("sweep run '{}': {}", r.name, e.what()));
@@ -104,7 +112,7 @@ bool check_runs(const Manifest& m, const std::vector<std::string>& plugin_dirs) 
       throw DataError(fmt::format("sweep run '{}': {}", r->name, e.what()));
     }
   }
-  return sets_threads;
+  return checked;
 }
 
 /// One sweep per folder at a time: <dir>/sweep.yaml.lock holds the launching sweep's pid until it
@@ -228,9 +236,15 @@ int cmd_sweep(int argc, char** argv) {
   const std::string target = positional[0];
   const std::vector<std::string> args(positional.begin() + 1, positional.end());
   // Before anything below loads a plugin or runs a torch op (check_runs builds every model).
-  const auto server = dry_run || launcher == "slurm" ? nullptr : ForkServer::start(runner_main);
+  auto server = dry_run || launcher == "slurm" ? nullptr : ForkServer::start(runner_main);
 
   Manifest m;
+  // Runs on a GPU are exec'd, as before the server: it has not been tried with CUDA yet.
+  const auto check = [&](const std::vector<std::string>& dirs) {
+    const auto checked = check_runs(m, dirs);
+    if (checked.uses_cuda) server.reset();
+    return checked;
+  };
   std::string dir;
   std::vector<Job> jobs;
   std::unique_ptr<results::WriterLock> lock;  // held until the sweep ends (not for --dry-run)
@@ -249,7 +263,7 @@ int cmd_sweep(int argc, char** argv) {
       m.jobs = n_jobs;
       if (m.threads) m.threads = threads_per_run(n_jobs);
     }
-    check_runs(m, m.plugin_dirs);
+    check(m.plugin_dirs);
     jobs = resume_jobs(dir, m);
   } else {
     // POSIX checks (files::problem), never std::filesystem's throwing ones: a symlink loop is named.
@@ -284,7 +298,7 @@ int cmd_sweep(int argc, char** argv) {
     }
     m.launcher = launcher.empty() ? "local" : launcher;
     // A Slurm task gets its cores from Slurm (--sbatch-arg=--cpus-per-task=N), not from --jobs.
-    if (!check_runs(m, plugin_dirs) && m.launcher == "local") m.threads = threads_per_run(m.jobs);
+    if (!check(plugin_dirs).sets_threads && m.launcher == "local") m.threads = threads_per_run(m.jobs);
     dir = !output.empty() ? output : !m.spec.output.empty() ? m.spec.output : default_folder(experiment_name(m.spec.experiment));
     const auto manifest = (fs::path(dir) / kManifestName).string();
     const auto manifest_why = files::problem(manifest, files::Want::File);
