@@ -87,11 +87,11 @@ class FakeScript(unittest.TestCase):
                             "C++ has 3.14158274f, fake_golden.py prints 3.14159274")
 
     def test_float32_tolerance_is_the_stated_one(self):
-        # Within 1e-7 + 1e-6 * |0.5| = 6e-7: a difference of 5e-7 passes, one of 1e-6 fails.
-        self.write("// a test\n" + self.block.replace("0.5f", "0.5000005f") + USE)
+        # Within 5e-7 + 1e-6 * |0.5| = 1e-6: a difference of 9e-7 passes, one of 1.5e-6 fails.
+        self.write("// a test\n" + self.block.replace("0.5f", "0.5000009f") + USE)
         self.assertEqual(self.check()[0], 0)
-        self.write("// a test\n" + self.block.replace("0.5f", "0.500001f") + USE)
-        self.expect_failure("kFloats[0]", "C++ has 0.500001f, fake_golden.py prints 0.5 (|difference|")
+        self.write("// a test\n" + self.block.replace("0.5f", "0.5000015f") + USE)
+        self.expect_failure("kFloats[0]", "C++ has 0.5000015f, fake_golden.py prints 0.5 (|difference|")
 
     def test_a_changed_double_string_int_or_field_fails(self):
         for old, new, key in [("0.6580370064762462", "0.6580370064762562", "kDouble"),
