@@ -2,6 +2,7 @@
 #include "nn/fused_attention.hpp"
 
 #include "nn/fused_kernels.hpp"
+#include "nn/fused_linear.hpp"
 #include "nn/mask_memo.hpp"
 
 #include <ATen/Dispatch.h>
@@ -33,6 +34,35 @@ Tensor valid_counts(const Tensor& valid_lens, int64_t B, int64_t Q, int64_t K) {
   })[0];
 }
 
+/// a @ b over the batch: a [B, M, P] (read transposed when `ta`: stored [B, P, M]), b [B, P, N]
+/// (`tb`: stored [B, N, P]) -> [B, M, N] contiguous. Up to kLoopMacs multiply-adds as plain loops
+/// over the strides (no transpose view, no bmm dispatch: at the corners' sizes, [48, 3, 2], the
+/// bmm and its views were most of the core's cost), at::bmm above.
+Tensor product(const Tensor& a, bool ta, const Tensor& b, bool tb) {
+  const int64_t B = a.size(0), M = a.size(ta ? 2 : 1), P = a.size(ta ? 1 : 2), N = b.size(tb ? 1 : 2);
+  if (B * M * N * P > kLoopMacs) return at::bmm(ta ? a.transpose(1, 2) : a, tb ? b.transpose(1, 2) : b);
+  auto c = at::empty({B, M, N}, a.options());
+  const int64_t sa0 = a.stride(0), sam = a.stride(ta ? 2 : 1), sap = a.stride(ta ? 1 : 2);
+  const int64_t sb0 = b.stride(0), sbp = b.stride(tb ? 2 : 1), sbn = b.stride(tb ? 1 : 2);
+  AT_DISPATCH_FLOATING_TYPES(a.scalar_type(), "attnlab::fused_attention_product", [&] {
+    const scalar_t* pa = a.const_data_ptr<scalar_t>();
+    const scalar_t* pb = b.const_data_ptr<scalar_t>();
+    scalar_t* pc = c.data_ptr<scalar_t>();
+    for (int64_t n = 0; n < B; ++n) {
+      for (int64_t i = 0; i < M; ++i) {
+        const scalar_t* ar = pa + n * sa0 + i * sam;
+        for (int64_t j = 0; j < N; ++j) {
+          const scalar_t* bc = pb + n * sb0 + j * sbn;
+          scalar_t acc = 0;
+          for (int64_t p = 0; p < P; ++p) acc += ar[p * sap] * bc[p * sbp];
+          *pc++ = acc;
+        }
+      }
+    }
+  });
+  return c;
+}
+
 /// The valid counts, not a tensor argument of the autograd function (those must be defined).
 struct Counts {
   Tensor rows;  // int64 [B * Q], or undefined: every key valid
@@ -47,7 +77,7 @@ struct Attention : torch::autograd::Function<Attention> {
                         Tensor* keep_out) {
     const int64_t B = q.size(0), Q = q.size(1), K = k.size(1);
     const Tensor& counts = valid.rows;
-    auto probs = at::bmm(q, k.transpose(1, 2));  // [B, Q, K]: the scores, then (in place) the weights
+    auto probs = product(q, false, k, true);     // [B, Q, K]: the scores, then (in place) the weights
     Tensor keep, dropped;                        // [B, Q, K] each, when a mask is drawn
     if (d.active) {
       keep = at::empty({B, Q, K}, probs.options().dtype(at::kBool));
@@ -72,7 +102,7 @@ struct Attention : torch::autograd::Function<Attention> {
     ctx->saved_data["scale"] = scale;
     ctx->saved_data["keep_prob"] = d.keep_prob;
     if (keep_out != nullptr) *keep_out = keep;
-    return at::bmm(weights, v);  // [B, Q, Dv]
+    return product(weights, false, v, false);  // [B, Q, Dv]
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
@@ -85,10 +115,10 @@ struct Attention : torch::autograd::Function<Attention> {
     // The bias, when given, is the fourth input with an edge.
     const bool bias_grad = ctx->saved_data["bias"].toBool() && ctx->needs_input_grad(3);
     Tensor dq, dk, dv, dbias;
-    if (ctx->needs_input_grad(2)) dv = at::bmm(weights.transpose(1, 2), dout);  // [B, K, Dv]
+    if (ctx->needs_input_grad(2)) dv = product(weights, true, dout, false);  // [B, K, Dv]
     if (ctx->needs_input_grad(0) || ctx->needs_input_grad(1) || bias_grad) {
       if (bias_grad) dbias = at::empty(probs.sizes(), probs.options());  // [B, Q, K]
-      auto dscores = at::bmm(dout, v.transpose(1, 2));  // [B, Q, K]: d weights, then (in place) d scores
+      auto dscores = product(dout, false, v, true);  // [B, Q, K]: d weights, then (in place) d scores
       Dropout d;
       d.active = keep.defined();
       d.keep_prob = ctx->saved_data["keep_prob"].toDouble();
@@ -104,8 +134,8 @@ struct Attention : torch::autograd::Function<Attention> {
                                     d};
         kernels::softmax_backward_all(a, probs.size(0) * probs.size(1));
       });
-      if (ctx->needs_input_grad(0)) dq = at::bmm(dscores, k);                 // [B, Q, D]
-      if (ctx->needs_input_grad(1)) dk = at::bmm(dscores.transpose(1, 2), q);  // [B, K, D]
+      if (ctx->needs_input_grad(0)) dq = product(dscores, false, k, false);  // [B, Q, D]
+      if (ctx->needs_input_grad(1)) dk = product(dscores, true, q, false);   // [B, K, D]
     }
     return {dq, dk, dv, dbias, Tensor(), Tensor(), Tensor(), Tensor()};
   }
