@@ -4,7 +4,9 @@
 // memory; on the widths of the book's models (6..256) that overhead is most of the time.
 #include <attnlab/nn/fused.hpp>
 
+#include "nn/fused_attention.hpp"
 #include "nn/fused_kernels.hpp"
+#include "nn/fused_norm.hpp"
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Dispatch.h>
@@ -94,6 +96,63 @@ struct AddDropoutLayerNorm : torch::autograd::Function<AddDropoutLayerNorm> {
   }
 };
 
+/// layer_norm(x) as one autograd node. x [..., H]; weight, bias [H]. Saves x, mean and rstd [rows].
+struct LayerNorm : torch::autograd::Function<LayerNorm> {
+  static Tensor forward(AutogradContext* ctx, const Tensor& x, const Tensor& weight, const Tensor& bias, double eps) {
+    const auto xc = x.contiguous(), wc = weight.contiguous(), bc = bias.contiguous();
+    const int64_t H = x.size(-1), rows = x.numel() / H;
+    auto out = at::empty(x.sizes(), xc.options());  // [..., H]
+    auto mean = at::empty({rows}, xc.options());    // [rows]
+    auto rstd = at::empty({rows}, xc.options());    // [rows]
+    AT_DISPATCH_FLOATING_TYPES(xc.scalar_type(), "attnlab::layer_norm", [&] {
+      NormForward<scalar_t> a{xc.const_data_ptr<scalar_t>(),
+                              nullptr,
+                              wc.const_data_ptr<scalar_t>(),
+                              bc.const_data_ptr<scalar_t>(),
+                              out.data_ptr<scalar_t>(),
+                              mean.data_ptr<scalar_t>(),
+                              rstd.data_ptr<scalar_t>(),
+                              nullptr,
+                              H,
+                              static_cast<scalar_t>(eps),
+                              Dropout{}};
+      kernels::norm_forward_all(a, rows);
+    });
+    ctx->save_for_backward({xc, wc, mean, rstd});
+    return out;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const Tensor &x = saved[0], &w = saved[1], &mean = saved[2], &rstd = saved[3];
+    const auto dout = grads[0].contiguous();  // [..., H]
+    const int64_t H = x.size(-1), rows = x.numel() / H;
+    const bool affine = ctx->needs_input_grad(1) || ctx->needs_input_grad(2);
+    auto dx = at::empty(x.sizes(), x.options());  // [..., H]
+    Tensor dw = affine ? at::empty({H}, w.options()) : Tensor();
+    Tensor db = affine ? at::empty({H}, w.options()) : Tensor();
+    AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "attnlab::layer_norm_backward", [&] {
+      NormBackward<scalar_t> a{dout.const_data_ptr<scalar_t>(),
+                               x.const_data_ptr<scalar_t>(),
+                               nullptr,
+                               nullptr,
+                               w.const_data_ptr<scalar_t>(),
+                               mean.const_data_ptr<scalar_t>(),
+                               rstd.const_data_ptr<scalar_t>(),
+                               dx.data_ptr<scalar_t>(),
+                               nullptr,
+                               nullptr,
+                               rows,
+                               H,
+                               0,
+                               Dropout{}};
+      kernels::norm_backward_all(a, affine ? dw.data_ptr<scalar_t>() : nullptr,
+                                 affine ? db.data_ptr<scalar_t>() : nullptr);
+    });
+    return {dx, dw, db, Tensor()};
+  }
+};
+
 /// x + dropout(y) with a drawn mask as one autograd node. x, y [..., H].
 struct AddDropout : torch::autograd::Function<AddDropout> {
   static Tensor forward(AutogradContext* ctx, const Tensor& x, const Tensor& y, Dropout d, Tensor* keep_out) {
@@ -165,6 +224,13 @@ Tensor add_dropout_layer_norm(const Tensor& x, const Tensor& y, const Tensor& we
     return torch::layer_norm(torch::dropout(y, p, training) + x, {x.size(-1)}, weight, bias, eps);
   }
   return AddDropoutLayerNorm::apply(x, y, weight, bias, draw_dropout(p), eps, keep);
+}
+
+Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps) {
+  if (composed_only() || !weight.defined() || !bias.defined() || !supported(x, x, weight, bias) || x.numel() == 0) {
+    return torch::layer_norm(x, {x.size(-1)}, weight, bias, eps);
+  }
+  return LayerNorm::apply(x, weight, bias, eps);
 }
 
 Tensor add_dropout(const Tensor& x, const Tensor& y, double p, bool training, Tensor* keep) {

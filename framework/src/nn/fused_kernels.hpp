@@ -19,7 +19,7 @@ struct Dropout {
 };
 
 /// layer_norm(x + dropout(y)) of rows [r0, r1). x, y, out, keep [rows, H]; w, b [H]; mean, rstd
-/// [rows] (saved for backward).
+/// [rows] (saved for backward). y null (no dropout then): layer_norm(x).
 template <class T>
 struct NormForward {
   const T* x;
@@ -36,8 +36,8 @@ struct NormForward {
 };
 
 /// Its gradients for the rows of chunks [c0, c1), chunk c being rows [c * chunk, (c + 1) * chunk):
-/// dx = dz (z = x + dropout(y)); dy = dz * keep / keep_prob (when dy is given: a mask was drawn
-/// and y needs a gradient); dw, db of each chunk into partial [chunks, 2, H] (when given), summed
+/// dx = dz (z = x + dropout(y), or x when y is null); dy = dz * keep / keep_prob (when dy is given:
+/// a mask was drawn and y needs a gradient); dw, db of each chunk into partial [chunks, 2, H] (when given), summed
 /// over the chunk's rows in order.
 template <class T>
 struct NormBackward {

@@ -168,7 +168,7 @@ void norm_forward_rows(const NormForward<T>& a, int64_t r0, int64_t r1) {
   if (a.d.active) draw_keep(a.d, r0 * H, (r1 - r0) * H, a.keep + r0 * H);
   for (int64_t r = r0; r < r1; ++r) {
     const T* x = a.x + r * H;
-    const T* y = a.y + r * H;
+    const T* y = a.y != nullptr ? a.y + r * H : nullptr;  // null: layer_norm(x)
     T* z = a.out + r * H;  // z = x + dropout(y), normalised in place below
     Vec<T> acc(T(0));
     T sum = 0;
@@ -181,6 +181,13 @@ void norm_forward_rows(const NormForward<T>& a, int64_t r0, int64_t r1) {
         acc = acc + zj;
       }
       for (; j < H; ++j) sum += z[j] = x[j] + y[j] * factor[j];
+    } else if (y == nullptr) {
+      for (; j < body; j += V) {
+        auto zj = Vec<T>::loadu(x + j);
+        zj.store(z + j);
+        acc = acc + zj;
+      }
+      for (; j < H; ++j) sum += z[j] = x[j];
     } else {
       for (; j < body; j += V) {
         auto zj = Vec<T>::loadu(x + j) + Vec<T>::loadu(y + j);
@@ -229,7 +236,7 @@ void norm_backward_chunks(const NormBackward<T>& a, int64_t c0, int64_t c1) {
     for (int64_t r = c * a.chunk; r < end; ++r) {
       const T* go = a.dout + r * H;
       const T* x = a.x + r * H;
-      const T* y = a.y + r * H;
+      const T* y = a.y != nullptr ? a.y + r * H : nullptr;  // null: layer_norm(x)
       if (a.d.active) factors(a.keep + r * H, H, scale, factor.data());
       const T mean = a.mean[r], rs = a.rstd[r];
       const Vec<T> vmean(mean), vrs(rs);
@@ -240,7 +247,8 @@ void norm_backward_chunks(const NormBackward<T>& a, int64_t c0, int64_t c1) {
       for (; j < body; j += V) {
         auto z = a.d.active
                      ? at::vec::fmadd(Vec<T>::loadu(y + j), Vec<T>::loadu(factor.data() + j), Vec<T>::loadu(x + j))
-                     : Vec<T>::loadu(x + j) + Vec<T>::loadu(y + j);
+                 : y == nullptr ? Vec<T>::loadu(x + j)
+                                : Vec<T>::loadu(x + j) + Vec<T>::loadu(y + j);
         auto h = (z - vmean) * vrs;
         h.store(xhat.data() + j);
         auto gj = Vec<T>::loadu(go + j);
@@ -253,7 +261,7 @@ void norm_backward_chunks(const NormBackward<T>& a, int64_t c0, int64_t c1) {
         }
       }
       for (; j < H; ++j) {
-        const T z = a.d.active ? x[j] + y[j] * factor[j] : x[j] + y[j];
+        const T z = a.d.active ? x[j] + y[j] * factor[j] : y == nullptr ? x[j] : x[j] + y[j];
         xhat[j] = (z - mean) * rs;
         const T g = go[j] * a.w[j];
         sg += g;

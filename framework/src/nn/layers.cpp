@@ -4,6 +4,7 @@
 #include <attnlab/nn/fused.hpp>
 
 #include "nn/fused_linear.hpp"
+#include "nn/fused_norm.hpp"
 
 namespace attnlab::nn {
 
@@ -76,7 +77,8 @@ AddNormImpl::AddNormImpl(int64_t num_hiddens, double dropout, NormPlacement plac
 }
 
 torch::Tensor AddNormImpl::pre(const torch::Tensor& x) {
-  return placement == NormPlacement::First ? ln->forward(x) : x;  // [B, T, H]
+  if (placement != NormPlacement::First) return x;
+  return fused ? fused::layer_norm(x, ln->weight, ln->bias, ln->options.eps()) : ln->forward(x);  // [B, T, H]
 }
 
 torch::Tensor AddNormImpl::post(const torch::Tensor& x, const torch::Tensor& y) {

@@ -2,6 +2,7 @@
 #include <attnlab/nn/transformer.hpp>
 
 #include "nn/fused_linear.hpp"
+#include "nn/fused_norm.hpp"
 
 #include <torch/nn/init.h>
 #include <torch/nn/modules/conv.h>
@@ -20,6 +21,11 @@ void check_options(const TransformerOptions& o, const char* who) {
               o.num_hiddens());
   TORCH_CHECK(o.kv_heads() >= 0 && (o.kv_heads() == 0 || o.num_heads() % o.kv_heads() == 0), who,
               ": kv_heads must divide num_heads ", o.num_heads(), " (0: num_heads), found ", o.kv_heads());
+}
+
+/// A norm-first stack's final LayerNorm: one fused node unless `fused: false`.
+torch::Tensor final_norm(torch::nn::LayerNorm& ln, const torch::Tensor& h, bool fused) {
+  return fused ? fused::layer_norm(h, ln->weight, ln->bias, ln->options.eps()) : ln->forward(h);
 }
 
 }  // namespace
@@ -101,7 +107,7 @@ EncoderOutput TransformerEncoderImpl::forward(const torch::Tensor& src, const to
 torch::Tensor TransformerEncoderImpl::forward_embedded(const torch::Tensor& x, const torch::Tensor& valid_lens) {
   auto h = x;  // [B, S, H]
   for (auto& blk : blocks) h = blk->forward(h, valid_lens);
-  return final_ln ? final_ln->forward(h) : h;  // [B, S, H]
+  return final_ln ? final_norm(final_ln, h, options.block().fused()) : h;  // [B, S, H]
 }
 
 // ---------------------------------------------------------------------------------------- decoder
@@ -190,7 +196,7 @@ torch::Tensor TransformerDecoderImpl::forward(const torch::Tensor& tgt, DecoderS
 torch::Tensor TransformerDecoderImpl::forward_embedded(const torch::Tensor& x, TransformerDecoderState& state) {
   auto h = x;  // [B, T, H]
   for (auto& blk : blocks) h = blk->forward(h, state);
-  return final_ln ? final_ln->forward(h) : h;  // [B, T, H]
+  return final_ln ? final_norm(final_ln, h, options.block().fused()) : h;  // [B, T, H]
 }
 
 }  // namespace attnlab::nn
