@@ -2,9 +2,12 @@
 // clip_grad_norm against torch::nn::utils::clip_grad_norm_.
 #include <attnlab/train/optim.hpp>
 
+#include <ATen/record_function.h>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <sstream>
+#include <string>
 #include <vector>
 
 #include "testing/testing.hpp"
@@ -119,6 +122,31 @@ TEST_F(Optim, ATiedWeightListedTwiceIsUpdatedOnce) {
   take_steps(a, reference, b, fused, 0, 3);
   expect_same(a, b);
   EXPECT_EQ(static_cast<torch::optim::AdamParamState&>(*fused.state().at(b.p[0].unsafeGetTensorImpl())).step(), 3);
+}
+
+thread_local std::vector<std::string> t_ops;  // the ATen ops this thread dispatched, while recorded
+
+TEST_F(Optim, SmallCpuTensorsAreUpdatedWithoutAnOpEach) {
+  Params a;
+  FusedAdam fused(a.p, torch::optim::AdamOptions(0.05));
+  for (int64_t step = 0; step < 2; ++step) {  // the first step also creates the state
+    fused.zero_grad();
+    a.backward(step);
+    t_ops.clear();
+    const auto handle = at::addThreadLocalCallback(
+        at::RecordFunctionCallback([](const at::RecordFunction& fn) -> std::unique_ptr<at::ObserverContext> {
+          t_ops.emplace_back(fn.name());
+          return nullptr;
+        }).scopes({at::RecordScope::FUNCTION}));
+    fused.step();
+    at::removeCallback(handle);
+  }
+  // Four tensors below the grain take the loop; the [200, 180] one is torch's kernel, which reads
+  // its step tensor once.
+  const auto count = [](const char* name) { return std::count(t_ops.begin(), t_ops.end(), name); };
+  EXPECT_EQ(count("aten::_fused_adam_"), 1);
+  EXPECT_EQ(count("aten::item"), 1);
+  EXPECT_LE(t_ops.size(), 8u) << "the second step dispatched " << t_ops.size() << " ops";
 }
 
 TEST_F(Optim, GroupsMixingDtypesFallBackToTorchAdam) {

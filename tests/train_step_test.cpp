@@ -127,7 +127,9 @@ TEST_F(DeviceScalars, FusedAdamReadingTensorsTakesTheSameStepsAsWithNumbers) {
   }
   EXPECT_EQ(tensors.steps_taken(), 3);
   auto pb = b->named_parameters();
-  for (const auto& p : a->named_parameters()) EXPECT_ALLCLOSE(pb[p.key()], p.value(), 1e-6, 1e-7) << p.key();
+  // On the CPU the numbers' small tensors take FusedAdam's plain loop, the tensors' torch's
+  // vectorised kernel: the same arithmetic, rounded apart by a few ulps (2e-6 relative seen).
+  for (const auto& p : a->named_parameters()) EXPECT_ALLCLOSE(pb[p.key()], p.value(), 1e-5, 1e-7) << p.key();
   tensors.count_replayed_step();
   EXPECT_EQ(tensors.steps_taken(), 4);
   tensors.set_step_count(3);

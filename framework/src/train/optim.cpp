@@ -1,13 +1,16 @@
 // FusedAdam and clip_grad_norm (see the header).
 #include <attnlab/train/optim.hpp>
 
+#include <ATen/Dispatch.h>
 #include <ATen/ops/_foreach_mul.h>
 #include <ATen/ops/_foreach_norm.h>
 #include <ATen/ops/_fused_adam.h>
 #include <c10/util/ParallelGuard.h>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <array>
+#include <cmath>
 #include <map>
 #include <optional>
 #include <unordered_set>
@@ -26,6 +29,39 @@ bool fusable(const std::vector<torch::Tensor>& params) {
     }
   }
   return true;
+}
+
+/// Adam's update of one small contiguous CPU tensor as a plain loop, in the arithmetic of torch's
+/// CPU fused kernel (its bias corrections in double, the update per element in T): no dispatch, no
+/// item() of a step tensor (which at::_fused_adam_ reads per tensor), no grad.contiguous().
+template <class T>
+void adam_loop(T* p, const T* g, T* m, T* v, T* vmax, int64_t n, int64_t step, double lr, double beta1, double beta2,
+               double weight_decay, double eps) {
+  const double bias_correction1 = 1 - std::pow(beta1, static_cast<double>(step));
+  const T step_size = static_cast<T>(lr / bias_correction1);
+  const T bias_correction2_sqrt = static_cast<T>(std::sqrt(1 - std::pow(beta2, static_cast<double>(step))));
+  const T b1 = static_cast<T>(beta1), c1 = static_cast<T>(1 - beta1);
+  const T b2 = static_cast<T>(beta2), c2 = static_cast<T>(1 - beta2);
+  const T wd = static_cast<T>(weight_decay), e = static_cast<T>(eps);
+  for (int64_t i = 0; i < n; ++i) {
+    T gi = g[i];
+    if (weight_decay != 0) gi += p[i] * wd;
+    m[i] = m[i] * b1 + gi * c1;
+    v[i] = v[i] * b2 + gi * gi * c2;
+    const T second = vmax != nullptr ? (vmax[i] = std::max(vmax[i], v[i])) : v[i];
+    p[i] = p[i] - step_size * m[i] / (std::sqrt(second) / bias_correction2_sqrt + e);
+  }
+}
+
+/// Whether adam_loop takes p and its state: CPU, float or double, below the parallel grain (where
+/// the fused kernel's thread hand-off is all overhead), everything contiguous.
+bool loopable(const torch::Tensor& p, const torch::optim::AdamParamState& s, bool amsgrad) {
+  const auto& g = p.grad();
+  const auto dtype = p.scalar_type();
+  return p.device().is_cpu() && (dtype == torch::kFloat || dtype == torch::kDouble) &&
+         p.numel() < at::internal::GRAIN_SIZE && p.is_contiguous() && g.is_contiguous() &&
+         s.exp_avg().is_contiguous() && s.exp_avg_sq().is_contiguous() &&
+         (!amsgrad || s.max_exp_avg_sq().is_contiguous());
 }
 
 }  // namespace
@@ -59,8 +95,10 @@ torch::Tensor FusedAdam::step(LossClosure closure) {
     if (params.empty()) continue;
     const auto& o = static_cast<const torch::optim::AdamOptions&>(group.options());
     // The CPU kernel splits every tensor over the intra-op threads whatever its size (grain 0):
-    // a thread hand-off per small tensor. On the CPU, tensors below GRAIN_SIZE elements go into a
-    // second call run on this thread, as torch's own elementwise ops do at that size.
+    // a thread hand-off per small tensor, and reads each tensor's step count with item(). On the
+    // CPU, tensors below GRAIN_SIZE elements are updated right here by adam_loop (contiguous float
+    // or double), or go into a second call run on this thread, as torch's own elementwise ops do
+    // at that size.
     const bool cpu = params.front().device().is_cpu();
     std::array<std::array<std::vector<torch::Tensor>, 6>, 2> parts;  // [parallel, serial][p, g, m, v, vmax, t]
     std::map<int64_t, torch::Tensor> step_tensors;                   // one 0-dim tensor per step count (normally one)
@@ -76,6 +114,16 @@ torch::Tensor FusedAdam::step(LossClosure closure) {
       }
       auto& s = static_cast<torch::optim::AdamParamState&>(*slot);
       s.step(s.step() + 1);
+      if (!device_step_.defined() && !device_lr_.defined() && loopable(p, s, o.amsgrad())) {
+        const auto [beta1, beta2] = o.betas();
+        AT_DISPATCH_FLOATING_TYPES(p.scalar_type(), "attnlab::adam_loop", [&] {
+          adam_loop<scalar_t>(p.data_ptr<scalar_t>(), p.grad().const_data_ptr<scalar_t>(),
+                              s.exp_avg().data_ptr<scalar_t>(), s.exp_avg_sq().data_ptr<scalar_t>(),
+                              o.amsgrad() ? s.max_exp_avg_sq().data_ptr<scalar_t>() : nullptr, p.numel(), s.step(),
+                              o.lr(), beta1, beta2, o.weight_decay(), o.eps());
+        });
+        continue;
+      }
       torch::Tensor step = device_step_;  // graph-safe: what the caller set; else one per count
       if (!step.defined()) {
         auto [it, fresh] = step_tensors.try_emplace(s.step());
