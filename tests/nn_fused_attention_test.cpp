@@ -32,53 +32,20 @@ struct Case {
   std::string what;
 };
 
-/// Odd sizes, below and above a vector's width and the loops' limit, and the valid lengths d2l's
-/// masked softmax takes.
+/// Odd sizes, below and above a vector's width, and the valid lengths d2l's masked softmax takes;
+/// the last case's products exceed the loops' limit (kLoopMacs), so they run as bmm.
 std::vector<Case> cases() {
   return {
       {3, 5, 7, 3, 4, [] { return Tensor(); }, "no mask"},
-      {4, 5, 7, 3, 4,
-       [] {
-         return torch::tensor({7, 3, 1, 5});
-       },
-       "one length per row"},
-      {2, 3, 19, 5, 2,
-       [] {
-         return torch::tensor({{1, 19, 4}, {8, 2, 19}});
-       },
-       "one length per query"},
-      {3, 2, 6, 2, 3,
-       [] {
-         return torch::tensor({0, 6, 2});
-       },
-       "a row with no valid key"},
-      {2, 2, 5, 4, 4,
-       [] {
-         return torch::tensor({{0, 0}, {3, 0}});
-       },
-       "queries with no valid key"},
-      {2, 3, 9, 3, 3,
-       [] {
-         return torch::tensor({2.5, 40.0});
-       },
-       "float lengths, one beyond K"},
-      {3, 2, 4, 3, 2,
-       [] {
-         return torch::tensor({NAN, INFINITY, -INFINITY});
-       },
-       "NaN and infinite lengths"},
-      {2, 1, 1, 1, 1,
-       [] {
-         return torch::tensor({1, 1});
-       },
-       "one key"},
+      {4, 5, 7, 3, 4, [] { return torch::tensor({7, 3, 1, 5}); }, "one length per row"},
+      {2, 3, 19, 5, 2, [] { return torch::tensor({{1, 19, 4}, {8, 2, 19}}); }, "one length per query"},
+      {3, 2, 6, 2, 3, [] { return torch::tensor({0, 6, 2}); }, "a row with no valid key"},
+      {2, 2, 5, 4, 4, [] { return torch::tensor({{0, 0}, {3, 0}}); }, "queries with no valid key"},
+      {2, 3, 9, 3, 3, [] { return torch::tensor({2.5, 40.0}); }, "float lengths, one beyond K"},
+      {3, 2, 4, 3, 2, [] { return torch::tensor({NAN, INFINITY, -INFINITY}); }, "NaN and infinite lengths"},
+      {2, 1, 1, 1, 1, [] { return torch::tensor({1, 1}); }, "one key"},
       {1, 0, 4, 3, 2, [] { return torch::tensor({3}); }, "no queries"},
-      // Above kLoopMacs (16,384 multiply-adds a product): the products run as bmm, not loops.
-      {3, 37, 41, 19, 21,
-       [] {
-         return torch::tensor({41, 17, 0});
-       },
-       "large enough for bmm"},
+      {3, 37, 41, 19, 21, [] { return torch::tensor({41, 17, 0}); }, "bmm, not loops"},
   };
 }
 

@@ -36,8 +36,8 @@ Tensor valid_counts(const Tensor& valid_lens, int64_t B, int64_t Q, int64_t K) {
 
 /// a @ b over the batch: a [B, M, P] (read transposed when `ta`: stored [B, P, M]), b [B, P, N]
 /// (`tb`: stored [B, N, P]) -> [B, M, N] contiguous. Up to kLoopMacs multiply-adds as plain loops
-/// over the strides (no transpose view, no bmm dispatch: at the corners' sizes, [48, 3, 2], the
-/// bmm and its views were most of the core's cost), at::bmm above.
+/// over the strides (no transpose view, no bmm dispatch, which at the corners' sizes, [48, 3, 2], each
+/// cost more than the arithmetic), at::bmm above.
 Tensor product(const Tensor& a, bool ta, const Tensor& b, bool tb) {
   const int64_t B = a.size(0), M = a.size(ta ? 2 : 1), P = a.size(ta ? 1 : 2), N = b.size(tb ? 1 : 2);
   if (B * M * N * P > kLoopMacs) return at::bmm(ta ? a.transpose(1, 2) : a, tb ? b.transpose(1, 2) : b);
