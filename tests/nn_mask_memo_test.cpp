@@ -1,10 +1,11 @@
 // The per-step mask memo (framework/src/nn/mask_memo.hpp): the layers of a stack share one mask,
 // a changed lengths tensor, another shape or an inference tensor gets one made afresh, and the
-// outputs equal those with masks made afresh.
+// outputs equal those with masks made afresh; a decoder's blocks share its causal masks.
 #include "nn/mask_memo.hpp"
 
 #include <attnlab/nn/attention.hpp>
 #include <attnlab/nn/dot_product.hpp>
+#include <attnlab/nn/transformer.hpp>
 
 #include "testing/testing.hpp"
 
@@ -81,6 +82,27 @@ TEST_F(MaskMemo, TheShapeIsPartOfTheKey) {
   EXPECT_TRUE(torch::equal(masked_softmax(scores, per_query), fresh_masked_softmax(scores, per_query)));
   EXPECT_TRUE(torch::equal(masked_softmax(scores, per_query), fresh_masked_softmax(scores, per_query)));
   EXPECT_EQ(memo::stats().hits, 2);
+}
+
+TEST_F(MaskMemo, ADecodersBlocksShareTheCausalMasks) {
+  // The decoder's blocks get one causal lengths tensor a step, so what is derived from it is made
+  // once whatever the number of blocks: the memo's misses do not grow with the blocks.
+  const ScorerFactory dot = [](const ScorerContext&) { return std::make_shared<DotProductScorerImpl>(); };
+  const auto misses = [&](int64_t blocks) {
+    auto options = TransformerOptions(11, 8, 16, 2, blocks).dropout(0.0);
+    TransformerEncoder encoder(options, dot);
+    TransformerDecoder decoder(options, dot);
+    const auto src = torch::randint(11, {3, 5}), tgt = torch::randint(11, {3, 4});
+    const auto enc = encoder->forward(src, torch::tensor({5, 2, 4}));
+    memo::reset();
+    for (int step = 0; step < 2; ++step) {  // a second step of the same shape finds the first's
+      auto state = decoder->init_state(enc, /*incremental=*/false);
+      decoder->forward(tgt, *state);
+    }
+    return memo::stats().misses;
+  };
+  EXPECT_EQ(misses(3), misses(1));
+  EXPECT_GT(misses(1), 0);
 }
 
 TEST_F(MaskMemo, InferenceTensorsAreNotRemembered) {

@@ -6,6 +6,7 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <functional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -126,20 +127,25 @@ TEST_F(Optim, ATiedWeightListedTwiceIsUpdatedOnce) {
 
 thread_local std::vector<std::string> t_ops;  // the ATen ops this thread dispatched, while recorded
 
+/// Runs f with this thread's ATen ops recorded into t_ops (cleared first).
+void record_ops(const std::function<void()>& f) {
+  t_ops.clear();
+  const auto handle = at::addThreadLocalCallback(
+      at::RecordFunctionCallback([](const at::RecordFunction& fn) -> std::unique_ptr<at::ObserverContext> {
+        t_ops.emplace_back(fn.name());
+        return nullptr;
+      }).scopes({at::RecordScope::FUNCTION}));
+  f();
+  at::removeCallback(handle);
+}
+
 TEST_F(Optim, SmallCpuTensorsAreUpdatedWithoutAnOpEach) {
   Params a;
   FusedAdam fused(a.p, torch::optim::AdamOptions(0.05));
   for (int64_t step = 0; step < 2; ++step) {  // the first step also creates the state
     fused.zero_grad();
     a.backward(step);
-    t_ops.clear();
-    const auto handle = at::addThreadLocalCallback(
-        at::RecordFunctionCallback([](const at::RecordFunction& fn) -> std::unique_ptr<at::ObserverContext> {
-          t_ops.emplace_back(fn.name());
-          return nullptr;
-        }).scopes({at::RecordScope::FUNCTION}));
-    fused.step();
-    at::removeCallback(handle);
+    record_ops([&] { fused.step(); });
   }
   // Four tensors below the grain take the loop; the [200, 180] one is torch's kernel, which reads
   // its step tensor once.
@@ -179,6 +185,40 @@ TEST_F(Optim, ClipGradNormEqualsTorchs) {
   for (size_t i = 0; i < a.p.size(); ++i) EXPECT_ALLCLOSE(b.p[i].grad(), a.p[i].grad()) << i;
   std::vector<torch::Tensor> no_grads{torch::zeros({2}, torch::requires_grad())};
   EXPECT_EQ(clip_grad_norm(no_grads, 1.0).item<double>(), 0.0);
+}
+
+TEST_F(Optim, ClipGradNormLoopsOverSmallGradientsAndUsesForeachOpsAboveTheLimit) {
+  // Small models' gradients (up to 2^18 elements in all) take plain loops: no op per tensor. A
+  // non-contiguous gradient, or more elements, take torch's foreach ops; both equal torch's clip.
+  const auto count_ops = [](const std::vector<torch::Tensor>& p, double max_norm) {
+    double norm = 0;
+    record_ops([&] { norm = clip_grad_norm(p, max_norm).item<double>(); });
+    return std::make_pair(norm, std::count(t_ops.begin(), t_ops.end(), "aten::linalg_vector_norm"));
+  };
+  const auto make = [](std::vector<int64_t> big, bool transposed) {
+    torch::manual_seed(4);
+    std::vector<torch::Tensor> p{torch::randn({7, 3}), torch::randn(big), torch::randn({5})};
+    for (auto& t : p) {
+      t.requires_grad_(true);
+      auto g = torch::randn(t.sizes());
+      t.mutable_grad() = transposed && t.dim() == 2 ? g.t().contiguous().t() : g;
+    }
+    return p;
+  };
+  struct Case {
+    std::vector<int64_t> big;
+    bool transposed;
+    bool loops;
+  };
+  for (const auto& c : {Case{{200, 180}, false, true}, Case{{600, 500}, false, false}, Case{{20, 18}, true, false}}) {
+    SCOPED_TRACE(::testing::Message() << c10::IntArrayRef(c.big) << (c.transposed ? " transposed" : ""));
+    auto a = make(c.big, c.transposed), b = make(c.big, c.transposed);
+    const double expected = torch::nn::utils::clip_grad_norm_(a, 1.0);
+    const auto [norm, norm_ops] = count_ops(b, 1.0);
+    EXPECT_NEAR(norm, expected, 1e-5 * expected);
+    EXPECT_EQ(norm_ops == 0, c.loops) << norm_ops << " norm ops";
+    for (size_t i = 0; i < a.size(); ++i) EXPECT_ALLCLOSE(b[i].grad(), a[i].grad()) << i;
+  }
 }
 
 }  // namespace

@@ -36,6 +36,28 @@ PositionWiseFFN make_ffn(const TransformerBlockOptions& o) {
   return PositionWiseFFN(o.num_hiddens(), o.ffn_num_hiddens(), o.num_hiddens(), o.ffn_dropout(), o.ffn_conv1d());
 }
 
+/// The causal lengths [B, T] (query t sees keys 0..offset + t). On the CPU every block of a step
+/// gets the very same tensor while batch, offset and steps match and nobody wrote to it, so that
+/// the masks derived from it (nn/mask_memo.hpp) are made once a step, not once a block. Not on a
+/// GPU (a tensor kept across steps must not outlive a captured CUDA graph's pool), nor in
+/// inference mode (no version to check).
+torch::Tensor causal_lengths(int64_t batch, int64_t offset, int64_t steps, const torch::Device& device) {
+  struct Last {
+    torch::Tensor lens;
+    int64_t batch = 0, offset = 0, steps = 0, version = 0;
+  };
+  thread_local Last last;
+  const bool keep = device.is_cpu() && !c10::InferenceMode::is_enabled();
+  if (keep && last.lens.defined() && last.batch == batch && last.offset == offset && last.steps == steps &&
+      last.lens._version() == last.version) {
+    return last.lens;
+  }
+  auto lens = torch::arange(offset + 1, offset + steps + 1, torch::TensorOptions(torch::kLong).device(device))
+                  .repeat({batch, 1});  // [B, T]
+  if (keep) last = Last{lens, batch, offset, steps, lens._version()};
+  return lens;
+}
+
 }  // namespace
 
 TransformerEncoderBlockImpl::TransformerEncoderBlockImpl(const TransformerBlockOptions& options_,
@@ -86,9 +108,7 @@ torch::Tensor TransformerDecoderBlockImpl::forward(const torch::Tensor& x, Trans
   const int64_t offset = state.incremental ? state.steps : 0;
   torch::Tensor dec_valid_lens;  // [B, T]: query t sees keys 0..offset + t; undefined for one step
   if (!state.incremental || steps > 1) {
-    dec_valid_lens =
-        torch::arange(offset + 1, offset + steps + 1, torch::TensorOptions(torch::kLong).device(x.device()))
-            .repeat({batch, 1});  // [B, T]
+    dec_valid_lens = causal_lengths(batch, offset, steps, x.device());  // [B, T]
   }
   const Positions positions{offset, 0};
   const auto& enc = state.encoder.states;  // [B, S, H]
