@@ -555,7 +555,7 @@ class Bench:
         mm = self.matmul()
         overhead = self.overhead() if not self.a.skip_overhead else None
         plugins = self.plugins_time()
-        profiles = [(w, self.profile(w)) for w in WORKLOADS[:2]] if self.a.profile and self.a.device == "cpu" else []
+        profiles = [(w, self.profile(w)) for w in self.selected()] if self.a.profile and self.a.device == "cpu" else []
         load1 = os.getloadavg()
 
         self.say(f"# attnlab vs eager PyTorch, {started:%Y-%m-%d %H:%M}")
@@ -698,7 +698,7 @@ def main():
     p.add_argument("--epoch-scale", type=float, default=1.0, help="multiply every workload's epoch count")
     p.add_argument("--overhead-epochs", type=int, default=2)
     p.add_argument("--skip-overhead", action="store_true")
-    p.add_argument("--profile", action="store_true", help="perf both sides of the two transformer workloads")
+    p.add_argument("--profile", action="store_true", help="perf both sides of every workload run")
     p.add_argument("--omp-wait-policy", default="inherit", help="recorded in the report (bench/run sets it)")
     p.add_argument("--only", nargs="*", help="substrings of workload peers/experiments to run")
     p.add_argument("--peer-mkl-override", action="store_true",
