@@ -133,6 +133,19 @@ TEST_F(SweepFork, ForkedRunsWriteWhatExecdRunsWrite) {
   }
 }
 
+// A run that starts after its middle process has ended (a busy machine) still finds itself the
+// sweep's child and runs: it once waited forever for a middle that was already gone.
+TEST_F(SweepFork, ARunThatStartsAfterItsMiddleProcessEndedRuns) {
+  testutil::ScopedEnv delay("ATTNLAB_SWEEP_FORK_TEST_DELAY_MS", "300");
+  auto r = run({"sweep", kTiny, "seed=1,2", "trainer.max_epochs=1", "--jobs", "2", "-o", tmp_ + "/late"});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  for (const char* seed : {"1", "2"}) {
+    const auto log = testutil::read_file(tmp_ + "/late/seed=" + seed + ".log");
+    EXPECT_TRUE(contains(log, "(forked) attempt 1:")) << log;
+    EXPECT_TRUE(contains(log, "epoch 1/1")) << log;
+  }
+}
+
 // A sweep started from a terminal: its progress line rewrites itself there, and the runs' logs get
 // no colour codes (spdlog chose colours for the sweep's terminal before the server forked them).
 TEST_F(SweepFork, LogsOfASweepOnATerminalHaveNoColours) {

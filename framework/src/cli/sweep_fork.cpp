@@ -86,11 +86,18 @@ int thread_count() {
 
 /// In the forked run: becomes what spawn() in sweep_local.cpp makes of an exec'd runner, then runs
 /// the runner's main and exits with its code, as an exec'd runner would (exit handlers included).
-[[noreturn]] void become_run(pid_t sweep, const std::vector<std::string>& strings, ForkServer::Main main) {
+[[noreturn]] void become_run(pid_t sweep, pid_t middle, const std::vector<std::string>& strings,
+                             ForkServer::Main main) {
   setpgid(0, 0);
   // The middle process ends at once; until it has, this run is its child. Then it is the sweep's
-  // (the sweep is a child subreaper), unless the sweep is gone.
-  for (const pid_t middle = getppid(); getppid() == middle;) usleep(50);
+  // (the sweep is a child subreaper), unless the sweep is gone. The middle's pid comes from the
+  // middle itself: read here with getppid(), a middle that had already ended would give the
+  // sweep's, and the wait would never end (a busy machine, 2026-11-28).
+  // A test hook (e2e_sweep_fork_test.cpp): start late, when the middle is surely gone.
+  if (const char* delay = std::getenv("ATTNLAB_SWEEP_FORK_TEST_DELAY_MS")) {
+    usleep(static_cast<useconds_t>(std::atoi(delay)) * 1000);
+  }
+  while (getppid() == middle) usleep(50);
   prctl(PR_SET_PDEATHSIG, SIGTERM);
   if (getppid() != sweep) _exit(130);
   const int fd = ::open(strings[0].c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
@@ -136,11 +143,12 @@ int thread_count() {
       const pid_t middle = fork();
       if (middle == 0) {
         ::close(channel[0]);
+        const pid_t self = getpid();
         const pid_t run = fork();
         if (run == 0) {
           ::close(channel[1]);
           ::close(socket);
-          become_run(sweep, strings, main);
+          become_run(sweep, self, strings, main);
         }
         const int32_t pid = run;
         write_all(channel[1], &pid, sizeof pid, false);
