@@ -145,7 +145,9 @@ TEST_F(Optim, SmallCpuTensorsAreUpdatedWithoutAnOpEach) {
   for (int64_t step = 0; step < 2; ++step) {  // the first step also creates the state
     fused.zero_grad();
     a.backward(step);
+    const auto version = a.p[0]._version();
     record_ops([&] { fused.step(); });
+    EXPECT_GT(a.p[0]._version(), version);  // updated in place, as torch's kernel would say
   }
   // Four tensors below the grain take the loop; the [200, 180] one is torch's kernel, which reads
   // its step tensor once.

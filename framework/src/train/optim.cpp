@@ -141,6 +141,7 @@ torch::Tensor FusedAdam::step(LossClosure closure) {
                               o.amsgrad() ? s.max_exp_avg_sq().data_ptr<scalar_t>() : nullptr, p.numel(), s.step(),
                               o.lr(), beta1, beta2, o.weight_decay(), o.eps());
         });
+        p.unsafeGetTensorImpl()->bump_version();  // as an in-place op would: a graph that saved p refuses it
         continue;
       }
       torch::Tensor step = device_step_;  // graph-safe: what the caller set; else one per count
@@ -228,6 +229,7 @@ torch::Tensor clip_grad_norm(const std::vector<torch::Tensor>& params, double ma
           const auto c = static_cast<scalar_t>(coef);
           for (int64_t i = 0, n = g.numel(); i < n; ++i) x[i] *= c;
         });
+        g.unsafeGetTensorImpl()->bump_version();
       }
     }
     return torch::scalar_tensor(total, grads.front().options());
