@@ -15,7 +15,11 @@
 #include <ATen/Version.h>
 #include <torch/autograd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cmath>
+#include <limits>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -157,6 +161,117 @@ struct ScoresFunction : torch::autograd::Function<ScoresFunction> {
   }
 };
 
+/// Row r = b * Q + q's valid length, as a double (d2l compares arange(K) < valid_len in the
+/// lengths' own type; float lengths work too), or +inf without lengths.
+std::vector<double> row_lengths(const Tensor& lens, int64_t B, int64_t Q) {
+  std::vector<double> out(static_cast<size_t>(B * Q), std::numeric_limits<double>::infinity());
+  if (!lens.defined()) return out;
+  const auto c = lens.contiguous();
+  AT_DISPATCH_ALL_TYPES(c.scalar_type(), "additive_attend_lengths", [&] {
+    const scalar_t* l = c.const_data_ptr<scalar_t>();
+    for (int64_t r = 0; r < B * Q; ++r) out[r] = static_cast<double>(c.dim() == 1 ? l[r / Q] : l[r]);
+  });
+  return out;
+}
+
+/// Scores, d2l's masked softmax (-1e6 where key k >= the row's length), dropout (times noise)
+/// and pooling of the values, one autograd node: q [B, Q, H], k [B, K, H], w [H] values [B, K, Dv],
+/// lens as row_lengths reads them, noise [B, Q, K] or undefined -> [B, Q, Dv].
+struct AttendFunction : torch::autograd::Function<AttendFunction> {
+  // lens and noise as optionals: Function::apply takes no undefined tensor.
+  static Tensor forward(AutogradContext* ctx, const Tensor& q, const Tensor& k, const Tensor& w, const Tensor& v,
+                        const std::optional<Tensor>& lens_arg, const std::optional<Tensor>& noise_arg) {
+    const Tensor lens = lens_arg.value_or(Tensor()), noise = noise_arg.value_or(Tensor());
+    const auto qc = q.contiguous(), kc = k.contiguous(), wc = w.contiguous(), vc = v.contiguous();
+    const auto nc = noise.defined() ? noise.contiguous() : noise;
+    const int64_t B = q.size(0), Q = q.size(1), K = k.size(1), H = q.size(2), Dv = v.size(2);
+    const auto lengths = row_lengths(lens, B, Q);
+    auto p = at::empty({B, Q, K}, q.options());  // the softmax weights, before dropout
+    auto out = at::empty({B, Q, Dv}, q.options());
+    AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "additive_attend", [&] {
+      const auto a = operands<scalar_t>(qc, kc, wc);
+      scalar_t* pp = p.mutable_data_ptr<scalar_t>();
+      scalar_t* po = out.mutable_data_ptr<scalar_t>();
+      const scalar_t* pv = vc.const_data_ptr<scalar_t>();
+      const scalar_t* pn = nc.defined() ? nc.const_data_ptr<scalar_t>() : nullptr;
+      at::parallel_for(0, B * Q, grain(K * (H + Dv)), [&](int64_t r0, int64_t r1) {
+        ATTNLAB_ADDITIVE_CALL(forward_rows, a, pp, r0, r1);
+        for (int64_t r = r0; r < r1; ++r) {
+          scalar_t* s = pp + r * K;
+          scalar_t top = -std::numeric_limits<scalar_t>::infinity();
+          for (int64_t j = 0; j < K; ++j) {
+            if (static_cast<double>(j) >= lengths[r]) s[j] = scalar_t(-1e6);  // d2l's fill
+            top = std::max(top, s[j]);
+          }
+          scalar_t sum = 0;
+          for (int64_t j = 0; j < K; ++j) sum += (s[j] = std::exp(s[j] - top));
+          for (int64_t j = 0; j < K; ++j) s[j] /= sum;
+          scalar_t* o = po + r * Dv;
+          std::fill(o, o + Dv, scalar_t(0));
+          const scalar_t* vb = pv + (r / Q) * K * Dv;
+          for (int64_t j = 0; j < K; ++j) {
+            const scalar_t weight = pn ? s[j] * pn[r * K + j] : s[j];
+            for (int64_t d = 0; d < Dv; ++d) o[d] += weight * vb[j * Dv + d];
+          }
+        }
+      });
+    });
+    ctx->save_for_backward({qc, kc, wc, vc, p});
+    ctx->saved_data["noise"] = nc;
+    ctx->saved_data["lens"] = lens;
+    return out;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const auto &q = saved[0], &k = saved[1], &w = saved[2], &v = saved[3], &p = saved[4];
+    const auto noise = ctx->saved_data["noise"].toOptional<Tensor>().value_or(Tensor());
+    const int64_t B = q.size(0), Q = q.size(1), K = k.size(1), Dv = v.size(2);
+    const auto lengths = row_lengths(ctx->saved_data["lens"].toOptional<Tensor>().value_or(Tensor()), B, Q);
+    const auto dout = grads[0].contiguous();
+    auto ds = at::empty({B, Q, K}, q.options());  // the scores' gradient
+    auto dv = at::zeros_like(v);
+    AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "additive_attend_backward", [&] {
+      const scalar_t* pp = p.const_data_ptr<scalar_t>();
+      const scalar_t* pn = noise.defined() ? noise.const_data_ptr<scalar_t>() : nullptr;
+      const scalar_t* pv = v.const_data_ptr<scalar_t>();
+      const scalar_t* pd = dout.const_data_ptr<scalar_t>();
+      scalar_t* pds = ds.mutable_data_ptr<scalar_t>();
+      scalar_t* pdv = dv.mutable_data_ptr<scalar_t>();
+      // Batch rows apart: each writes its own dv [b].
+      at::parallel_for(0, B, grain(Q * K * Dv), [&](int64_t b0, int64_t b1) {
+        for (int64_t b = b0; b < b1; ++b) {
+          const scalar_t* vb = pv + b * K * Dv;
+          scalar_t* dvb = pdv + b * K * Dv;
+          for (int64_t i = 0; i < Q; ++i) {
+            const int64_t r = b * Q + i;
+            const scalar_t* pr = pp + r * K;
+            const scalar_t* dor = pd + r * Dv;
+            scalar_t* dsr = pds + r * K;
+            scalar_t dot = 0;  // Σ_j p_j dp_j
+            for (int64_t j = 0; j < K; ++j) {
+              const scalar_t keep = pn ? pn[r * K + j] : scalar_t(1);
+              scalar_t g = 0;  // d(dropped weight j) = dout · v_j
+              for (int64_t d = 0; d < Dv; ++d) {
+                g += dor[d] * vb[j * Dv + d];
+                dvb[j * Dv + d] += pr[j] * keep * dor[d];
+              }
+              dsr[j] = g * keep;  // dp_j
+              dot += pr[j] * dsr[j];
+            }
+            // The softmax's backward; the masked scores get none (masked_fill's backward).
+            for (int64_t j = 0; j < K; ++j) {
+              dsr[j] = static_cast<double>(j) >= lengths[r] ? scalar_t(0) : pr[j] * (dsr[j] - dot);
+            }
+          }
+        }
+      });
+    });
+    auto d = backward_all(q, k, w, ds);
+    return {d[0], d[1], d[2], dv, Tensor(), Tensor()};
+  }
+};
+
 }  // namespace
 
 bool fused_scores_supported(const Tensor& q, const Tensor& k, const Tensor& w) {
@@ -176,6 +291,41 @@ bool cuda_built() {
 #else
   return false;
 #endif
+}
+
+Tensor fused_attend(const Tensor& q, const Tensor& k, const Tensor& w, const Tensor& values, const Tensor& valid_lens,
+                    const Tensor& noise) {
+  TORCH_CHECK(fused_attend_supported(q, k, w, values, valid_lens),
+              "additive fused_attend: needs float or double CPU tensors of one dtype, q [B, Q, H], k [B, K, H], w of H "
+              "elements, values [B, K, Dv], none empty, and CPU lengths [B] or [B, Q]; found queries ",
+              q.toString(), " ", q.sizes(), ", keys ", k.toString(), " ", k.sizes(), ", values ", values.toString(),
+              " ", values.sizes());
+  TORCH_CHECK(!noise.defined() || (noise.sizes() == at::IntArrayRef({q.size(0), q.size(1), k.size(1)}) &&
+                                   noise.scalar_type() == q.scalar_type() && noise.device().is_cpu()),
+              "additive fused_attend: the dropout noise must be [B, Q, K] like the scores, found ", noise.sizes());
+  auto given = [](const Tensor& t) { return t.defined() ? std::optional<Tensor>(t) : std::nullopt; };
+  return AttendFunction::apply(q, k, w, values, given(valid_lens), given(noise));
+}
+
+bool fused_attend_takes(int64_t B, int64_t Q, int64_t K, at::ScalarType dtype, const Tensor& values,
+                        const Tensor& valid_lens) {
+  if (B == 0 || Q == 0 || K == 0 || values.dim() != 3 || values.size(0) != B || values.size(1) != K ||
+      values.size(2) == 0 || values.scalar_type() != dtype || !values.device().is_cpu()) {
+    return false;
+  }
+  if (!valid_lens.defined()) return true;
+  const auto lens = valid_lens.scalar_type();
+  return valid_lens.device().is_cpu() &&
+         (at::isIntegralType(lens, /*includeBool=*/false) || lens == at::kFloat || lens == at::kDouble) &&
+         ((valid_lens.dim() == 1 && valid_lens.size(0) == B) ||
+          (valid_lens.dim() == 2 && valid_lens.size(0) == B && valid_lens.size(1) == Q));
+}
+
+bool fused_attend_supported(const Tensor& q, const Tensor& k, const Tensor& w, const Tensor& values,
+                            const Tensor& valid_lens) {
+  return q.device().is_cpu() && fused_scores_supported(q, k, w) && q.dim() == 3 && k.dim() == 3 &&
+         q.size(0) == k.size(0) && q.size(2) == k.size(2) && w.numel() == q.size(2) && q.size(2) > 0 &&
+         fused_attend_takes(q.size(0), q.size(1), k.size(1), q.scalar_type(), values, valid_lens);
 }
 
 Tensor fused_scores(const Tensor& q, const Tensor& k, const Tensor& w) {

@@ -20,6 +20,20 @@ torch::Tensor fused_scores(const torch::Tensor& q, const torch::Tensor& k, const
 /// with CUDA, cuda_built()) also bf16 or half projections, scored in float.
 bool fused_scores_supported(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& w);
 
+/// Bahdanau's attention in one autograd node on the CPU: fused_scores, d2l's masked softmax (-1e6
+/// where key k >= the row's valid length; valid_lens [B], [B, Q] or undefined), the dropout noise
+/// (undefined, or at::dropout's [B, Q, K] mask: bernoulli(1 - p) / (1 - p)) and the pooling of
+/// `values` [B, K, Dv] -> [B, Q, Dv]. What Attention computes from score() (masked_softmax,
+/// dropout, bmm), without the scores, weights and their nodes in between. First-order backward.
+torch::Tensor fused_attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& w,
+                           const torch::Tensor& values, const torch::Tensor& valid_lens, const torch::Tensor& noise);
+/// Whether fused_attend takes these: fused_scores' float or double on the CPU, values of the same
+/// dtype, nothing empty, and integer or float lengths of one of those shapes.
+bool fused_attend_supported(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& w,
+                            const torch::Tensor& values, const torch::Tensor& valid_lens);
+/// The part of that which does not need the projections: B, Q, K rows of `dtype` scores.
+bool fused_attend_takes(int64_t B, int64_t Q, int64_t K, at::ScalarType dtype, const torch::Tensor& values,
+                        const torch::Tensor& valid_lens);
 /// Whether this build has the CUDA kernels (additive_cuda.cu: nvcc was found at configure time).
 bool cuda_built();
 

@@ -1,6 +1,7 @@
 // The fused additive scores (additive_kernels.hpp) against d2l's composition of torch ops: scores,
 // attention outputs and every gradient on odd shapes, masks and empty rows, in both ISA copies;
-// finite differences in double; the same bits for any thread count; the fallbacks.
+// finite differences in double; the same bits for any thread count; the fallbacks. The same for
+// fused_attend, the whole attention (scores to pooled values) as one node.
 #include "additive_kernels.hpp"
 #include "additive_scorer.hpp"
 
@@ -8,6 +9,7 @@
 #include "testing/testing.hpp"
 
 #include <ATen/Parallel.h>
+#include <ATen/autocast_mode.h>
 #include <attnlab/nn/attention.hpp>
 
 #include <cmath>
@@ -131,16 +133,83 @@ TEST_F(AdditiveKernels, MaskedAttentionEqualsTheComposition) {
   }
 }
 
+TEST_F(AdditiveKernels, AttendIsOneNodeAndDrawsAtDropoutsMasks) {
+  // In training with dropout: the same generator state gives the composition's mask (at::dropout
+  // on the CPU: bernoulli(1 - p) / (1 - p) over the weights), so the same outputs and gradients.
+  for (const auto isa : isas()) {
+    kernels::set_isa(isa);
+    const Shape s{64, 1, 10, 32, 32, 32};  // Bahdanau's decoder step
+    SCOPED_TRACE(isa_name(isa));
+    auto [fused_scorer, plain_scorer] = twins(s, torch::kFloat);
+    nn::Attention fused(fused_scorer, 0.3), plain(plain_scorer, 0.3);
+    const auto queries = torch::randn({s.B, s.Q, s.Dq}, torch::requires_grad());
+    const auto keys = torch::randn({s.B, s.K, s.Dk}, torch::requires_grad());
+    const auto lens = valid_lens(s);
+    const auto probe = torch::randn({s.B, s.Q, s.Dk});
+    const auto grads = [&](nn::Attention& a) {
+      torch::manual_seed(11);
+      const auto out = a->forward(queries, keys, keys, lens);
+      std::vector<Tensor> xs = {queries, keys};
+      for (const auto& p : a->parameters()) xs.push_back(p);
+      auto g = torch::autograd::grad({out}, xs, {probe}, false, false, true);
+      g.insert(g.begin(), out.detach());
+      return std::make_pair(g, out.grad_fn() ? out.grad_fn()->name() : std::string());
+    };
+    const auto [want, plain_node] = grads(plain);
+    const auto [got, fused_node] = grads(fused);
+    EXPECT_NE(fused_node.find("AttendFunction"), std::string::npos) << fused_node;
+    EXPECT_EQ(plain_node, "BmmBackward0");
+    for (size_t i = 0; i < want.size(); ++i) EXPECT_ALLCLOSE(got[i], want[i], 1e-5, 1e-5) << "output/gradient " << i;
+    // Some weights were dropped: the output differs from eval mode's.
+    fused->eval();
+    EXPECT_FALSE(AllClose(fused->forward(queries, keys, keys, lens), want[0], 1e-3, 1e-3));
+  }
+}
+
+TEST_F(AdditiveKernels, AttendTakesOnlyWhatItComputesAsTheComposition) {
+  const Shape s{2, 3, 4, 5, 6, 7};
+  auto [fused, plain] = twins(s, torch::kFloat);
+  const auto q = torch::randn({s.B, s.Q, s.Dq}), k = torch::randn({s.B, s.K, s.Dk}), v = torch::randn({s.B, s.K, 2});
+  const auto lens = torch::tensor({2, 4});
+  EXPECT_TRUE(fused->attend(q, k, v, lens, {}, 0.5, true).has_value());
+  EXPECT_TRUE(fused->attend(q, k, v, lens.to(torch::kFloat), {}, 0.0, false).has_value());  // d2l's float lengths
+  EXPECT_TRUE(fused->attend(q, k, v, {}, {}, 0.0, false).has_value());
+  EXPECT_FALSE(plain->attend(q, k, v, lens, {}, 0.0, false).has_value());  // fused: false
+  EXPECT_FALSE(fused->attend(q, k, v, lens, {}, 1.0, true).has_value());   // p = 1 zeroes every weight
+  EXPECT_FALSE(fused->attend(q, k, v.to(torch::kDouble), lens, {}, 0.0, false).has_value());
+  EXPECT_FALSE(fused->attend(q, k, v, torch::tensor({1, 2, 3}), {}, 0.0, false).has_value());  // lengths of 3 rows
+  EXPECT_FALSE(fused->attend(q, k.narrow(1, 0, 0), v.narrow(1, 0, 0), {}, {}, 0.0, false).has_value());
+  {
+    at::autocast::set_autocast_enabled(at::kCPU, true);
+    EXPECT_FALSE(fused->attend(q, k, v, lens, {}, 0.0, false).has_value());
+    at::autocast::set_autocast_enabled(at::kCPU, false);
+  }
+  auto [b16, b16_plain] = twins(s, torch::kBFloat16);
+  EXPECT_FALSE(b16->attend(q.to(torch::kBFloat16), k.to(torch::kBFloat16), v.to(torch::kBFloat16), lens, {}, 0.0, false)
+                   .has_value());
+  // The float lengths' cut is the composition's (arange(K) < 2.5: keys 0, 1, 2).
+  nn::Attention a(fused, 0.0), b(plain, 0.0);
+  const auto half = torch::tensor({2.5f, 0.5f});
+  EXPECT_ALLCLOSE(a->forward(q, k, v, half), b->forward(q, k, v, half), 1e-5, 1e-6);
+  EXPECT_THROW(fused_attend(q, k, torch::randn({7}), v, torch::tensor({1, 2, 3}), {}), c10::Error);
+}
+
 TEST_F(AdditiveKernels, GradientsMatchFiniteDifferencesInDouble) {
+  // fused_scores, and fused_attend with row lengths [B, Q] (an empty row) and a dropout mask.
   for (const auto isa : isas()) {
     kernels::set_isa(isa);
     for (const auto& s : {Shape{2, 3, 5, 0, 0, 7}, Shape{1, 1, 4, 0, 0, 1}, Shape{3, 2, 2, 0, 0, 9}}) {
       SCOPED_TRACE(isa_name(isa) + " " + s.name());
       const auto opts = torch::TensorOptions().dtype(torch::kDouble).requires_grad(true);
       const std::vector<Tensor> inputs = {torch::randn({s.B, s.Q, s.H}, opts), torch::randn({s.B, s.K, s.H}, opts),
-                                          torch::randn({1, s.H}, opts)};
+                                          torch::randn({1, s.H}, opts), torch::randn({s.B, s.K, 3}, opts)};
       EXPECT_TRUE(testutil::GradientsMatchFiniteDifferences(
-          [&] { return fused_scores(inputs[0], inputs[1], inputs[2]); }, inputs));
+          [&] { return fused_scores(inputs[0], inputs[1], inputs[2]); }, {inputs[0], inputs[1], inputs[2]}));
+      auto lens = torch::randint(1, s.K + 1, {s.B, s.Q}, torch::kLong);
+      lens[0][0] = 0;
+      const auto noise = torch::bernoulli(torch::full({s.B, s.Q, s.K}, 0.7, torch::kDouble)) / 0.7;
+      EXPECT_TRUE(testutil::GradientsMatchFiniteDifferences(
+          [&] { return fused_attend(inputs[0], inputs[1], inputs[2], inputs[3], lens, noise); }, inputs));
     }
   }
 }
@@ -172,11 +241,17 @@ TEST_F(AdditiveKernels, SameBitsForAnyThreadCount) {
   const auto k = torch::randn({s.B, s.K, s.H}, torch::requires_grad());
   const auto w = torch::randn({1, s.H}, torch::requires_grad());
   const auto probe = torch::randn({s.B, s.Q, s.K});
+  const auto v = torch::randn({s.B, s.K, 5}, torch::requires_grad());
+  const auto lens = torch::randint(0, s.K + 1, {s.B}, torch::kLong);
+  const auto probe_out = torch::randn({s.B, s.Q, 5});
   const auto run = [&](int threads) {
     at::set_num_threads(threads);
     const auto out = fused_scores(q, k, w);
     auto g = torch::autograd::grad({out}, {q, k, w}, {probe});
     g.push_back(out.detach());
+    const auto attended = fused_attend(q, k, w, v, lens, {});
+    for (auto& d : torch::autograd::grad({attended}, {q, k, w, v}, {probe_out})) g.push_back(d);
+    g.push_back(attended.detach());
     return g;
   };
   const int before = at::get_num_threads();

@@ -2,6 +2,7 @@
 // outputs, d2l 0.17 golden values (reference: tests/python/chapter_golden.py).
 #include "additive_scorer.hpp"
 
+#include "testing/autograd_graph.hpp"
 #include "testing/golden.hpp"
 #include "testing/scorer_toys.hpp"
 
@@ -85,6 +86,90 @@ TEST_F(Scorers, AdditiveHasNoBiasesAndChecksSizes) {
   EXPECT_EQ(scorer->score(torch::randn({2, 5, 6}), torch::randn({2, 7, 3}), {}).sizes(), (Sizes{2, 5, 7}));
   EXPECT_THROW(scorer->score(torch::randn({2, 5, 3}), torch::randn({2, 7, 3}), {}), c10::Error);
   EXPECT_THROW(AdditiveScorer(0, 3, 4), c10::Error);
+}
+
+// ------------------------------------------------------------- the keys' projection, once
+
+/// Three queries scored against the same keys, as Bahdanau's decoder does: the summed scores.
+torch::Tensor three_steps(AdditiveScorer& scorer, const torch::Tensor& queries, const torch::Tensor& keys,
+                          bool clone_keys) {
+  torch::Tensor total;
+  for (int64_t t = 0; t < 3; ++t) {
+    auto s = scorer->score(queries.narrow(1, t, 1), clone_keys ? keys.clone() : keys, {});
+    total = t == 0 ? s : total + s;
+  }
+  return total;
+}
+
+TEST_F(Scorers, AdditiveProjectsTheSameKeysOnceForEveryQueryStep) {
+  torch::manual_seed(3);
+  AdditiveScorer scorer(5, 3, 4);
+  const auto queries = torch::randn({2, 3, 5});
+  const auto keys = torch::randn({2, 7, 3}).requires_grad_();
+  auto once = three_steps(scorer, queries, keys, false);
+  // W_q once a step and W_k once: one mm each (3D linear without bias).
+  EXPECT_EQ(testutil::nodes_named(once, {"MmBackward"}), 4);
+  const auto g = torch::randn({2, 1, 7});
+  (once * g).sum().backward();
+  const auto dkeys = keys.grad().clone();
+  const auto dw_k = scorer->W_k->weight.grad().clone(), dw_q = scorer->W_q->weight.grad().clone();
+
+  // The same with keys that are new tensors each step: W_k projects them each time.
+  keys.mutable_grad() = torch::Tensor();
+  scorer->zero_grad();
+  auto again = three_steps(scorer, queries, keys, true);
+  EXPECT_EQ(testutil::nodes_named(again, {"MmBackward"}), 6);
+  EXPECT_ALLCLOSE(once, again, 1e-6, 1e-6);
+  (again * g).sum().backward();
+  EXPECT_ALLCLOSE(keys.grad(), dkeys, 1e-5, 1e-6);
+  EXPECT_ALLCLOSE(scorer->W_k->weight.grad(), dw_k, 1e-5, 1e-6);
+  EXPECT_ALLCLOSE(scorer->W_q->weight.grad(), dw_q, 1e-5, 1e-6);
+}
+
+TEST_F(Scorers, AdditiveReusesTheKeysProjectionOnlyWhileItsGraphAndInputsStand) {
+  torch::manual_seed(5);
+  AdditiveScorer scorer(5, 3, 4);
+  const auto queries = torch::randn({2, 1, 5});
+  const auto keys = torch::randn({2, 7, 3}).requires_grad_();
+  auto expected = [&] {  // d2l's composition with today's weights, from scratch
+    auto q = torch::matmul(queries, scorer->W_q->weight.t()), k = torch::matmul(keys, scorer->W_k->weight.t());
+    return torch::matmul(torch::tanh(q.unsqueeze(2) + k.unsqueeze(1)), scorer->w_v->weight.t()).squeeze(-1);
+  };
+  // After a backward freed the graph that saved the projection, a new graph projects again (a
+  // stale projection would fail: "backward through the graph a second time").
+  for (int round = 0; round < 2; ++round) {
+    auto s = scorer->score(queries, keys, {});
+    EXPECT_ALLCLOSE(s, expected(), 1e-5, 1e-6);
+    EXPECT_NO_THROW(s.sum().backward());
+  }
+  EXPECT_ALLCLOSE(keys.grad(), 2 * torch::autograd::grad({expected().sum()}, {keys})[0], 1e-5, 1e-6);
+  // A retained graph keeps it: the second score reuses it and both backwards run.
+  auto first = scorer->score(queries, keys, {});
+  first.sum().backward({}, /*retain_graph=*/true);
+  auto second = scorer->score(queries, keys, {});
+  EXPECT_EQ(testutil::nodes_named(first + second, {"MmBackward"}), 3);
+  EXPECT_NO_THROW((first + second).sum().backward());
+  // An update of W_k (the optimizer's, in place) or of the keys projects again.
+  {
+    torch::NoGradGuard no_grad;
+    scorer->W_k->weight.add_(0.5);
+  }
+  auto after_update = scorer->score(queries, keys, {});
+  EXPECT_ALLCLOSE(after_update, expected(), 1e-5, 1e-6);
+  EXPECT_EQ(testutil::nodes_named(first + after_update, {"MmBackward"}), 4);
+  {
+    torch::NoGradGuard no_grad;
+    keys.mul_(-1);
+  }
+  EXPECT_ALLCLOSE(scorer->score(queries, keys, {}), expected(), 1e-5, 1e-6);
+  // Without grad and in inference mode nothing is reused, and the scores stay right.
+  {
+    torch::NoGradGuard no_grad;
+    EXPECT_ALLCLOSE(scorer->score(queries, keys, {}), expected(), 1e-5, 1e-6);
+  }
+  torch::InferenceMode inference;
+  const auto q2 = torch::randn({2, 1, 5}), k2 = torch::randn({2, 7, 3});
+  EXPECT_EQ(scorer->score(q2, k2, {}).sizes(), (Sizes{2, 1, 7}));
 }
 
 }  // namespace
