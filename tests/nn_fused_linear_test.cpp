@@ -79,14 +79,16 @@ class FusedLinear : public SeededTest {};
 TEST_F(FusedLinear, ForwardAndGradientsEqualTorchLinear) {
   for (const auto& s : shapes()) {
     for (const bool bias : {true, false}) {
-      SCOPED_TRACE(s.what + (bias ? ", bias" : ", no bias"));
-      const auto in = inputs(s, bias);
-      ASSERT_TRUE(fused::linear_supported(in.x, in.weight, in.bias));
-      const auto out = fused::linear(in.x, in.weight, in.bias);
-      if (out.numel() > 0) {
-        EXPECT_EQ(fused_linear_nodes(out), 1);
+      for (const auto dtype : {torch::kFloat, torch::kDouble}) {  // BLAS: sgemm_ and dgemm_
+        SCOPED_TRACE(s.what + (bias ? ", bias" : ", no bias") + (dtype == torch::kDouble ? ", double" : ""));
+        const auto in = inputs(s, bias, dtype);
+        ASSERT_TRUE(fused::linear_supported(in.x, in.weight, in.bias));
+        const auto out = fused::linear(in.x, in.weight, in.bias);
+        if (out.numel() > 0) {
+          EXPECT_EQ(fused_linear_nodes(out), 1);
+        }
+        expect_same_forward_and_gradients(out, torch::linear(in.x, in.weight, in.bias), in.leaves());
       }
-      expect_same_forward_and_gradients(out, torch::linear(in.x, in.weight, in.bias), in.leaves());
     }
   }
 }

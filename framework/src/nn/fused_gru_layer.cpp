@@ -2,11 +2,14 @@
 // kernels (fused_gru_gates.hpp), forward and hand-written backward.
 #include <attnlab/nn/fused_gru.hpp>
 
+#include "nn/blas.hpp"
 #include "nn/fused_gru_gates.hpp"
 
 #include <ATen/ATen.h>
 #include <ATen/Dispatch.h>
 #include <torch/autograd.h>
+
+#include <algorithm>
 
 namespace attnlab::nn {
 namespace {
@@ -24,6 +27,21 @@ StepRows step_rows(bool batch_first, int64_t steps, int64_t batch, int64_t colum
   return batch_first ? StepRows{columns, steps * columns} : StepRows{batch * columns, columns};
 }
 
+/// m [rows, n] = every row `bias` [n] (the GEMM then adds to it, beta 1).
+template <class T>
+void fill_rows(T* m, const T* bias, int64_t rows, int64_t n) {
+  for (int64_t r = 0; r < rows; ++r) std::copy_n(bias, n, m + r * n);
+}
+
+/// out [n] = the column sums of m [rows, n].
+template <class T>
+void column_sums(const T* m, int64_t rows, int64_t n, T* out) {
+  std::fill(out, out + n, T(0));
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < n; ++c) out[c] += m[r * n + c];
+  }
+}
+
 class FusedGruLayerFunction : public torch::autograd::Function<FusedGruLayerFunction> {
  public:
   static variable_list forward(AutogradContext* ctx, const Tensor& x, const Tensor& h0, const Tensor& w_ih,
@@ -32,34 +50,43 @@ class FusedGruLayerFunction : public torch::autograd::Function<FusedGruLayerFunc
     // keep: whether this call records a node (Function::apply runs forward in no-grad mode).
     const int64_t steps = x.size(batch_first ? 1 : 0), batch = x.size(batch_first ? 0 : 1);
     const int64_t in = x.size(2), H = w_hh.size(1);
+    const auto xc = x.contiguous(), h0c = h0.contiguous();
+    const auto wi = w_ih.contiguous(), wh = w_hh.contiguous(), bi = b_ih.contiguous(), bh = b_hh.contiguous();
     // Every step's input projection in one GEMM, rows in x's order.
-    auto gi = at::addmm(b_ih, x.contiguous().view({-1, in}), w_ih.t());  // [B·T or T·B, 3H]
+    auto gi = at::empty({steps * batch, 3 * H}, x.options());  // [B·T or T·B, 3H]
     // hs[0] = h0, hs[t + 1] = step t's output: the outputs and, for the backward, every step's
     // previous state in one matrix.
     auto hs = at::empty({steps + 1, batch, H}, x.options());  // [T + 1, B, H]
-    hs.select(0, 0).copy_(h0);
-    auto gh = at::empty({batch, 3 * H}, x.options());                              // [B, 3H]
+    auto gh = at::empty({batch, 3 * H}, x.options());         // [B, 3H]
     auto saved = keep ? at::empty({steps, batch, 4 * H}, x.options()) : Tensor();  // [T, B, 4H]
-    const auto w_hh_t = w_hh.t();                                                  // [H, 3H]
     const auto gi_rows = step_rows(batch_first, steps, batch, 3 * H);
     AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "fused_gru_layer", [&] {
+      scalar_t* pgi = gi.mutable_data_ptr<scalar_t>();
+      fill_rows(pgi, bi.const_data_ptr<scalar_t>(), steps * batch, 3 * H);
+      blas::gemm<scalar_t>(false, true, steps * batch, 3 * H, in, 1, xc.const_data_ptr<scalar_t>(), in,
+                           wi.const_data_ptr<scalar_t>(), in, 1, pgi, 3 * H);
+      scalar_t* phs = hs.mutable_data_ptr<scalar_t>();
+      std::copy_n(h0c.const_data_ptr<scalar_t>(), batch * H, phs);
+      scalar_t* pgh = gh.mutable_data_ptr<scalar_t>();
       fused_gru::GatesForward<scalar_t> s;
       s.batch = batch;
       s.hidden = H;
       s.ld_gi = gi_rows.ld;
-      s.gh = gh.const_data_ptr<scalar_t>();
+      s.gh = pgh;
       s.ld_h = s.ld_h_next = H;
       for (int64_t t = 0; t < steps; ++t) {
-        at::addmm_out(gh, b_hh, hs.select(0, t), w_hh_t);
-        s.gi = gi.const_data_ptr<scalar_t>() + t * gi_rows.step_offset;
-        s.h = hs.const_data_ptr<scalar_t>() + t * batch * H;
-        s.h_next = hs.mutable_data_ptr<scalar_t>() + (t + 1) * batch * H;
+        fill_rows(pgh, bh.const_data_ptr<scalar_t>(), batch, 3 * H);
+        blas::gemm<scalar_t>(false, true, batch, 3 * H, H, 1, phs + t * batch * H, H, wh.const_data_ptr<scalar_t>(), H,
+                             1, pgh, 3 * H);
+        s.gi = pgi + t * gi_rows.step_offset;
+        s.h = phs + t * batch * H;
+        s.h_next = phs + (t + 1) * batch * H;
         s.saved = keep ? saved.mutable_data_ptr<scalar_t>() + t * batch * 4 * H : nullptr;
         fused_gru::gates_forward(s);
       }
     });
     if (keep) {
-      ctx->save_for_backward({x, w_ih, w_hh});
+      ctx->save_for_backward({xc, wi, wh});
       ctx->saved_data["hs"] = hs;
       ctx->saved_data["gates"] = saved;
       ctx->saved_data["batch_first"] = batch_first;
@@ -87,7 +114,17 @@ class FusedGruLayerFunction : public torch::autograd::Function<FusedGruLayerFunc
     auto dgh = at::empty({steps, batch, 3 * H}, hs.options());                // [T, B, 3H]
     const bool need_dh0 = ctx->needs_input_grad(1);
     const auto gi_rows = step_rows(batch_first, steps, batch, 3 * H);
+    Tensor dx, dh0, dw_ih, dw_hh, db_ih, db_hh;
+    if (ctx->needs_input_grad(0)) dx = at::empty(x.sizes(), x.options());
+    if (ctx->needs_input_grad(2)) dw_ih = at::empty({3 * H, in}, x.options());
+    if (ctx->needs_input_grad(3)) dw_hh = at::empty({3 * H, H}, x.options());
+    if (ctx->needs_input_grad(4)) db_ih = at::empty({3 * H}, x.options());
+    if (ctx->needs_input_grad(5)) db_hh = at::empty({3 * H}, x.options());
     AT_DISPATCH_FLOATING_TYPES(hs.scalar_type(), "fused_gru_layer_backward", [&] {
+      const scalar_t* phs = hs.const_data_ptr<scalar_t>();
+      scalar_t* pdgi = dgi.mutable_data_ptr<scalar_t>();
+      scalar_t* pdgh = dgh.mutable_data_ptr<scalar_t>();
+      const scalar_t* pw_hh = w_hh.const_data_ptr<scalar_t>();
       fused_gru::GatesBackward<scalar_t> s;
       s.batch = batch;
       s.hidden = H;
@@ -97,23 +134,33 @@ class FusedGruLayerFunction : public torch::autograd::Function<FusedGruLayerFunc
       s.ld_dgi = gi_rows.ld;
       for (int64_t t = steps - 1; t >= 0; --t) {
         s.dy = dy.defined() ? dy.const_data_ptr<scalar_t>() + t * dy.stride(0) : nullptr;
-        s.h = hs.const_data_ptr<scalar_t>() + t * batch * H;
+        s.h = phs + t * batch * H;
         s.saved = saved.const_data_ptr<scalar_t>() + t * batch * 4 * H;
-        s.dgi = dgi.mutable_data_ptr<scalar_t>() + t * gi_rows.step_offset;
-        s.dgh = dgh.mutable_data_ptr<scalar_t>() + t * batch * 3 * H;
+        s.dgi = pdgi + t * gi_rows.step_offset;
+        s.dgh = pdgh + t * batch * 3 * H;
         fused_gru::gates_backward(s);
-        if (t > 0 || need_dh0) dh.addmm_(dgh.select(0, t), w_hh);  // += [B, 3H] · [3H, H]
+        if (t > 0 || need_dh0) {  // dh += dgh[t] [B, 3H] · w_hh [3H, H]
+          blas::gemm<scalar_t>(false, false, batch, H, 3 * H, 1, pdgh + t * batch * 3 * H, 3 * H, pw_hh, H, 1, s.dh, H);
+        }
       }
+      // The rest over all steps at once; dgi's rows are in x's order, dgh's [T·B, 3H].
+      const int64_t rows = steps * batch;
+      if (dx.defined()) {
+        blas::gemm<scalar_t>(false, false, rows, in, 3 * H, 1, pdgi, 3 * H, w_ih.const_data_ptr<scalar_t>(), in, 0,
+                             dx.mutable_data_ptr<scalar_t>(), in);
+      }
+      if (dw_ih.defined()) {
+        blas::gemm<scalar_t>(true, false, 3 * H, in, rows, 1, pdgi, 3 * H, x.const_data_ptr<scalar_t>(), in, 0,
+                             dw_ih.mutable_data_ptr<scalar_t>(), in);
+      }
+      if (dw_hh.defined()) {  // hs[0 .. T - 1]: every step's previous state
+        blas::gemm<scalar_t>(true, false, 3 * H, H, rows, 1, pdgh, 3 * H, phs, H, 0, dw_hh.mutable_data_ptr<scalar_t>(),
+                             H);
+      }
+      if (db_ih.defined()) column_sums<scalar_t>(pdgi, rows, 3 * H, db_ih.mutable_data_ptr<scalar_t>());
+      if (db_hh.defined()) column_sums<scalar_t>(pdgh, rows, 3 * H, db_hh.mutable_data_ptr<scalar_t>());
     });
-    const auto dgi2 = dgi.view({-1, 3 * H});  // rows in x's order
-    const auto dgh2 = dgh.view({-1, 3 * H});  // [T·B, 3H]
-    Tensor dx, dh0, dw_ih, dw_hh, db_ih, db_hh;
-    if (ctx->needs_input_grad(0)) dx = at::mm(dgi2, w_ih).view(x.sizes());
     if (need_dh0) dh0 = dh;
-    if (ctx->needs_input_grad(2)) dw_ih = at::mm(dgi2.t(), x.contiguous().view({-1, in}));         // [3H, I]
-    if (ctx->needs_input_grad(3)) dw_hh = at::mm(dgh2.t(), hs.narrow(0, 0, steps).view({-1, H}));  // [3H, H]
-    if (ctx->needs_input_grad(4)) db_ih = dgi2.sum(0);
-    if (ctx->needs_input_grad(5)) db_hh = dgh2.sum(0);
     return {dx, dh0, dw_ih, dw_hh, db_ih, db_hh, Tensor(), Tensor()};
   }
 };

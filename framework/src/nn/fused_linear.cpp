@@ -1,6 +1,7 @@
 // The linear layers as one autograd node on the CPU (nn/fused_linear.hpp).
 #include "nn/fused_linear.hpp"
 
+#include "nn/blas.hpp"
 #include "nn/fused_attention.hpp"
 
 #include <ATen/Dispatch.h>
@@ -89,6 +90,61 @@ void backward_loops(const T* dy, const T* x, const T* w, T* dx, T* dw, T* db, in
   }
 }
 
+/// The rows of a [N, F] matrix stored split into heads (Layout), gathered into `out` [N, F].
+template <class T>
+void gather_rows(const T* m, int64_t N, int64_t F, const Layout& L, T* out) {
+  for (int64_t n = 0; n < N; ++n) row(m, n, F, true, L, out + n * F);
+}
+
+/// The reverse: rows [N, F] into a matrix stored split into heads.
+template <class T>
+void scatter_rows(const T* rows, int64_t N, int64_t F, const Layout& L, T* m) {
+  const int64_t d = F / L.heads;
+  for (int64_t n = 0; n < N; ++n) {
+    for (int64_t h = 0; h < L.heads; ++h) std::copy_n(rows + n * F + h * d, d, m + L.at(n, h * d, F));
+  }
+}
+
+/// forward_loops' products as one BLAS GEMM (blas.hpp), the heads' layouts gathered and
+/// scattered by plain copies around it.
+template <class T>
+void forward_blas(const T* x, const T* w, const T* b, T* y, int64_t N, int64_t I, int64_t O, const Layout& L) {
+  std::vector<T> xbuf(L.merged_in ? N * I : 0), ybuf(L.split_out ? N * O : 0);
+  if (L.merged_in) gather_rows(x, N, I, L, xbuf.data());
+  const T* x2 = L.merged_in ? xbuf.data() : x;
+  T* y2 = L.split_out ? ybuf.data() : y;
+  if (b != nullptr) {
+    for (int64_t n = 0; n < N; ++n) std::copy_n(b, O, y2 + n * O);
+  }
+  blas::gemm<T>(false, true, N, O, I, T(1), x2, I, w, I, b != nullptr ? T(1) : T(0), y2, O);
+  if (L.split_out) scatter_rows(y2, N, O, L, y);
+}
+
+/// backward_loops' products as BLAS GEMMs: dx = dy w, dw = dy^T x; db as its column sums.
+template <class T>
+void backward_blas(const T* dy, const T* x, const T* w, T* dx, T* dw, T* db, int64_t N, int64_t I, int64_t O,
+                   const Layout& L) {
+  std::vector<T> dybuf(L.split_out ? N * O : 0), xbuf(L.merged_in && dw != nullptr ? N * I : 0),
+      dxbuf(L.merged_in && dx != nullptr ? N * I : 0);
+  if (L.split_out) gather_rows(dy, N, O, L, dybuf.data());
+  const T* dy2 = L.split_out ? dybuf.data() : dy;
+  if (dx != nullptr) {
+    T* dx2 = L.merged_in ? dxbuf.data() : dx;
+    blas::gemm<T>(false, false, N, I, O, T(1), dy2, O, w, I, T(0), dx2, I);
+    if (L.merged_in) scatter_rows(dx2, N, I, L, dx);
+  }
+  if (dw != nullptr) {
+    if (L.merged_in) gather_rows(x, N, I, L, xbuf.data());
+    blas::gemm<T>(true, false, O, I, N, T(1), dy2, O, L.merged_in ? xbuf.data() : x, I, T(0), dw, I);
+  }
+  if (db != nullptr) {
+    std::fill(db, db + O, T(0));
+    for (int64_t n = 0; n < N; ++n) {
+      for (int64_t o = 0; o < O; ++o) db[o] += dy2[n * O + o];
+    }
+  }
+}
+
 /// [B * heads, T, d] (or [B, heads, T, d]) -> the [B * T, heads * d] matrix it splits.
 Tensor merge_heads(const Tensor& m, int64_t heads) {
   const int64_t T = m.size(-2), d = m.size(-1);
@@ -117,18 +173,12 @@ struct Linear : torch::autograd::Function<Linear> {
       sizes = x.sizes().vec();
       sizes.back() = O;
     }
-    Tensor y;
-    if (N * I * O <= kLoopMacs) {
-      y = at::empty(sizes, xc.options());
-      AT_DISPATCH_FLOATING_TYPES(xc.scalar_type(), "attnlab::fused_linear", [&] {
-        forward_loops(xc.const_data_ptr<scalar_t>(), w.const_data_ptr<scalar_t>(),
-                      bias ? bias->const_data_ptr<scalar_t>() : nullptr, y.data_ptr<scalar_t>(), N, I, O, L);
-      });
-    } else {
-      const auto x2 = L.merged_in ? merge_heads(xc, L.heads) : xc.view({N, I});
-      y = bias ? at::addmm(*bias, x2, w.t()) : at::mm(x2, w.t());
-      y = L.split_out ? split_heads(y, L.T, L.heads) : y.view(sizes);
-    }
+    auto y = at::empty(sizes, xc.options());
+    AT_DISPATCH_FLOATING_TYPES(xc.scalar_type(), "attnlab::fused_linear", [&] {
+      const auto run = N * I * O <= kLoopMacs ? forward_loops<scalar_t> : forward_blas<scalar_t>;
+      run(xc.const_data_ptr<scalar_t>(), w.const_data_ptr<scalar_t>(),
+          bias ? bias->const_data_ptr<scalar_t>() : nullptr, y.data_ptr<scalar_t>(), N, I, O, L);
+    });
     if (bias) {
       ctx->save_for_backward({xc, w, *bias});
     } else {
@@ -155,8 +205,8 @@ struct Linear : torch::autograd::Function<Linear> {
     const bool need_x = ctx->needs_input_grad(0), need_w = ctx->needs_input_grad(1);
     const bool need_b = has_bias && ctx->needs_input_grad(2);
     Tensor dx, dw, db;
-    if (torch::GradMode::is_enabled() || N * I * O > kLoopMacs) {
-      // BLAS for the large, and torch's differentiable ops for a double backward (create_graph).
+    if (torch::GradMode::is_enabled()) {
+      // torch's differentiable ops for a double backward (create_graph).
       const auto dy2 = L.split_out ? merge_heads(dy, L.heads) : dy.view({N, O});
       if (need_x) {
         dx = dy2.mm(w);
@@ -169,9 +219,10 @@ struct Linear : torch::autograd::Function<Linear> {
       if (need_w) dw = at::empty_like(w);
       if (need_b) db = at::empty({O}, w.options());
       AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "attnlab::fused_linear_backward", [&] {
-        backward_loops(dy.const_data_ptr<scalar_t>(), x.const_data_ptr<scalar_t>(), w.const_data_ptr<scalar_t>(),
-                       need_x ? dx.data_ptr<scalar_t>() : nullptr, need_w ? dw.data_ptr<scalar_t>() : nullptr,
-                       need_b ? db.data_ptr<scalar_t>() : nullptr, N, I, O, L);
+        const auto run = N * I * O <= kLoopMacs ? backward_loops<scalar_t> : backward_blas<scalar_t>;
+        run(dy.const_data_ptr<scalar_t>(), x.const_data_ptr<scalar_t>(), w.const_data_ptr<scalar_t>(),
+            need_x ? dx.data_ptr<scalar_t>() : nullptr, need_w ? dw.data_ptr<scalar_t>() : nullptr,
+            need_b ? db.data_ptr<scalar_t>() : nullptr, N, I, O, L);
       });
     }
     return {dx, dw, db, Tensor()};

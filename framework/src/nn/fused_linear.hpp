@@ -4,8 +4,9 @@
 // four autograd nodes whose backward runs about twelve more (t, mm, sum, views). At the sizes of
 // Step-by-Step's corners (48 rows, 6 or 10 features) that dispatch is the whole cost, about 36 us
 // for forward and backward of one layer on one thread of a 2-core AMD EPYC; here the products run
-// as plain loops, about 17 us. Above kLoopMacs multiply-adds the products are one addmm forward and
-// two mm backward, still one node.
+// as plain loops, about 17 us. Above kLoopMacs multiply-adds the products are BLAS GEMMs on the raw
+// buffers (nn/blas.hpp: one forward, two backward, the heads' layouts copied around them), still
+// one node and no ATen op inside.
 //
 // The backward under create_graph (a double backward) runs torch's differentiable ops instead, so
 // higher derivatives stay right. What linear() does not take (see linear_supported) is

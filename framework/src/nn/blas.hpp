@@ -1,0 +1,50 @@
+#pragma once
+// Row-major GEMM on raw pointers through the Fortran BLAS that libtorch_cpu exports (sgemm_ and
+// dgemm_: MKL in the PyPI wheel, the same routine at::mm reaches on the CPU). No dispatcher, no
+// tensor, no autograd: the fused nodes' products above the loops' size (fused_linear.cpp,
+// fused_gru_layer.cpp) were each an addmm or mm plus the views, transposes and conj checks around
+// it, about five ATen ops a product. MKL's threads are the ones at::set_num_threads sets.
+#include <c10/util/Exception.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <type_traits>
+
+extern "C" {
+// NOLINTBEGIN(readability-identifier-naming): the BLAS names
+void sgemm_(const char* transa, const char* transb, const int* m, const int* n, const int* k, const float* alpha,
+            const float* a, const int* lda, const float* b, const int* ldb, const float* beta, float* c,
+            const int* ldc);
+void dgemm_(const char* transa, const char* transb, const int* m, const int* n, const int* k, const double* alpha,
+            const double* a, const int* lda, const double* b, const int* ldb, const double* beta, double* c,
+            const int* ldc);
+// NOLINTEND(readability-identifier-naming)
+}
+
+namespace attnlab::nn::blas {
+
+/// C [m, n] = alpha op(A) op(B) + beta C, all row-major: op(A) is [m, k] (A stored [k, m] when
+/// trans_a), op(B) is [k, n] (B stored [n, k] when trans_b); lda, ldb, ldc are the stored rows'
+/// strides. beta 0 overwrites C (whatever it held).
+template <class T>
+void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda, const T* b,
+          int64_t ldb, T beta, T* c, int64_t ldc) {
+  if (m == 0 || n == 0) return;
+  constexpr int64_t kMax = std::numeric_limits<int>::max();
+  TORCH_CHECK(m <= kMax && n <= kMax && k <= kMax && lda <= kMax && ldb <= kMax && ldc <= kMax,
+              "blas::gemm: sizes past 32-bit BLAS integers: ", m, " x ", n, " x ", k);
+  // Column-major, C^T = op(B)^T op(A)^T: B's storage is op(B)^T's, A's is op(A)^T's.
+  const char ta = trans_a ? 'T' : 'N', tb = trans_b ? 'T' : 'N';
+  const int M = static_cast<int>(n), N = static_cast<int>(m), K = static_cast<int>(k);
+  const int LDB = static_cast<int>(std::max<int64_t>(1, ldb)), LDA = static_cast<int>(std::max<int64_t>(1, lda));
+  const int LDC = static_cast<int>(std::max<int64_t>(1, ldc));
+  if constexpr (std::is_same_v<T, float>) {
+    sgemm_(&tb, &ta, &M, &N, &K, &alpha, b, &LDB, a, &LDA, &beta, c, &LDC);
+  } else {
+    static_assert(std::is_same_v<T, double>, "blas::gemm: float or double");
+    dgemm_(&tb, &ta, &M, &N, &K, &alpha, b, &LDB, a, &LDA, &beta, c, &LDC);
+  }
+}
+
+}  // namespace attnlab::nn::blas
