@@ -41,9 +41,10 @@ config::Binding<TransformerConfig> transformer_binding(AttentionRoles roles, con
       .option("ffn_dropout", &C::ffn_dropout, "dropout after the FFN's ReLU (Step-by-Step's layers; d2l has none)",
               {.min = 0.0, .max = 1.0})
       .option("fused", &C::fused,
-              "fused CPU kernels (residual + dropout + layer norm in one pass; the attention core, masked softmax + "
-              "dropout + weighted sum, as one autograd node; their own dropout stream; the linear layers, the "
-              "heads' split and merge included, as one node each); false: the reference composition of torch ops")
+              "fused CPU kernels (residual + dropout + layer norm in one pass, and norm-first's layer norms and the "
+              "stacks' final one as one node each; the attention core, masked softmax + dropout + weighted sum, as "
+              "one autograd node; their own dropout stream; the linear layers, the heads' split and merge included, "
+              "as one node each); false: the reference composition of torch ops")
       .unbound(attention_option(roles, kTransformerScorer));
 }
 
