@@ -4,10 +4,12 @@
 // bias, inputs of one to four dimensions, strided inputs and weights, inputs that need no gradient; finite differences
 // and torch's second derivatives (create_graph) in double; what it leaves to torch::linear (autocast, ComposedOnly,
 // other dtypes and devices' tensors, wrong sizes); and that the transformer's layers take it unless `fused: false`.
+// Also the BLAS GEMM under it (nn/blas.hpp) against at::mm, every transposition.
 #include <attnlab/nn/attention.hpp>
 #include <attnlab/nn/dot_product.hpp>
 #include <attnlab/nn/transformer.hpp>
 
+#include "nn/blas.hpp"
 #include "nn/fused_attention.hpp"
 #include "nn/fused_linear.hpp"
 #include "testing/autograd_graph.hpp"
@@ -17,6 +19,7 @@
 #include <ATen/autocast_mode.h>
 
 #include <string>
+#include <tuple>
 #include <vector>
 
 namespace attnlab::nn {
@@ -75,6 +78,32 @@ void expect_same_forward_and_gradients(const Tensor& out, const Tensor& expected
 int fused_linear_nodes(const Tensor& out) { return testutil::nodes_named(out, {"fused", "Linear"}); }
 
 class FusedLinear : public SeededTest {};
+
+TEST_F(FusedLinear, BlasGemmIsMmForEveryTranspositionAndLeavesMklsThreadsAsTheyWere) {
+  // The pinned wheel's BLAS is MKL: small products run on the calling thread alone.
+  ASSERT_NE(MKL_Set_Num_Threads_Local, nullptr) << "this torch's BLAS is not MKL";
+  for (const auto dtype : {torch::kFloat, torch::kDouble}) {
+    for (const auto& [m, n, k] : {std::tuple<int64_t, int64_t, int64_t>{7, 5, 3}, {640, 32, 32}, {300, 200, 100}}) {
+      for (const bool ta : {false, true}) {
+        for (const bool tb : {false, true}) {
+          SCOPED_TRACE(std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k) + (ta ? " A^T" : "") +
+                       (tb ? " B^T" : ""));
+          const auto a = ta ? torch::randn({k, m}, dtype) : torch::randn({m, k}, dtype);
+          const auto b = tb ? torch::randn({n, k}, dtype) : torch::randn({k, n}, dtype);
+          auto c = torch::randn({m, n}, dtype);
+          const auto expected = 0.5 * c + 2 * torch::mm(ta ? a.t() : a, tb ? b.t() : b);
+          const int before = MKL_Set_Num_Threads_Local(0);  // 0: the global setting
+          AT_DISPATCH_FLOATING_TYPES(dtype, "test", [&] {
+            blas::gemm<scalar_t>(ta, tb, m, n, k, 2, a.const_data_ptr<scalar_t>(), a.size(1),
+                                 b.const_data_ptr<scalar_t>(), b.size(1), 0.5, c.mutable_data_ptr<scalar_t>(), n);
+          });
+          EXPECT_EQ(MKL_Set_Num_Threads_Local(before), 0);  // gemm restored it
+          EXPECT_ALLCLOSE(c, expected, 1e-4, 1e-4);
+        }
+      }
+    }
+  }
+}
 
 TEST_F(FusedLinear, ForwardAndGradientsEqualTorchLinear) {
   for (const auto& s : shapes()) {

@@ -19,10 +19,19 @@ void sgemm_(const char* transa, const char* transb, const int* m, const int* n, 
 void dgemm_(const char* transa, const char* transb, const int* m, const int* n, const int* k, const double* alpha,
             const double* a, const int* lda, const double* b, const int* ldb, const double* beta, double* c,
             const int* ldc);
+// MKL's thread-local thread count, the C entry (mkl_service.h's mkl_set_num_threads_local; the
+// lower-case symbol is Fortran's, by reference): returns the previous one, 0 = the global setting.
+// Weak, so a torch whose BLAS is not MKL links too and skips it.
+int MKL_Set_Num_Threads_Local(int nthreads) __attribute__((weak));
 // NOLINTEND(readability-identifier-naming)
 }
 
 namespace attnlab::nn::blas {
+
+/// Products up to this many multiply-adds run on the calling thread alone. MKL splits smaller ones
+/// over its threads too, and waking a passive OpenMP thread costs tens of microseconds on a loaded
+/// VM, more than such a product takes (d2l 0.17's layers: [640, 32] x [32, 32], 0.66M).
+constexpr int64_t kOneThreadMacs = int64_t(1) << 20;
 
 /// C [m, n] = alpha op(A) op(B) + beta C, all row-major: op(A) is [m, k] (A stored [k, m] when
 /// trans_a), op(B) is [k, n] (B stored [n, k] when trans_b); lda, ldb, ldc are the stored rows'
@@ -39,12 +48,15 @@ void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha, 
   const int M = static_cast<int>(n), N = static_cast<int>(m), K = static_cast<int>(k);
   const int LDB = static_cast<int>(std::max<int64_t>(1, ldb)), LDA = static_cast<int>(std::max<int64_t>(1, lda));
   const int LDC = static_cast<int>(std::max<int64_t>(1, ldc));
+  const bool one_thread = m * n * k <= kOneThreadMacs && MKL_Set_Num_Threads_Local != nullptr;
+  const int previous = one_thread ? MKL_Set_Num_Threads_Local(1) : 0;
   if constexpr (std::is_same_v<T, float>) {
     sgemm_(&tb, &ta, &M, &N, &K, &alpha, b, &LDB, a, &LDA, &beta, c, &LDC);
   } else {
     static_assert(std::is_same_v<T, double>, "blas::gemm: float or double");
     dgemm_(&tb, &ta, &M, &N, &K, &alpha, b, &LDB, a, &LDA, &beta, c, &LDC);
   }
+  if (one_thread) MKL_Set_Num_Threads_Local(previous);
 }
 
 }  // namespace attnlab::nn::blas
