@@ -59,4 +59,19 @@ void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha, 
   if (one_thread) MKL_Set_Num_Threads_Local(previous);
 }
 
+/// m [rows, n] = `bias` [n] in every row: what a GEMM with beta 1 then adds the product to.
+template <class T>
+void fill_rows(T* m, const T* bias, int64_t rows, int64_t n) {
+  for (int64_t r = 0; r < rows; ++r) std::copy_n(bias, n, m + r * n);
+}
+
+/// out [n] = the column sums of m [rows, n]: a bias's gradient from its output's.
+template <class T>
+void column_sums(const T* m, int64_t rows, int64_t n, T* out) {
+  std::fill(out, out + n, T(0));
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < n; ++c) out[c] += m[r * n + c];
+  }
+}
+
 }  // namespace attnlab::nn::blas

@@ -27,21 +27,6 @@ StepRows step_rows(bool batch_first, int64_t steps, int64_t batch, int64_t colum
   return batch_first ? StepRows{columns, steps * columns} : StepRows{batch * columns, columns};
 }
 
-/// m [rows, n] = every row `bias` [n] (the GEMM then adds to it, beta 1).
-template <class T>
-void fill_rows(T* m, const T* bias, int64_t rows, int64_t n) {
-  for (int64_t r = 0; r < rows; ++r) std::copy_n(bias, n, m + r * n);
-}
-
-/// out [n] = the column sums of m [rows, n].
-template <class T>
-void column_sums(const T* m, int64_t rows, int64_t n, T* out) {
-  std::fill(out, out + n, T(0));
-  for (int64_t r = 0; r < rows; ++r) {
-    for (int64_t c = 0; c < n; ++c) out[c] += m[r * n + c];
-  }
-}
-
 class FusedGruLayerFunction : public torch::autograd::Function<FusedGruLayerFunction> {
  public:
   static variable_list forward(AutogradContext* ctx, const Tensor& x, const Tensor& h0, const Tensor& w_ih,
@@ -62,7 +47,7 @@ class FusedGruLayerFunction : public torch::autograd::Function<FusedGruLayerFunc
     const auto gi_rows = step_rows(batch_first, steps, batch, 3 * H);
     AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "fused_gru_layer", [&] {
       scalar_t* pgi = gi.mutable_data_ptr<scalar_t>();
-      fill_rows(pgi, bi.const_data_ptr<scalar_t>(), steps * batch, 3 * H);
+      blas::fill_rows(pgi, bi.const_data_ptr<scalar_t>(), steps * batch, 3 * H);
       blas::gemm<scalar_t>(false, true, steps * batch, 3 * H, in, 1, xc.const_data_ptr<scalar_t>(), in,
                            wi.const_data_ptr<scalar_t>(), in, 1, pgi, 3 * H);
       scalar_t* phs = hs.mutable_data_ptr<scalar_t>();
@@ -75,7 +60,7 @@ class FusedGruLayerFunction : public torch::autograd::Function<FusedGruLayerFunc
       s.gh = pgh;
       s.ld_h = s.ld_h_next = H;
       for (int64_t t = 0; t < steps; ++t) {
-        fill_rows(pgh, bh.const_data_ptr<scalar_t>(), batch, 3 * H);
+        blas::fill_rows(pgh, bh.const_data_ptr<scalar_t>(), batch, 3 * H);
         blas::gemm<scalar_t>(false, true, batch, 3 * H, H, 1, phs + t * batch * H, H, wh.const_data_ptr<scalar_t>(), H,
                              1, pgh, 3 * H);
         s.gi = pgi + t * gi_rows.step_offset;
@@ -157,8 +142,8 @@ class FusedGruLayerFunction : public torch::autograd::Function<FusedGruLayerFunc
         blas::gemm<scalar_t>(true, false, 3 * H, H, rows, 1, pdgh, 3 * H, phs, H, 0, dw_hh.mutable_data_ptr<scalar_t>(),
                              H);
       }
-      if (db_ih.defined()) column_sums<scalar_t>(pdgi, rows, 3 * H, db_ih.mutable_data_ptr<scalar_t>());
-      if (db_hh.defined()) column_sums<scalar_t>(pdgh, rows, 3 * H, db_hh.mutable_data_ptr<scalar_t>());
+      if (db_ih.defined()) blas::column_sums<scalar_t>(pdgi, rows, 3 * H, db_ih.mutable_data_ptr<scalar_t>());
+      if (db_hh.defined()) blas::column_sums<scalar_t>(pdgh, rows, 3 * H, db_hh.mutable_data_ptr<scalar_t>());
     });
     if (need_dh0) dh0 = dh;
     return {dx, dh0, dw_ih, dw_hh, db_ih, db_hh, Tensor(), Tensor()};

@@ -113,9 +113,7 @@ void forward_blas(const T* x, const T* w, const T* b, T* y, int64_t N, int64_t I
   if (L.merged_in) gather_rows(x, N, I, L, xbuf.data());
   const T* x2 = L.merged_in ? xbuf.data() : x;
   T* y2 = L.split_out ? ybuf.data() : y;
-  if (b != nullptr) {
-    for (int64_t n = 0; n < N; ++n) std::copy_n(b, O, y2 + n * O);
-  }
+  if (b != nullptr) blas::fill_rows(y2, b, N, O);
   blas::gemm<T>(false, true, N, O, I, T(1), x2, I, w, I, b != nullptr ? T(1) : T(0), y2, O);
   if (L.split_out) scatter_rows(y2, N, O, L, y);
 }
@@ -137,12 +135,7 @@ void backward_blas(const T* dy, const T* x, const T* w, T* dx, T* dw, T* db, int
     if (L.merged_in) gather_rows(x, N, I, L, xbuf.data());
     blas::gemm<T>(true, false, O, I, N, T(1), dy2, O, L.merged_in ? xbuf.data() : x, I, T(0), dw, I);
   }
-  if (db != nullptr) {
-    std::fill(db, db + O, T(0));
-    for (int64_t n = 0; n < N; ++n) {
-      for (int64_t o = 0; o < O; ++o) db[o] += dy2[n * O + o];
-    }
-  }
+  if (db != nullptr) blas::column_sums(dy2, N, O, db);
 }
 
 /// [B * heads, T, d] (or [B, heads, T, d]) -> the [B * T, heads * d] matrix it splits.
