@@ -715,6 +715,15 @@ def main():
                    help="leave out the torch.compile peer (on the CPU: inductor, default mode; --graphs: reduce-overhead)")
     args = p.parse_args()
     args.argv = sys.argv[1:]
+    for name in ("threads", "reps", "overhead_epochs", "ddp_epochs"):
+        if getattr(args, name) < 1:
+            p.error(f"--{name.replace('_', '-')} must be at least 1, found {getattr(args, name)}")
+    if not args.epoch_scale > 0:
+        p.error(f"--epoch-scale must be above 0, found {args.epoch_scale}")
+    unknown = [o for o in args.only or [] if o != "ddp" and not any(o in w.peer or o in w.experiment for w in WORKLOADS)]
+    if unknown:
+        p.error(f"--only {' '.join(unknown)}: no workload's peer or experiment contains it (workloads: "
+                f"{', '.join(w.peer for w in WORKLOADS)}, and ddp)")
     if args.graphs:
         if args.device != "cuda":
             p.error("--graphs needs --device cuda")
