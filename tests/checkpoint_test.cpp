@@ -3,7 +3,9 @@
 #include <attnlab/error.hpp>
 #include <attnlab/train/checkpoint.hpp>
 
-#include <torch/torch.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/optim/adam.h>
+#include <torch/utils.h>
 
 #include <filesystem>
 #include <fstream>

@@ -13,7 +13,11 @@
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <fmt/format.h>
 #include <torch/cuda.h>
-#include <torch/torch.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/nn/modules/dropout.h>
+#include <torch/nn/modules/container/sequential.h>
+#include <torch/optim/adam.h>
+#include <torch/utils.h>
 
 #include <chrono>
 #include <cstdio>

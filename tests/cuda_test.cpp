@@ -16,6 +16,7 @@
 
 #include <fmt/format.h>
 #include <torch/cuda.h>
+#include <torch/nn/utils/clip_grad.h>
 #include <torch/optim/adam.h>
 
 #include <filesystem>

@@ -7,7 +7,7 @@
 #include <attnlab/train/checkpoint.hpp>
 
 #include <gtest/gtest.h>
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <filesystem>
 #include <fstream>

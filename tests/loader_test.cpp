@@ -6,7 +6,7 @@
 #include <attnlab/plugin/registry.hpp>
 
 #include <gtest/gtest.h>
-#include <torch/torch.h>
+#include <torch/types.h>
 #include <unistd.h>
 
 #include <filesystem>

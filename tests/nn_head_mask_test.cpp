@@ -6,7 +6,7 @@
 #include <attnlab/nn/recorder.hpp>
 
 #include <gtest/gtest.h>
-#include <torch/torch.h>
+#include <torch/utils.h>
 
 using namespace attnlab::nn;
 

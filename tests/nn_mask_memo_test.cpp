@@ -9,7 +9,7 @@
 
 #include "testing/testing.hpp"
 
-#include <torch/torch.h>
+#include <torch/utils.h>
 
 #include <functional>
 #include <vector>

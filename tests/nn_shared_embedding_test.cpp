@@ -9,7 +9,8 @@
 #include "testing/testing.hpp"
 
 #include <gtest/gtest.h>
-#include <torch/torch.h>
+#include <torch/nn/modules/embedding.h>
+#include <torch/utils.h>
 
 #include <memory>
 #include <string>

@@ -7,6 +7,7 @@
 #include <attnlab/nn/regression.hpp>
 #include <attnlab/plugin/registry.hpp>
 #include <attnlab/train/trainer.hpp>
+#include <torch/optim/adam.h>
 
 #include "testing/plugins.hpp"
 #include "testing/testing.hpp"

@@ -14,7 +14,7 @@
 #include "testing/testing.hpp"
 
 #include <cairo.h>
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <cstdlib>
 #include <filesystem>

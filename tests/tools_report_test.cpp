@@ -15,7 +15,7 @@
 #include <fmt/format.h>
 #include <signal.h>
 #include <sys/wait.h>
-#include <torch/torch.h>
+#include <torch/types.h>
 #include <unistd.h>
 
 #include <chrono>

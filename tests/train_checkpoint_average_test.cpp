@@ -4,7 +4,8 @@
 #include <attnlab/train/checkpoint.hpp>
 
 #include <gtest/gtest.h>
-#include <torch/torch.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/utils.h>
 
 #include <filesystem>
 #include <fstream>

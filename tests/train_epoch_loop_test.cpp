@@ -8,7 +8,10 @@
 #include <attnlab/train/epoch_loop.hpp>
 
 #include <gtest/gtest.h>
-#include <torch/torch.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/optim/adam.h>
+#include <torch/optim/sgd.h>
+#include <torch/utils.h>
 
 #include <atomic>
 #include <cmath>

@@ -3,7 +3,7 @@
 // value worked out by hand; train::rdrop_loss (R-Drop) against the paper's formula written with
 // torch's kl_div, and by hand.
 #include <gtest/gtest.h>
-#include <torch/torch.h>
+#include <torch/nn/functional.h>
 #include <attnlab/error.hpp>
 #include <attnlab/train/loss.hpp>
 

@@ -3,7 +3,11 @@
 #include <attnlab/train/optim.hpp>
 
 #include <ATen/record_function.h>
-#include <torch/torch.h>
+#include <torch/optim/adam.h>
+#include <torch/optim/optimizer.h>
+#include <torch/nn/utils/clip_grad.h>
+#include <torch/serialize.h>
+#include <torch/utils.h>
 
 #include <algorithm>
 #include <functional>

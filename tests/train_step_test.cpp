@@ -11,7 +11,8 @@
 
 #include <ATen/Context.h>
 #include <ATen/autocast_mode.h>
-#include <torch/torch.h>
+#include <torch/optim/adam.h>
+#include <torch/utils.h>
 
 #include "testing/testing.hpp"
 

@@ -13,7 +13,7 @@
 #include <attnlab/plugin/registry.hpp>
 #include <attnlab/train/decode.hpp>
 
-#include <torch/torch.h>
+#include <torch/utils.h>
 
 #include <algorithm>
 #include <chrono>

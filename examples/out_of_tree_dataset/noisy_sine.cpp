@@ -16,7 +16,7 @@
 #include <attnlab/results/tensor.hpp>
 
 #include <ATen/CPUGeneratorImpl.h>
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <algorithm>
 #include <numbers>

@@ -15,7 +15,10 @@
 #include <attnlab/nn/layers.hpp>
 #include <attnlab/plugin/plugin.hpp>
 
-#include <torch/torch.h>
+#include <torch/nn/modules/embedding.h>
+#include <torch/nn/modules/dropout.h>
+#include <torch/nn/modules/normalization.h>
+#include <torch/nn/modules/container/modulelist.h>
 
 #include <cmath>
 #include <vector>

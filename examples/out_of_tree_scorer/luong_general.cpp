@@ -5,7 +5,7 @@
 #include <attnlab/nn/scorer.hpp>
 #include <attnlab/plugin/plugin.hpp>
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <cmath>
 

@@ -1,6 +1,6 @@
 #pragma once
 // Walking the autograd graph behind a tensor: the fused kernels' tests count their nodes.
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <algorithm>
 #include <initializer_list>

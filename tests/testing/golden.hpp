@@ -2,7 +2,7 @@
 // The closed formulas the golden-value scripts (tests/python/nn_golden.py, chapter_golden.py) use
 // for inputs, token ids and weights, so a C++ test builds the very tensors the Python reference
 // saw, and the comparison against the printed values.
-#include <torch/torch.h>
+#include <torch/utils.h>
 
 #include <algorithm>
 #include <string>

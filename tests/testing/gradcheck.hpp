@@ -2,7 +2,7 @@
 // A finite-difference gradient check for hand-written backward passes (the fused kernels' tests).
 #include "testing/testing.hpp"
 
-#include <torch/torch.h>
+#include <torch/utils.h>
 
 #include <fmt/format.h>
 

@@ -1,7 +1,7 @@
 #pragma once
 // Test helpers: seeding fixture, tensor comparison reporting the first mismatch, paths.
 #include <gtest/gtest.h>
-#include <torch/torch.h>
+#include <torch/utils.h>
 
 #include <cstdlib>
 #include <functional>

@@ -8,7 +8,7 @@
 #include <attnlab/results/tensor.hpp>
 
 #include <gtest/gtest.h>
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <cmath>
 #include <cstdlib>

@@ -6,7 +6,7 @@
 #include <attnlab/plugin/registry.hpp>
 
 #include <gtest/gtest.h>
-#include <torch/torch.h>
+#include <torch/utils.h>
 
 #include <cmath>
 #include <string>

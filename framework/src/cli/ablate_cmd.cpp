@@ -15,7 +15,7 @@
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
-#include <torch/torch.h>
+#include <torch/types.h>
 #include <CLI/CLI.hpp>
 
 #include <algorithm>

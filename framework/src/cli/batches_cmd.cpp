@@ -12,7 +12,7 @@
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <iostream>
 

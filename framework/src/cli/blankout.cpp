@@ -10,7 +10,8 @@
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
-#include <torch/torch.h>
+#include <torch/nn/functional.h>
+#include <torch/utils.h>
 
 #include <algorithm>
 #include <chrono>

@@ -7,7 +7,7 @@
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
-#include <torch/torch.h>
+#include <torch/utils.h>
 
 #include <algorithm>
 #include <regex>

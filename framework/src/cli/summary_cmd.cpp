@@ -8,7 +8,8 @@
 #include <CLI/CLI.hpp>
 #include <c10/util/Type.h>
 #include <fmt/format.h>
-#include <torch/torch.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/utils.h>
 
 #include <algorithm>
 #include <iostream>

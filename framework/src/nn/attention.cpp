@@ -7,7 +7,9 @@
 #include "nn/mask_memo.hpp"
 
 #include <torch/nn/functional/activation.h>
-#include <torch/torch.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/nn/modules/dropout.h>
+#include <torch/utils.h>
 
 #include <algorithm>
 #include <cmath>

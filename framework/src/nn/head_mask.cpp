@@ -1,7 +1,7 @@
 // Head masks (nn/head_mask.hpp): the active mask and its application to a module's head outputs.
 #include <attnlab/nn/head_mask.hpp>
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <atomic>
 

@@ -3,7 +3,7 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <algorithm>
 

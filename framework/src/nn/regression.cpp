@@ -4,7 +4,8 @@
 #include <attnlab/nn/layers.hpp>
 #include <attnlab/nn/scorer.hpp>
 
-#include <torch/torch.h>
+#include <torch/utils.h>
+#include <torch/nn/init.h>
 
 #include <set>
 

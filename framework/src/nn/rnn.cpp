@@ -1,7 +1,7 @@
 // What the GRU encoder and decoder plugins share (d2l 0.17, 9.7 and 10.4).
 #include <attnlab/nn/rnn.hpp>
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 namespace attnlab::nn {
 

@@ -12,7 +12,7 @@
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <memory>
 #include <optional>

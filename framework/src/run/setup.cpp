@@ -15,7 +15,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
-#include <torch/torch.h>
+#include <torch/cuda.h>
+#include <torch/utils.h>
 
 #include <algorithm>
 #include <charconv>

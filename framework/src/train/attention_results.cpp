@@ -2,7 +2,7 @@
 
 #include <attnlab/results/tensor.hpp>
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <algorithm>
 

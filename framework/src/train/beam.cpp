@@ -5,7 +5,7 @@
 
 #include "train/step_decoder.hpp"
 
-#include <torch/torch.h>
+#include <torch/utils.h>
 
 #include <cmath>
 #include <limits>

@@ -4,7 +4,7 @@
 
 #include "train/step_decoder.hpp"
 
-#include <torch/torch.h>
+#include <torch/utils.h>
 
 namespace attnlab::train {
 

@@ -7,7 +7,8 @@
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
-#include <torch/torch.h>
+#include <torch/optim/optimizer.h>
+#include <torch/utils.h>
 
 #include <algorithm>
 #include <cmath>

@@ -6,7 +6,8 @@
 #include <ATen/ops/_foreach_norm.h>
 #include <ATen/ops/_fused_adam.h>
 #include <c10/util/ParallelGuard.h>
-#include <torch/torch.h>
+#include <torch/optim/adam.h>
+#include <torch/utils.h>
 
 #include <algorithm>
 #include <array>

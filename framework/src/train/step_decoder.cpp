@@ -3,7 +3,7 @@
 
 #include <attnlab/error.hpp>
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <cmath>
 

@@ -10,7 +10,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
-#include <torch/torch.h>
+#include <torch/optim/optimizer.h>
 
 #include <map>
 #include <optional>

@@ -6,7 +6,7 @@
 #include <attnlab/train/beam.hpp>
 #include <attnlab/train/decode.hpp>
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <algorithm>
 #include <chrono>

@@ -4,7 +4,7 @@
 #include <attnlab/error.hpp>
 
 #include <ATen/CPUGeneratorImpl.h>
-#include <torch/torch.h>
+#include <torch/types.h>
 
 namespace attnlab::datasets::corners {
 

@@ -11,7 +11,7 @@
 #include <attnlab/nn/regression.hpp>
 
 #include <ATen/CPUGeneratorImpl.h>
-#include <torch/torch.h>
+#include <torch/types.h>
 
 namespace {
 using namespace attnlab;

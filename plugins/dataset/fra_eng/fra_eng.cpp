@@ -7,7 +7,7 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <fmt/ranges.h>
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <algorithm>
 #include <string_view>

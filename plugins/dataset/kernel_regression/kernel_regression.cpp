@@ -8,7 +8,7 @@
 #include <attnlab/plugin/plugin.hpp>
 
 #include <ATen/CPUGeneratorImpl.h>
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <algorithm>
 

@@ -8,7 +8,7 @@
 #include <attnlab/data/text.hpp>
 #include <attnlab/error.hpp>
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <algorithm>
 #include <map>

@@ -1,7 +1,8 @@
 // d2l 0.17's GRU decoder without attention (section 9.7).
 #include "gru_decoder.hpp"
 
-#include <torch/torch.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/nn/modules/embedding.h>
 
 namespace attnlab::decoders::gru {
 

@@ -1,7 +1,8 @@
 // d2l 0.17's GRU decoder with Bahdanau attention (section 10.4).
 #include "gru_bahdanau_decoder.hpp"
 
-#include <torch/torch.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/nn/modules/embedding.h>
 
 #include <vector>
 

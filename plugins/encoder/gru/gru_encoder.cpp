@@ -1,7 +1,7 @@
 // d2l 0.17's GRU encoder (section 9.7).
 #include "gru_encoder.hpp"
 
-#include <torch/torch.h>
+#include <torch/nn/modules/embedding.h>
 
 namespace attnlab::encoders::gru {
 

@@ -8,7 +8,7 @@
 #include <attnlab/nn/transformer_options.hpp>
 #include <attnlab/plugin/plugin.hpp>
 
-#include <torch/torch.h>
+#include <torch/nn/modules/linear.h>
 
 #include <cmath>
 

@@ -20,7 +20,10 @@
 #include <attnlab/plugin/plugin.hpp>
 
 #include <fmt/format.h>
-#include <torch/torch.h>
+#include <torch/nn/modules/activation.h>
+#include <torch/nn/modules/transformer.h>
+#include <torch/nn/modules/transformercoder.h>
+#include <torch/nn/functional.h>
 
 #include <cmath>
 #include <vector>

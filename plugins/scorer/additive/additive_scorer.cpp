@@ -6,7 +6,8 @@
 #include <attnlab/nn/scorer_checks.hpp>
 
 #include <ATen/autocast_mode.h>
-#include <torch/torch.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/utils.h>
 
 namespace attnlab::scorers::additive {
 

@@ -3,7 +3,7 @@
 
 #include <attnlab/nn/scorer_checks.hpp>
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 namespace attnlab::scorers::average {
 

@@ -24,7 +24,7 @@
 #include <attnlab/plugin/plugin.hpp>
 
 #include <fmt/format.h>
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <limits>
 #include <optional>

@@ -24,7 +24,7 @@
 
 #include "../common/self_attention_checks.hpp"
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <algorithm>
 #include <cmath>

@@ -19,7 +19,7 @@
 
 #include "../common/self_attention_checks.hpp"
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <cmath>
 #include <optional>

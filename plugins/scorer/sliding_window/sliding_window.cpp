@@ -20,7 +20,7 @@
 #include "../common/self_attention_checks.hpp"
 
 #include <fmt/format.h>
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <algorithm>
 #include <cmath>

@@ -17,7 +17,8 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <fmt/format.h>
-#include <torch/torch.h>
+#include <torch/optim/sgd.h>
+#include <torch/utils.h>
 
 #include <cmath>
 #include <iostream>

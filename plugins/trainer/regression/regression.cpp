@@ -19,7 +19,8 @@
 #include <attnlab/train/trainer.hpp>
 
 #include <fmt/format.h>
-#include <torch/torch.h>
+#include <torch/optim/adam.h>
+#include <torch/utils.h>
 
 #include <algorithm>
 #include <cmath>

@@ -22,7 +22,8 @@
 #include <attnlab/train/translate.hpp>
 
 #include <fmt/format.h>
-#include <torch/torch.h>
+#include <torch/optim/adam.h>
+#include <torch/utils.h>
 
 #include <algorithm>
 #include <cmath>

@@ -18,7 +18,12 @@
 #include <attnlab/train/train_step.hpp>
 #include <attnlab/train/trainer.hpp>
 
-#include <torch/torch.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/nn/modules/rnn.h>
+#include <torch/nn/functional.h>
+#include <torch/optim/adam.h>
+#include <torch/utils.h>
+#include <torch/nn/init.h>
 
 #include <algorithm>
 

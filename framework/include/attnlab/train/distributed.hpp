@@ -12,7 +12,7 @@
 #include <attnlab/data/dataset.hpp>
 #include <attnlab/error.hpp>
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <memory>
 #include <optional>

@@ -13,7 +13,7 @@
 
 #include <fmt/ranges.h>
 #include <gtest/gtest.h>
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <filesystem>
 #include <fstream>

@@ -14,7 +14,7 @@
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <filesystem>
 #include <memory>

@@ -13,7 +13,7 @@
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <algorithm>
 #include <cstdlib>
