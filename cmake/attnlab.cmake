@@ -23,8 +23,13 @@ function(attnlab_defaults target)
     target_link_options(${target} PRIVATE -fsanitize=address,undefined)
   endif()
   get_target_property(_no_pch ${target} DISABLE_PRECOMPILE_HEADERS)
-  if(TARGET attnlab_pch AND NOT "${target}" STREQUAL "attnlab_pch" AND NOT _no_pch)
-    target_precompile_headers(${target} REUSE_FROM attnlab_pch)
+  # The PCH to reuse: the target's ATTNLAB_PCH property (the tests': attnlab_test_pch), else attnlab_pch.
+  get_target_property(_pch ${target} ATTNLAB_PCH)
+  if(NOT _pch)
+    set(_pch attnlab_pch)
+  endif()
+  if(TARGET ${_pch} AND NOT "${target}" MATCHES "^attnlab_(test_)?pch$" AND NOT _no_pch)
+    target_precompile_headers(${target} REUSE_FROM ${_pch})
     # The shared PCH is built -fPIC; executables get -fPIE, which GCC refuses to mix with it.
     get_target_property(_type ${target} TYPE)
     if(_type STREQUAL "EXECUTABLE")
@@ -38,6 +43,17 @@ function(attnlab_defaults target)
     target_link_options(${target} BEFORE PRIVATE -Wl,--no-as-needed -lstdc++)
   endif()
   set_target_properties(${target} PROPERTIES DEFINE_SYMBOL "")
+endfunction()
+
+# Code whose speed no run or benchmark notices (the command line, the plugin loader, the results
+# tools) at -O1 instead of the build type's -O3: the same program, built in about two thirds of
+# the time (runner-torch's eval_cmd.cpp: 38 s at -O3, 26 s at -O1). What trains and decodes (nn/,
+# train/, data/, metrics/, the plugins) keeps -O3; the tests' own code is built at -O0
+# (cmake/attnlabTesting.cmake). Only where the build type optimises at all (Debug stays -O0).
+function(attnlab_cold target)
+  if(CMAKE_BUILD_TYPE MATCHES "^(Release|RelWithDebInfo|MinSizeRel)$")
+    target_compile_options(${target} PRIVATE -O1)
+  endif()
 endfunction()
 
 # attnlab_add_plugin() and attnlab_sdk_hash(): the same functions out-of-tree plugins get from

@@ -3,7 +3,8 @@
 // (an nn module's header, the optimizers, torch::nn::functional) includes that header itself.
 // Each translation unit pays for this header's pending template instantiations (GCC performs them
 // at the end of every file that uses the PCH, not once when it builds it): torch/torch.h here cost
-// 7.2 s a file before its own first line, this set 2.7 s (docs/ARCHITECTURE.md, "Where the time goes").
+// 7.2 s a file before its own first line, this set 2.7 s (docs/ARCHITECTURE.md, "Where the time
+// goes, and what keeps it short").
 #pragma once
 #include <torch/types.h>
 #include <torch/autograd.h>
