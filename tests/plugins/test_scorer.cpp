@@ -7,7 +7,7 @@
 #include <attnlab/error.hpp>
 #include <attnlab/nn/scorer.hpp>
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <cstdlib>
 #include <stdexcept>

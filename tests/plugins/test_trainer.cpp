@@ -5,7 +5,7 @@
 // `fail_at_epoch: N` it throws a torch error (whose what() carries a C++ backtrace) at epoch N.
 #include <attnlab/train/trainer.hpp>
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 namespace {
 using namespace attnlab;
