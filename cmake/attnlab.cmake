@@ -50,10 +50,18 @@ endfunction()
 # the time (runner-torch's eval_cmd.cpp: 38 s at -O3, 26 s at -O1). What trains and decodes (nn/,
 # train/, data/, metrics/, the plugins) keeps -O3; the tests' own code is built at -O0
 # (cmake/attnlabTesting.cmake). Only where the build type optimises at all (Debug stays -O0).
+#
+# The same code is also built as unity batches (ATTNLAB_UNITY_BATCH files per translation unit):
+# its files each spent most of their time on the same work, instantiating LibTorch's and CLI11's
+# templates and emitting CLI11's inline code, which a batch does once (runner-torch's 18 files:
+# 180 s apart, 34 s as one). A file's helpers in an anonymous namespace must not share a name with
+# another file's of its target.
+set(ATTNLAB_UNITY_BATCH 10 CACHE STRING "Files per unity translation unit of the cold targets (1: each file alone)")
 function(attnlab_cold target)
   if(CMAKE_BUILD_TYPE MATCHES "^(Release|RelWithDebInfo|MinSizeRel)$")
     target_compile_options(${target} PRIVATE -O1)
   endif()
+  set_target_properties(${target} PROPERTIES UNITY_BUILD ON UNITY_BUILD_BATCH_SIZE ${ATTNLAB_UNITY_BATCH})
 endfunction()
 
 # attnlab_add_plugin() and attnlab_sdk_hash(): the same functions out-of-tree plugins get from

@@ -12,6 +12,9 @@
 
 #include "testing/testing.hpp"
 
+// A namespace of its own: the file shares a translation unit with its neighbours (tests/CMakeLists.txt).
+namespace config_load_test {
+
 using attnlab::ConfigError;
 using namespace attnlab::config;
 namespace fs = std::filesystem;
@@ -306,3 +309,5 @@ TEST_F(ConfigLoad, LargeMapsLoadInLinearTime) {
   EXPECT_EQ(big.at("k64999").as_int(), -44999);
   EXPECT_EQ(big.keys().back(), "k64999");
 }
+
+}  // namespace config_load_test

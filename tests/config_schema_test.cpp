@@ -8,6 +8,9 @@
 
 #include "testing/testing.hpp"
 
+// A namespace of its own: the file shares a translation unit with its neighbours (tests/CMakeLists.txt).
+namespace config_schema_test {
+
 using attnlab::ConfigError;
 using namespace attnlab::config;
 
@@ -212,3 +215,5 @@ TEST(ConfigSchema, FloatsAreFiniteUnlessTheSpecAllowsOtherwise) {
   EXPECT_TRUE(std::isinf(Options(encoder_node("    lr: .inf\n"), open, "trainer").get_float("lr")));
   EXPECT_TRUE(std::isnan(Options(encoder_node("    lr: .nan\n"), open, "trainer").get_float("lr")));
 }
+
+}  // namespace config_schema_test

@@ -7,6 +7,9 @@
 
 #include "testing/testing.hpp"
 
+// A namespace of its own: the file shares a translation unit with its neighbours (tests/CMakeLists.txt).
+namespace config_test {
+
 using attnlab::ConfigError;
 using namespace attnlab::config;
 
@@ -269,3 +272,5 @@ TEST(ConfigNode, DidYouMean) {
   EXPECT_EQ(did_you_mean("learning_rate", known), std::nullopt);
   EXPECT_EQ(did_you_mean("x", {}), std::nullopt);
 }
+
+}  // namespace config_test

@@ -19,6 +19,9 @@
 #include <optional>
 #include <string>
 
+// A namespace of its own: the file shares a translation unit with its neighbours (tests/CMakeLists.txt).
+namespace data_fetch_test {
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -280,3 +283,5 @@ TEST_F(FetchTest, MirrorAndDataDirThatAreNoFoldersAreNamed) {
 }
 
 }  // namespace
+
+}  // namespace data_fetch_test

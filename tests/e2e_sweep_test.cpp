@@ -18,6 +18,9 @@
 #include <sstream>
 #include <thread>
 
+// A namespace of its own: the file shares a translation unit with its neighbours (tests/CMakeLists.txt).
+namespace e2e_sweep_test {
+
 namespace {
 using namespace attnlab;
 namespace fs = std::filesystem;
@@ -411,3 +414,5 @@ TEST_F(Sweep, MistakesStopItBeforeAnythingRuns) {
 }
 
 }  // namespace
+
+}  // namespace e2e_sweep_test

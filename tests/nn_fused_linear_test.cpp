@@ -22,7 +22,8 @@
 #include <tuple>
 #include <vector>
 
-namespace attnlab::nn {
+// A namespace of its own: the file shares a translation unit with its neighbours (tests/CMakeLists.txt).
+namespace attnlab::nn::nn_fused_linear_test {
 namespace {
 
 using testutil::SeededTest;
@@ -285,4 +286,4 @@ TEST_F(FusedLinear, TheTransformerTakesItUnlessFusedIsFalse) {
 }
 
 }  // namespace
-}  // namespace attnlab::nn
+}  // namespace attnlab::nn::nn_fused_linear_test

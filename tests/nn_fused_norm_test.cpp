@@ -14,7 +14,8 @@
 #include <string>
 #include <vector>
 
-namespace attnlab::nn {
+// A namespace of its own: the file shares a translation unit with its neighbours (tests/CMakeLists.txt).
+namespace attnlab::nn::nn_fused_norm_test {
 namespace {
 
 using testutil::AllClose;
@@ -129,4 +130,4 @@ TEST_F(FusedNorm, TheNormFirstTransformerTakesItForEveryNormUnlessFusedIsFalse) 
 }
 
 }  // namespace
-}  // namespace attnlab::nn
+}  // namespace attnlab::nn::nn_fused_norm_test

@@ -20,7 +20,8 @@
 #include <string>
 #include <vector>
 
-namespace attnlab::nn {
+// A namespace of its own: the file shares a translation unit with its neighbours (tests/CMakeLists.txt).
+namespace attnlab::nn::nn_fused_test {
 namespace {
 
 using testutil::AllClose;
@@ -395,7 +396,7 @@ TEST_F(NnFused, AddNormReferenceKeepsTorchsDropout) {
 // ------------------------------------------------------------------- microbenchmark
 // Not a test: forward + backward of the fused functions against the compositions AddNorm had, at 1
 // and 2 threads, microseconds per call. Run with
-//   OMP_WAIT_POLICY=passive build/tests/nn_fused_test --gtest_also_run_disabled_tests --gtest_filter='*Benchmark'
+//   OMP_WAIT_POLICY=passive build/tests/nn_tests --gtest_also_run_disabled_tests --gtest_filter='NnFused.*Benchmark'
 
 /// Microseconds per call of f: wall clock, and CPU time of all the process's threads (which a
 /// machine that other work keeps busy disturbs less, and which counts threads spinning for work).
@@ -457,4 +458,4 @@ TEST_F(NnFused, DISABLED_Benchmark) {
 }
 
 }  // namespace
-}  // namespace attnlab::nn
+}  // namespace attnlab::nn::nn_fused_test

@@ -15,7 +15,8 @@
 #include <memory>
 #include <string>
 
-namespace attnlab::nn {
+// A namespace of its own: the file shares a translation unit with its neighbours (tests/CMakeLists.txt).
+namespace attnlab::nn::nn_shared_embedding_test {
 namespace {
 
 std::shared_ptr<Scorer> dot(const ScorerContext&) { return std::make_shared<DotProductScorerImpl>(); }
@@ -180,4 +181,4 @@ TEST_F(SharedEmbedding, AModelRegisteringOneTensorTwiceIsRefusedWhenBuilt) {
 }
 
 }  // namespace
-}  // namespace attnlab::nn
+}  // namespace attnlab::nn::nn_shared_embedding_test

@@ -13,7 +13,8 @@
 #include <utility>
 #include <vector>
 
-namespace attnlab::nn {
+// A namespace of its own: the file shares a translation unit with its neighbours (tests/CMakeLists.txt).
+namespace attnlab::nn::nn_transformer_test {
 namespace {
 
 using attnlab::testutil::SeededTest;
@@ -329,4 +330,4 @@ TEST_F(Transformer, EncoderDecoderCountsParameters) {
 }
 
 }  // namespace
-}  // namespace attnlab::nn
+}  // namespace attnlab::nn::nn_transformer_test

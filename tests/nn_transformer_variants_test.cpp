@@ -10,7 +10,8 @@
 #include <string>
 #include <vector>
 
-namespace attnlab::nn {
+// A namespace of its own: the file shares a translation unit with its neighbours (tests/CMakeLists.txt).
+namespace attnlab::nn::nn_transformer_variants_test {
 namespace {
 
 using attnlab::testutil::SeededTest;
@@ -204,4 +205,4 @@ TEST_F(Variants, GlorotUniformKeepsPositionsVisibleAtMulti30KWidth) {
 }
 
 }  // namespace
-}  // namespace attnlab::nn
+}  // namespace attnlab::nn::nn_transformer_variants_test

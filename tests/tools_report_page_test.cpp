@@ -22,6 +22,9 @@
 #include <regex>
 #include <set>
 
+// A namespace of its own: the file shares a translation unit with its neighbours (tests/CMakeLists.txt).
+namespace tools_report_page_test {
+
 namespace {
 using namespace attnlab;
 namespace fs = std::filesystem;
@@ -268,3 +271,5 @@ TEST_F(ReportRunner, BadArgumentsGiveOneErrorAndNoPage) {
 }
 
 }  // namespace
+
+}  // namespace tools_report_page_test
