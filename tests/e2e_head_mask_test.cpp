@@ -13,6 +13,7 @@
 #include <memory>
 
 #include "testing/runner.hpp"
+#include "testing/testing.hpp"
 
 namespace {
 using namespace attnlab;
@@ -174,6 +175,41 @@ TEST_F(HeadMaskRun, BadMasksAreOneErrorEachAndWriteNothing) {
   EXPECT_EQ(no_ckpt.exit_code, 1);
   EXPECT_NE(no_ckpt.err.find("no checkpoint"), std::string::npos) << no_ckpt.err;
   EXPECT_FALSE(results::ResultsReader(trained_path).has("ablation"));
+  // An override that makes the checkpoint's model another one is refused, whichever command loads it.
+  for (const char* cmd : {"ablate", "eval", "prune"}) {
+    auto heads = run({cmd, trained_path, "model.encoder.num_heads=4"});
+    EXPECT_EQ(heads.exit_code, 1) << cmd;
+    EXPECT_EQ(testutil::count_lines(heads.err), 1u) << heads.err;
+    EXPECT_NE(heads.err.find("config error: override model.encoder.num_heads=4: run " + trained_path +
+                             " was trained with model.encoder.num_heads: 2, and its checkpoint holds that model; "
+                             "measuring it as model.encoder.num_heads: 4 would measure a model nobody trained"),
+              std::string::npos)
+        << cmd << "\n" << heads.err;
+  }
+  EXPECT_FALSE(results::ResultsReader(trained_path).has("ablation"));
+  EXPECT_FALSE(results::ResultsReader(trained_path).has("eval"));
+  // Dropout changes nothing in eval mode: allowed.
+  auto dropout = run({"eval", trained_path, "--split", "val", "model.encoder.dropout=0.5", "-q"});
+  EXPECT_EQ(dropout.exit_code, 0) << dropout.err;
+  // What a run lacks is said with its fix: the option that keeps checkpoints, a split it has.
+  const auto bare = tmp_ + "/bare.h5";
+  ASSERT_EQ(run(testutil::tiny_synthetic(bare, {"trainer.max_epochs=1", "trainer.checkpoints=false", "-q"})).exit_code, 0);
+  auto bare_ablate = run({"ablate", bare});
+  EXPECT_EQ(bare_ablate.exit_code, 1);
+  EXPECT_EQ(testutil::count_lines(bare_ablate.err), 1u) << bare_ablate.err;
+  EXPECT_NE(bare_ablate.err.find("the run has no checkpoint folder; trainers that checkpoint"), std::string::npos)
+      << bare_ablate.err;
+  EXPECT_NE(bare_ablate.err.find("; train the run again with trainer.checkpoints=true to keep them)"),
+            std::string::npos)
+      << bare_ablate.err;
+  const auto no_val = tmp_ + "/no_val.h5";
+  ASSERT_EQ(run(testutil::tiny_synthetic(no_val, {"trainer.max_epochs=1", "dataset.num_val=0", "-q"})).exit_code, 0);
+  auto split = run({"ablate", no_val, "--split", "val"});
+  EXPECT_EQ(split.exit_code, 1);
+  EXPECT_NE(split.err.find("its dataset has no val split (it has train, test); choose one with --split test"),
+            std::string::npos)
+      << split.err;
+  EXPECT_FALSE(results::ResultsReader(no_val).has("ablation"));
 }
 
 }  // namespace

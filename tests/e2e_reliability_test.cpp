@@ -219,6 +219,13 @@ TEST_F(Reliability, ParseErrorsAreOneLineAndExitOne) {
       {"eval", "a.h5", "--beam", "zero"},
       {"summary"},
       {"batches", "experiments/tests/tiny_corners.yaml", "--epochs", "x"},
+      // Numbers outside what the option means (a negative seed used to become 2^64-1).
+      {"prune", "a.h5", "--seed", "-1"},
+      {"eval", "a.h5", "--max-steps", "-1"},
+      {"eval", "a.h5", "--length-penalty", "nan"},
+      {"eval", "a.h5", "--length-penalty", "-0.5"},
+      {"batches", "experiments/tests/tiny_corners.yaml", "-o", "--overwrite"},
+      {"experiments/tests/tiny_corners.yaml", "--results", "a.h5", "--resume", "a.h5", "--overwrite"},
   };
   for (const auto& args : bad) {
     const std::string cmd = fmt::format("runner {}", fmt::join(args, " "));

@@ -122,12 +122,51 @@ TEST_F(RunLifecycle, ANewRunOnAnOldPathClearsTheOldRunsCheckpoints) {
   fs::create_directories(ckpt);
   std::ofstream(ckpt + "/best.pt") << "the previous run's weights";
   std::ofstream(ckpt + "/stale.txt") << "left by the previous run";
-  auto r = run(tiny(path, {"trainer.max_epochs=1", "evaluate.split=test"}));
+  auto r = run(tiny(path, {"trainer.max_epochs=1", "evaluate.split=test", "--overwrite"}));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_FALSE(fs::exists(ckpt + "/stale.txt"));
   EXPECT_EQ(train::read_training_state(ckpt + "/best.pt").epoch, 1) << "best.pt is this run's";
   results::ResultsReader res(path);
   EXPECT_EQ(res.attr_string_at("eval/test", "checkpoint"), "best");
+}
+
+TEST_F(RunLifecycle, ANewRunOnAnExistingResultsFileIsRefusedUnlessOverwriteIsSaid) {
+  const auto path = tmp_ + "/kept.h5";
+  ASSERT_EQ(run(tiny(path, {"trainer.max_epochs=1"})).exit_code, 0);
+  const auto before = testutil::read_file(path);
+  ASSERT_FALSE(before.empty());
+  auto r = run(tiny(path, {"trainer.max_epochs=1", "seed=7"}));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(testutil::count_lines(r.err), 1u) << r.err;
+  EXPECT_TRUE(contains(r.err, "results error: results file " + path + " already exists (")) << r.err;
+  EXPECT_TRUE(contains(r.err, "continue that run with `runner --resume " + path + " EXPERIMENT`, replace it with "
+                              "--overwrite, or name another file with --results"))
+      << r.err;
+  EXPECT_EQ(testutil::read_file(path), before) << "a refused run must not touch the file";
+  // --resume and --overwrite contradict each other.
+  auto both = run({"experiments/tests/tiny_synthetic.yaml", "-q", "--resume", path, "--overwrite"});
+  EXPECT_NE(both.exit_code, 0);
+  EXPECT_TRUE(contains(both.err, "--resume excludes --overwrite")) << both.err;
+  EXPECT_EQ(testutil::read_file(path), before);
+  // Asked for: the new run replaces the old one.
+  r = run(tiny(path, {"trainer.max_epochs=1", "seed=7", "--overwrite"}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  results::ResultsReader res(path);
+  EXPECT_EQ(res.attr_int("seed"), 7);
+  EXPECT_EQ(res.attr_string("status"), "completed");
+}
+
+TEST_F(RunLifecycle, ACheckpointFolderWithoutItsResultsFileIsRefusedUnlessOverwriteIsSaid) {
+  const auto path = tmp_ + "/orphan.h5";
+  const auto ckpt = train::checkpoint_dir(path);
+  fs::create_directories(ckpt);
+  std::ofstream(ckpt + "/last.pt") << "an earlier run's weights";
+  auto r = run(tiny(path, {"trainer.max_epochs=1"}));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(testutil::count_lines(r.err), 1u) << r.err;
+  EXPECT_TRUE(contains(r.err, "results error: checkpoint folder " + ckpt + " already exists")) << r.err;
+  EXPECT_FALSE(fs::exists(path));
+  EXPECT_EQ(testutil::read_file(ckpt + "/last.pt"), "an earlier run's weights");
 }
 
 TEST_F(RunLifecycle, EncoderAndDecoderThatDoNotFitAreOneConfigErrorBeforeAnyFile) {

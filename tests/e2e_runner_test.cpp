@@ -238,6 +238,18 @@ TEST_F(RunnerTest, BatchesExportsWhatTheTrainerDraws) {
       EXPECT_TRUE(torch::equal(results::read_tensor(rd, at + "tgt_valid_lens").to(torch::kLong), expected[i].tgt_valid_lens)) << at;
     }
   }
+  // An existing -o file (a results file, perhaps) is replaced only when asked (on a copy: `rd` holds
+  // the export open).
+  const auto kept = tmp_ + "/kept.h5";
+  std::filesystem::copy_file(path, kept);
+  const auto before = testutil::read_file(kept);
+  r = run({"batches", "experiments/tests/tiny_fra_eng.yaml", "data_dir=" + data_dir_, "-o", kept});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err, "error: batches: -o " + kept + " already exists; replace it with --overwrite, or name another file\n");
+  EXPECT_EQ(testutil::read_file(kept), before);
+  r = run({"batches", "experiments/tests/tiny_fra_eng.yaml", "data_dir=" + data_dir_, "-o", kept, "--overwrite"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(results::ResultsReader(kept).attr_int("epochs"), 1);
   EXPECT_FALSE(torch::equal(results::read_tensor(rd, "epoch_1/0/src"), results::read_tensor(rd, "epoch_2/0/src")));  // reshuffled
 }
 

@@ -181,6 +181,20 @@ TEST_F(Sweep, EmptyManifestIsRefusedAndFailedRunsAreNamed) {
   EXPECT_TRUE(contains(f.err, "1 of 2 runs did not complete (1 failed)")) << f.err;
   EXPECT_TRUE(contains(f.err, "  seed=1 (exit 1): ")) << f.err;
   EXPECT_TRUE(contains(f.err, "seed=1.h5: it is a directory")) << f.err;
+
+  // A file of the user's where a run's results go: a new sweep does not replace it, nor does its
+  // --resume (the file is no results file: not the sweep's own earlier attempt).
+  const auto dir3 = tmp_ + "/kept";
+  fs::create_directories(dir3);
+  std::ofstream(dir3 + "/seed=1.h5") << "a file of the user's";
+  auto k = run({"sweep", kTiny, "seed=0,1", "trainer.max_epochs=1", "-o", dir3});
+  EXPECT_EQ(k.exit_code, 1);
+  EXPECT_TRUE(contains(k.err, "  seed=1 (exit 1): ")) << k.err;
+  EXPECT_TRUE(contains(k.err, "seed=1.h5 already exists")) << k.err;
+  auto again = run({"sweep", dir3, "--resume"});
+  EXPECT_EQ(again.exit_code, 1);
+  EXPECT_TRUE(contains(again.err, "seed=1.h5 already exists")) << again.err;
+  EXPECT_EQ(testutil::read_file(dir3 + "/seed=1.h5"), "a file of the user's");
 }
 
 TEST_F(Sweep, SigintInterruptsRunningRunsAndLeavesNoneRunning) {

@@ -331,6 +331,27 @@ TEST_F(Compare, PadRowsStepSeriesLongDifferencesAndShortWallTimes) {
   EXPECT_TRUE(testutil::contains(c.out, "key11=" + std::string(100, 'b'))) << c.out.substr(0, 500);
 }
 
+TEST_F(Compare, AnAttentionMapWithoutItsFourAxesIsNamedAsDamaged) {
+  const auto path = tmp_ + "/lost_axis.h5";
+  {
+    results::Results w(path, "lost_axis");
+    w.write_config("experiment: lost_axis\n");
+    w.append_metric("train", "loss", 0.5);
+    w.append_metric("epoch", "index", 1.0);
+    const auto weights = torch::full({1, 1, 2, 2}, 0.5);
+    w.write_attention("good", "decoder_self",
+                      {results::to_float_array(weights), {"a", "b"}, {"a", "b"}, {0}, "target", "target"});
+    w.write_array("attention/lost/decoder_self", results::to_float_array(torch::full({1, 2, 2}, 0.5)));
+    w.set_status(results::Status::Completed);
+  }
+  auto r = compare({path});
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_EQ(r.err, "results error: results file " + path +
+                       " is damaged: /attention/lost/decoder_self has 3 dimensions, but an attention map has 4 "
+                       "(layers, heads, queries, keys)\n");
+  EXPECT_FALSE(testutil::contains(r.out, "entropy / max")) << r.out;  // no table of the other samples
+}
+
 TEST_F(Compare, NanEpochIndexIsShownAsItsRow) {
   results::ResultsReader in(first_);
   const auto damaged = tmp_ + "/nan_epoch.h5";

@@ -130,6 +130,23 @@ TEST_F(Plot, MistakesAreClearErrors) {
       << folder.err;
 }
 
+TEST_F(Plot, ARunBeforeItsFirstEpochIsSaidToBeOneNotAFileWithoutSeries) {
+  const auto live = tmp_ + "/first_epoch.h5";
+  { results::Results w(live, "first_epoch"); }  // status running, no epoch written yet
+  auto r = plot({live, "--losses", "-o", tmp_ + "/first_epoch.png"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err, "error: plot: " + live + " has no metric series yet: its run is still in its first epoch (the "
+                   "file says running); plot it once an epoch has ended\n");
+  const auto done = tmp_ + "/no_series.h5";
+  {
+    results::Results w(done, "no_series");
+    w.set_status(results::Status::Completed);
+  }
+  r = plot({done, "--losses", "-o", tmp_ + "/no_series.png"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err, "error: plot: " + done + " has no metric series\n");
+}
+
 TEST_F(Plot, NanAndInfiniteAttentionIsDrawnGreyWithTheScaleFromFiniteWeights) {
   // An all-NaN attention tensor made cairo fail with "invalid matrix"; NaN and infinite cells now
   // draw in the "no value" grey (0.80, 0.80, 0.85: 204, 204, 217), the colours span the finite

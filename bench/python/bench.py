@@ -80,8 +80,9 @@ class Bench:
     # ------------------------------------------------------------------------------ one run each
     def run_attnlab(self, w, overrides, tag):
         h5 = os.path.join(self.tmp, f"{tag}.h5")
+        # --overwrite: the bench's own scratch folder, where two workloads of one peer share a tag.
         cmd = [self.a.runner, w.experiment, *overrides, f"threads={self.a.threads}", f"device={self.a.device}", "-q",
-               "--results", h5]
+               "--results", h5, "--overwrite"]
         rc, wall, rss, cpu = run_child(cmd, h5 + ".log")
         if rc != 0:
             raise RuntimeError(f"runner exit {rc}: {tail(h5 + '.log')}")
@@ -688,8 +689,15 @@ class Bench:
         print(f"wrote {stem}.md and {stem}.csv (scratch: {self.tmp})")
 
 
+class _OneLineErrors(argparse.ArgumentParser):
+    """An argument error is one line (not the usage block first), exit 2, as the runner's are."""
+
+    def error(self, message):
+        self.exit(2, f"bench/run: {message} (bench/run --help)\n")
+
+
 def main():
-    p = argparse.ArgumentParser(description=__doc__)
+    p = _OneLineErrors(prog="bench/run", description=__doc__)
     p.add_argument("--runner", required=True)
     p.add_argument("--python", default=sys.executable, help="the venv python that runs the peers")
     p.add_argument("--threads", type=int, default=os.cpu_count())

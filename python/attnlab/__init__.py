@@ -16,3 +16,4 @@ from .runs import Runs, runs
 
 __version__ = "0.1.0"
 from .runner import Report, find_runner, report, run, sweep
+from .interventions import ablate, prune, rollout

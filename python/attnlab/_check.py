@@ -7,6 +7,11 @@ kernel. So before h5py opens a file here, a child process opens it with the same
 group, attribute and dataset, and closes it, under a time limit and an address-space limit. Only a
 file the child read to the end is opened in this process. A file is checked once per size and
 modification time, and a folder's files in one child.
+
+The child never outlives its caller: it is killed on every way out of the call (an answer, an
+exception, Ctrl-C in the notebook), the kernel asks Linux to kill it when the caller dies
+(PR_SET_PDEATHSIG), and its own CPU-time limit (RLIMIT_CPU, the same seconds as the caller's clock)
+ends it even if nobody is left to watch the clock.
 """
 from __future__ import annotations
 
@@ -24,9 +29,26 @@ _CHECKED: dict[tuple, str | None] = {}  # (realpath, size, mtime_ns) -> None (fi
 
 # The child: for each path on its command line, "start <i>", then "ok <i>" or "error <i> <json>".
 _CHILD = r"""
-import json, os, resource, sys
+import ctypes, json, os, resource, signal, sys
+# Die with the caller, whatever ends it (PR_SET_PDEATHSIG = 1); if it is already gone, stop now.
+try:
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)
+except (OSError, AttributeError):
+    pass
+if os.getppid() != int(os.environ["ATTNLAB_READ_CHECK_PARENT"]):
+    sys.exit(3)
+LIMITS = json.loads(os.environ["ATTNLAB_READ_CHECK_LIMITS"])
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 import h5py, numpy
+
+def limit_cpu(seconds):
+    # SIGXCPU (which ends the process) once this file has used `seconds` of CPU time more.
+    used = resource.getrusage(resource.RUSAGE_SELF)
+    soft = int(used.ru_utime + used.ru_stime + seconds) + 1
+    try:
+        resource.setrlimit(resource.RLIMIT_CPU, (soft, resource.getrlimit(resource.RLIMIT_CPU)[1]))
+    except (ValueError, OSError):
+        pass
 
 def limit_memory(size):
     try:
@@ -57,6 +79,7 @@ def walk(f):
 for i, path in enumerate(sys.argv[1:]):
     print("start", i, flush=True)
     limit_memory(os.path.getsize(path) if os.path.exists(path) else 0)
+    limit_cpu(LIMITS[i])
     try:
         with h5py.File(path, "r") as f:
             walk(f)
@@ -154,12 +177,30 @@ def busy_error(path: str) -> ResultsError:
                        f"{_busy_wait_seconds():.0f} s (HDF5: unable to lock file)")
 
 
+def _too_slow(limit: float) -> str:
+    return f"HDF5 did not finish reading it within {limit:.0f} s (ATTNLAB_READ_CHECK_SECONDS sets the limit)"
+
+
 def _check_batch(paths: list[str]) -> tuple[dict[str, str | None], list[str]]:
     """Runs one child over paths; returns what it decided. A crash or a timeout decides the file the
     child was reading; the caller starts another child for the files after it."""
-    env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
+    limits = [_limit_seconds(os.path.getsize(p) if os.path.exists(p) else 0) for p in paths]
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1", ATTNLAB_READ_CHECK_PARENT=str(os.getpid()),
+               ATTNLAB_READ_CHECK_LIMITS=json.dumps(limits))
     child = subprocess.Popen([sys.executable, "-c", _CHILD, *paths], stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, env=env, start_new_session=True)
+    try:
+        return _watch(child, paths, limits)
+    finally:
+        if child.poll() is None:  # Ctrl-C or any other exception while it reads: it ends with the call
+            child.kill()
+            child.wait()
+        for stream in (child.stdout, child.stderr):
+            if not stream.closed:
+                stream.close()
+
+
+def _watch(child: subprocess.Popen, paths: list[str], limits: list[float]) -> tuple[dict[str, str | None], list[str]]:
     done: dict[str, str | None] = {}
     busy: list[str] = []
     current = None
@@ -179,9 +220,7 @@ def _check_batch(paths: list[str]) -> tuple[dict[str, str | None], list[str]]:
                 if current is None:
                     raise ResultsError("the read check could not start: its Python process did not answer "
                                        "within 120 s")
-                limit = _limit_seconds(os.path.getsize(paths[current]))
-                done[paths[current]] = (f"HDF5 did not finish reading it within {limit:.0f} s "
-                                        f"(ATTNLAB_READ_CHECK_SECONDS sets the limit)")
+                done[paths[current]] = _too_slow(limits[current])
                 return done, busy
             chunk = os.read(child.stdout.fileno(), 65536)
             if not chunk:
@@ -194,8 +233,7 @@ def _check_batch(paths: list[str]) -> tuple[dict[str, str | None], list[str]]:
                 i = int(index_text)
                 if word == "start":
                     current = i
-                    deadline = time.monotonic() + _limit_seconds(
-                        os.path.getsize(paths[i]) if os.path.exists(paths[i]) else 0)
+                    deadline = time.monotonic() + limits[i]
                 elif word == "busy":
                     busy.append(paths[i])
                     current, deadline = None, None
@@ -212,7 +250,9 @@ def _check_batch(paths: list[str]) -> tuple[dict[str, str | None], list[str]]:
     child.stderr.close()
     child.stdout.close()
     if current is not None:
-        if code < 0:
+        if code == -signal.SIGXCPU:
+            why = _too_slow(limits[current])
+        elif code < 0:
             why = f"HDF5 crashed reading it ({_signal_name(-code)})"
         elif "MemoryError" in stderr:
             why = "HDF5 needed more than 1.0 GiB of memory to read it"

@@ -128,6 +128,9 @@ class Attention:
         shown = [l + 1 for l in m.layers]
         if layer is None:
             layer = shown[-1]
+        if isinstance(layer, bool) or not isinstance(layer, (int, np.integer)):
+            raise TypeError(f"layer must be a whole number (layers are numbered from 1: {shown}); "
+                            f"got {type(layer).__name__} {layer!r}")
         if layer not in shown:
             raise ResultsError(f"results file {self.path}: module '{module}' has layers {shown} (numbered from 1, "
                                f"as runner plot labels them); there is no layer {layer}")
@@ -135,15 +138,35 @@ class Attention:
         return AttentionMap(module, layer, m.weights[row], m.query_tokens, m.key_tokens, m.query_side, m.key_side)
 
     def show(self, module: str, layer: int | None = None, *, heads: list[int] | None = None, ax=None,
-             figsize: tuple[float, float] | None = None):
+             figsize: tuple[float, float] | None = None, pad: bool = True):
         """Heatmaps, one per head (in a row; every recorded layer as a row when layer is None),
         in runner plot's colours: white to dark red from 0 to the largest weight shown, keys along
-        x, queries along y, a colour bar. Returns the matplotlib Figure."""
+        x, queries along y, a colour bar. pad=False leaves out the rows and columns of `<pad>`
+        tokens. Returns the matplotlib Figure."""
         import matplotlib.pyplot as plt
         m = self._module(module)
         rows = [self.weights(module, layer)] if layer is not None else [self.weights(module, l) for l in self.layers(module)]
-        head_list = heads or list(range(1, rows[0].heads + 1))
-        grids = [[r.head(h) for h in head_list] for r in rows]
+        if heads is not None and (isinstance(heads, (str, bytes)) or not isinstance(heads, (list, tuple, range))
+                                  or not all(isinstance(h, (int, np.integer)) and not isinstance(h, bool)
+                                             for h in heads)):
+            raise TypeError(f"heads must be a list of head numbers (from 1), e.g. heads=[{heads!r}]; "
+                            f"got {type(heads).__name__} {heads!r}")
+        head_list = list(heads) if heads else list(range(1, rows[0].heads + 1))
+        query_tokens, key_tokens = list(m.query_tokens), list(m.key_tokens)
+        keep_q = [i for i, t in enumerate(query_tokens) if pad or t != "<pad>"] if query_tokens else None
+        keep_k = [i for i, t in enumerate(key_tokens) if pad or t != "<pad>"] if key_tokens else None
+        if keep_q is not None:
+            query_tokens = [query_tokens[i] for i in keep_q]
+        if keep_k is not None:
+            key_tokens = [key_tokens[i] for i in keep_k]
+
+        def cut(grid):
+            if keep_q is not None:
+                grid = grid[keep_q, :]
+            if keep_k is not None:
+                grid = grid[:, keep_k]
+            return grid
+        grids = [[cut(r.head(h)) for h in head_list] for r in rows]
         finite = [g[np.isfinite(g)] for row in grids for g in row]
         vmax = max((float(x.max()) for x in finite if x.size), default=1.0) or 1.0
         nq, nk = grids[0][0].shape
@@ -163,12 +186,15 @@ class Attention:
                     axis.set_ylabel(f"layer {amap.layer}\nqueries" if len(rows) > 1 else "queries")
                 if r == len(rows) - 1:
                     axis.set_xlabel("keys")
-                if m.key_tokens:
-                    axis.set_xticks(range(nk), m.key_tokens, rotation=90)
-                if m.query_tokens:
-                    axis.set_yticks(range(nq), m.query_tokens)
+                if key_tokens:
+                    axis.set_xticks(range(nk), key_tokens, rotation=90)
+                if query_tokens:
+                    axis.set_yticks(range(nq), query_tokens)
         fig.suptitle(f"{module}: {self.sample}" + (f" (layer {layer})" if layer is not None else ""))
         fig.colorbar(image, ax=axes, shrink=0.8)
+        # Returned, not left open in pyplot: as a cell's last line Jupyter shows the returned figure
+        # once (an open one would be drawn a second time by the inline backend).
+        plt.close(fig)
         return fig
 
     def __repr__(self) -> str:

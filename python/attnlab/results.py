@@ -334,9 +334,21 @@ class Run:
                                  "step": pd.Series(dtype="Int64"), "value": pd.Series(dtype=float)})
         return pd.concat(frames, ignore_index=True)
 
-    def history(self, series: str) -> pd.Series:
+    def history(self, series: str | None = None) -> pd.Series | pd.DataFrame:
         """One series as a pandas Series indexed by epoch (or optimizer step for step/*):
-        `run.history("val/loss").plot()`."""
+        `run.history("val/loss").plot()`. Without a series: every per-epoch series as one wide
+        DataFrame, a row per epoch and a column per series (`run.history()[["train/loss",
+        "val/loss"]].plot()`); the step/* series, indexed by step, are left out."""
+        if series is None:
+            frame = self.metrics
+            frame = frame[~frame["series"].str.startswith("step/")]
+            if frame.empty:
+                return pd.DataFrame(index=pd.Index([], name="epoch", dtype="Int64"))
+            wide = frame.pivot_table(index="epoch", columns="series", values="value", aggfunc="last", sort=True)
+            wide.columns.name = None
+            return wide
+        if not isinstance(series, str):
+            raise TypeError(f"series must be a series name such as 'val/loss'; got {type(series).__name__} {series!r}")
         with self._open() as f:
             names = _series_names(f)
             if series not in names:

@@ -74,12 +74,31 @@ def _value(v) -> str:
     return str(v)
 
 
-def _overrides(overrides) -> list[str]:
+def _overrides(overrides, name: str = "overrides") -> list[str]:
     if overrides is None:
         return []
     if isinstance(overrides, dict):
+        for k in overrides:
+            if not isinstance(k, str):
+                raise TypeError(f"{name}: a key must be a 'key.path' string; got {k!r}")
         return [f"{k}={_value(v)}" for k, v in overrides.items()]
-    return [str(o) for o in overrides]  # already "key=value" strings
+    if isinstance(overrides, (str, bytes)):
+        raise TypeError(f"{name} must be a dict ({{'trainer.max_epochs': 10}}) or a list of 'key=value' strings; "
+                        f"got the string {overrides!r} (put it in a list: [{overrides!r}])")
+    if not isinstance(overrides, (list, tuple)):
+        raise TypeError(f"{name} must be a dict ({{'trainer.max_epochs': 10}}) or a list of 'key=value' strings; "
+                        f"got {type(overrides).__name__} {overrides!r}")
+    for o in overrides:
+        if not isinstance(o, str) or "=" not in o:
+            raise TypeError(f"{name}: each item must be a 'key=value' string; got {o!r}")
+    return list(overrides)
+
+
+def _path_arg(value, name: str) -> str:
+    """A path argument (str or os.PathLike), as a string; TypeError naming the argument otherwise."""
+    if not isinstance(value, (str, os.PathLike)):
+        raise TypeError(f"{name} must be a path (str or os.PathLike); got {type(value).__name__} {value!r}")
+    return os.fspath(value)
 
 
 def _default_results(experiment: str) -> str:
@@ -88,13 +107,16 @@ def _default_results(experiment: str) -> str:
     return os.path.join("results", f"{stem}-{now}.h5")
 
 
-def command_for(experiment, overrides=None, *, results=None, resume=None, plugin_path=()) -> list[str]:
+def command_for(experiment, overrides=None, *, results=None, resume=None, plugin_path=(),
+                overwrite: bool = False) -> list[str]:
     """The runner's command line for run()'s arguments."""
     cmd = [find_runner(), os.fspath(experiment), *_overrides(overrides)]
     if resume is not None:
         cmd += ["--resume", os.fspath(resume)]
     elif results is not None:
         cmd += ["--results", os.fspath(results)]
+        if overwrite:
+            cmd.append("--overwrite")
     for p in plugin_path:
         cmd += ["--plugin-path", os.fspath(p)]
     return cmd
@@ -112,20 +134,25 @@ def _in_notebook() -> bool:
 
 
 class _Progress:
-    """A tqdm bar in Jupyter (when tqdm is installed), plain lines elsewhere."""
+    """A tqdm bar in Jupyter (when tqdm is installed), plain lines elsewhere. The bar counts `unit`s
+    (a run's epochs, a sweep's runs). A widget's state is not kept in a saved notebook, so when the
+    bar closes its last state is printed as a line of text too."""
 
-    def __init__(self, enabled: bool, desc: str):
+    def __init__(self, enabled: bool, desc: str, unit: str = "epoch"):
         self.bar = None
         self.enabled = enabled
         self.desc = desc
+        self.unit = unit
+        self.last = None
         if enabled and _in_notebook():
             try:
                 from tqdm.notebook import tqdm
-                self.bar = tqdm(total=None, desc=desc, unit="epoch")
+                self.bar = tqdm(total=None, desc=desc, unit=unit)
             except Exception:  # tqdm or ipywidgets missing: plain lines
                 self.bar = None
 
     def update(self, done: int, total: int, text: str, line: str):
+        self.last = (done, total, text)
         if self.bar is not None:
             if self.bar.total != total:
                 self.bar.reset(total=total)
@@ -138,16 +165,19 @@ class _Progress:
     def close(self):
         if self.bar is not None:
             self.bar.close()
+            if self.last is not None:
+                done, total, text = self.last
+                print(f"{self.desc}: {done}/{total} {self.unit}s, {text}", flush=True)
 
 
 _EPOCH = re.compile(r"^epoch\s+(\d+)/(\d+)\s+(.*)$")
 _SWEEP = re.compile(r"^sweep: (\d+)/(\d+) done, (.*)$")
 
 
-def _stream(cmd: list[str], *, progress: bool, log: bool, desc: str, cwd=None, env=None):
+def _stream(cmd: list[str], *, progress: bool, log: bool, desc: str, cwd=None, env=None, unit: str = "epoch"):
     """Runs cmd, its output through the progress bar and the log; returns (returncode, last lines).
     A KeyboardInterrupt sends SIGINT to the runner, waits for it to mark its files, and re-raises."""
-    bar = _Progress(progress, desc)
+    bar = _Progress(progress, desc, unit)
     tail = collections.deque(maxlen=200)
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=cwd,
                             env=None if env is None else {**os.environ, **env},
@@ -199,21 +229,50 @@ def _last_error(log: str) -> str:
     return lines[-1] if lines else (log.splitlines()[-1] if log else "no output")
 
 
-def run(experiment, overrides=None, *, results=None, resume=None, progress: bool = True, log: bool = True,
-        plugin_path=(), cwd=None, env=None):
+_IF_EXISTS = ("error", "overwrite", "resume")
+
+
+def run(experiment, overrides=None, *, results=None, resume=None, if_exists: str = "error", progress: bool = True,
+        log: bool = True, plugin_path=(), cwd=None, env=None):
     """Trains and evaluates an experiment with the runner and returns its attnlab.Run.
 
     overrides: {"trainer.max_epochs": 10} (or ["trainer.max_epochs=10"]); results: the results file
     (default results/<experiment>-<UTC time>.h5 under cwd); resume: a results file to continue
-    (`runner --resume`). ConfigError carries the runner's one-line message; RunFailed a run that
-    failed (its `.run` when a file was written); a diverged run is returned (its status says so)."""
+    (`runner --resume`). if_exists: what to do when `results` (or its checkpoint folder) already
+    exists: "error" (the default: FileExistsError, nothing is touched), "overwrite" (a new run
+    replaces it: `runner --overwrite`) or "resume" (continue that run: `runner --resume`).
+    ConfigError carries the runner's one-line message; RunFailed a run that failed (its `.run` when
+    a file was written); a diverged run is returned (its status says so)."""
     from .results import Run
+    experiment = _path_arg(experiment, "experiment")
+    _overrides(overrides)  # wrong types are a TypeError here, before anything starts
+    if results is not None:
+        _path_arg(results, "results")
+    if resume is not None:
+        _path_arg(resume, "resume")
+    if not isinstance(if_exists, str) or if_exists not in _IF_EXISTS:
+        raise ValueError(f"if_exists must be one of {', '.join(map(repr, _IF_EXISTS))}; got {if_exists!r}")
     if resume is not None:
         results = os.fspath(resume)
     elif results is None:
         results = _default_results(os.fspath(experiment))
-    cmd = command_for(experiment, overrides, results=results, resume=resume, plugin_path=plugin_path)
+    else:
+        results = os.fspath(results)
     path = results if os.path.isabs(results) or cwd is None else os.path.join(cwd, results)
+    overwrite = False
+    if resume is None and (os.path.lexists(path) or os.path.lexists(path + ".ckpt")):
+        if if_exists == "overwrite":
+            overwrite = True
+        elif if_exists == "resume" and os.path.lexists(path):
+            resume = results
+        elif os.path.lexists(path):
+            raise FileExistsError(f"results file {path} already exists: pass if_exists='resume' to continue that "
+                                  f"run, if_exists='overwrite' to replace it, or another results=")
+        else:
+            raise FileExistsError(f"checkpoint folder {path}.ckpt already exists (an earlier run's, without its "
+                                  f"results file): pass if_exists='overwrite' to replace it, or another results=")
+    cmd = command_for(experiment, overrides, results=results, resume=resume, plugin_path=plugin_path,
+                      overwrite=overwrite)
     try:
         code, tail = _stream(cmd, progress=progress, log=log, desc=os.path.basename(os.fspath(experiment)),
                              cwd=cwd, env=env)
@@ -262,6 +321,21 @@ def sweep(experiment, axes: dict, overrides=None, *, output=None, jobs: int = 1,
     from .errors import AttnlabError
     if if_exists not in ("error", "resume"):
         raise ValueError(f"if_exists={if_exists!r}: expected 'error' or 'resume'")
+    _path_arg(experiment, "experiment")
+    if not isinstance(axes, dict):
+        raise TypeError(f"axes must be a dict of key -> values ({{'seed': [0, 1, 2]}} or {{'seed': 'range(0,3)'}}); "
+                        f"got {type(axes).__name__} {axes!r}")
+    for k, values in axes.items():
+        if not isinstance(k, str):
+            raise TypeError(f"axes: a key must be a 'key.path' string; got {k!r}")
+        if not isinstance(values, (str, list, tuple, range)):
+            raise TypeError(f"axes[{k!r}] must be a list of values or a string such as 'range(0,3)'; "
+                            f"got {type(values).__name__} {values!r}")
+    _overrides(overrides)
+    if output is not None:
+        _path_arg(output, "output")
+    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
+        raise ValueError(f"jobs must be a whole number of at least 1; got {jobs!r}")
     runner = find_runner()
     if not resume and output is not None and if_exists == "resume":
         folder = os.fspath(output) if os.path.isabs(os.fspath(output)) or cwd is None else os.path.join(cwd, output)
@@ -288,7 +362,7 @@ def sweep(experiment, axes: dict, overrides=None, *, output=None, jobs: int = 1,
         cmd += _overrides(overrides) + ["-o", os.fspath(output), "--jobs", str(jobs)]
     folder = output if os.path.isabs(output) or cwd is None else os.path.join(cwd, output)
     try:
-        code, tail = _stream(cmd, progress=progress, log=log, desc="sweep", cwd=cwd, env=env)
+        code, tail = _stream(cmd, progress=progress, log=log, desc="sweep", cwd=cwd, env=env, unit="run")
     except KeyboardInterrupt:
         raise RunInterrupted(f"stopped: the sweep in {folder} marked its running runs interrupted",
                              run=read_runs(folder) if os.path.isdir(folder) else None) from None

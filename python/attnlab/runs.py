@@ -11,12 +11,17 @@ flattened config (one column per key, as `runner compare` flattens it), each ser
 ("val/loss") and each registered section's summary columns ("eval/test/bleu"). A sweep folder's
 manifest (sweep.yaml) adds the runs it lists that have no file yet (pending, failed before
 writing) and its own columns: sweep_status, exit_code, attempts, seconds.
+
+A file that cannot be read (damaged, truncated, not a results file) is a row too: status
+"unreadable" and the one-line reason in the `error` column, with a warning; the other runs are all
+there. `strict=True` raises the first such file's ResultsError instead.
 """
 from __future__ import annotations
 
 import glob
 import html
 import os
+import warnings
 
 import pandas as pd
 
@@ -29,15 +34,20 @@ __all__ = ["Runs", "runs"]
 # Keys that always differ between experiments or machines, left out of `differing` (as in
 # runner compare).
 _ALWAYS_DIFFERENT = {"experiment", "description", "results.path", "data_dir"}
-_RUN_COLUMNS = ["path", "name", "experiment", "status", "started", "wall_seconds", "num_parameters"]
+_RUN_COLUMNS = ["path", "name", "experiment", "status", "error", "started", "wall_seconds", "num_parameters"]
+_SWEEP_COLUMNS = ("sweep_status", "exit_code", "attempts", "seconds")
 
 
 class Runs(pd.DataFrame):
     """A pandas DataFrame with a row per run, plus the folder it came from (`path`), the sweep's
     manifest when there is one (`manifest`) and the keys that differ between the runs
-    (`differing`)."""
+    (`differing`, worked out from the rows there are: a filtered table's own)."""
 
-    _metadata = ["path", "manifest", "differing"]
+    _metadata = ["path", "manifest"]
+
+    @property
+    def differing(self) -> list[str]:
+        return _differing(self)
 
     @property
     def _constructor(self):
@@ -46,24 +56,24 @@ class Runs(pd.DataFrame):
     @property
     def config_keys(self) -> list[str]:
         """The config columns (every column that is not a run attribute, metric or section)."""
-        return [c for c in self.columns if c not in _RUN_COLUMNS and "/" not in c
-                and c not in ("sweep_status", "exit_code", "attempts", "seconds")]
+        return [c for c in self.columns if c not in _RUN_COLUMNS and "/" not in c and c not in _SWEEP_COLUMNS]
 
     def run(self, row) -> Run:
         """The run of one row (a position, or the row's name) as an attnlab.Run."""
         path = self["path"].iloc[row] if isinstance(row, int) else self.loc[row, "path"]
         if not isinstance(path, str) or not os.path.exists(path):
             raise ResultsError(f"run {row} has no results file yet ({path})")
-        return Run(path)
+        return Run(path)  # an unreadable file raises its ResultsError here
 
     def histories(self, series: str) -> pd.DataFrame:
         """Every run's series, tidy: name, epoch (or step), value, and the differing config keys,
         for plotting curves by group (e.g. mean and spread per norm)."""
         frames = []
-        keys = list(getattr(self, "differing", []) or [])
+        keys = self.differing
+        unreadable = self["status"] == "unreadable" if "status" in self.columns else [False] * len(self)
         for i in range(len(self)):
             path = self["path"].iloc[i]
-            if not isinstance(path, str) or not os.path.exists(path):
+            if not isinstance(path, str) or not os.path.exists(path) or unreadable[i]:
                 continue
             h = Run(path).history(series)
             frame = pd.DataFrame({"name": self["name"].iloc[i], h.index.name: h.index, "value": h.to_numpy()})
@@ -75,9 +85,9 @@ class Runs(pd.DataFrame):
         return pd.concat(frames, ignore_index=True)
 
     def _repr_html_(self) -> str:
-        keys = [k for k in (getattr(self, "differing", None) or []) if k in self.columns]
+        keys = [k for k in self.differing if k in self.columns]
         metrics = [c for c in self.columns if "/" in c and not c.startswith(("epoch/",))]
-        shown = [c for c in ["name", "status"] + keys + metrics + ["wall_seconds"] if c in self.columns]
+        shown = [c for c in ["name", "status", "error"] + keys + metrics + ["wall_seconds"] if c in self.columns]
         head = f"<b>{len(self)} runs</b>" + (f" in {html.escape(str(self.path))}" if getattr(self, "path", None) else "")
         return head + pd.DataFrame(self[shown]).to_html(index=False, float_format=lambda v: f"{v:.4g}", na_rep="")
 
@@ -99,10 +109,22 @@ def _row(run: Run) -> dict:
     return row
 
 
-def runs(source, *, pattern: str = "*.h5") -> Runs:
+def _unreadable_row(path: str, error: ResultsError) -> dict:
+    return {"path": path, "name": os.path.splitext(os.path.basename(path))[0], "status": "unreadable",
+            "error": str(error)}
+
+
+def runs(source, *, pattern: str = "*.h5", strict: bool = False) -> Runs:
     """A Runs table of a folder (a sweep folder, or any folder: its `pattern` files, not its
-    subfolders), one results file, or a list of files and folders."""
-    sources = [source] if isinstance(source, (str, os.PathLike)) else list(source)
+    subfolders), one results file, or a list of files and folders. A file that cannot be read is a
+    row with status "unreadable" and its reason in `error` (strict=True: its ResultsError)."""
+    if isinstance(source, (str, os.PathLike)):
+        sources = [source]
+    elif isinstance(source, (list, tuple)) and all(isinstance(s, (str, os.PathLike)) for s in source):
+        sources = list(source)
+    else:
+        raise TypeError(f"source must be a folder or results file (str or os.PathLike), or a list of them; "
+                        f"got {type(source).__name__} {source!r}")
     paths: list[str] = []
     manifests: dict[str, dict] = {}
     folder = None
@@ -124,7 +146,19 @@ def runs(source, *, pattern: str = "*.h5") -> Runs:
     # One checking process for the whole folder, not one per file.
     if paths:
         _check.check(paths)
-    rows = [_row(Run(p)) for p in paths]
+    rows = []
+    for p in paths:
+        try:
+            rows.append(_row(Run(p)))
+        except ResultsError as e:
+            if strict:
+                raise
+            rows.append(_unreadable_row(p, e))
+    bad = [r for r in rows if r.get("status") == "unreadable"]
+    if bad:
+        warnings.warn(f"{len(bad)} of {len(paths)} results files could not be read (status 'unreadable'; "
+                      f"the reason is in the 'error' column): {', '.join(r['path'] for r in bad[:3])}"
+                      f"{', ...' if len(bad) > 3 else ''}", stacklevel=2)
     by_path = {os.path.realpath(r["path"]): r for r in rows}
     for dirname, manifest in manifests.items():
         for entry in manifest.get("runs", []) or []:
@@ -147,15 +181,13 @@ def runs(source, *, pattern: str = "*.h5") -> Runs:
     table = Runs(table[front + [c for c in table.columns if c not in front]])
     table.path = folder
     table.manifest = manifests.get(folder) if folder else None
-    table.differing = _differing(table)
     return table
 
 
 def _differing(table: pd.DataFrame) -> list[str]:
     out = []
     for c in table.columns:
-        if c in _RUN_COLUMNS or c in _ALWAYS_DIFFERENT or "/" in c or c in ("sweep_status", "exit_code", "attempts",
-                                                                           "seconds"):
+        if c in _RUN_COLUMNS or c in _ALWAYS_DIFFERENT or "/" in c or c in _SWEEP_COLUMNS:
             continue
         values = table[c].map(lambda v: "<absent>" if v is None or (isinstance(v, float) and v != v) else str(v))
         if values.nunique() > 1:

@@ -48,6 +48,10 @@ def test_pip_install_and_no_other_dependency(tmp_path, d2l_run, sweep_dir):
     requires = sorted(l.split()[1].split(">")[0] for l in meta.read_text().splitlines()
                       if l.startswith("Requires-Dist:") and "extra ==" not in l)
     assert requires == ["h5py", "numpy", "pandas"]
+    # The notebook extra brings a Jupyter kernel too (docs/PYTHON.md: `python -m ipykernel install`).
+    notebook = sorted(l.split()[1].split(">")[0] for l in meta.read_text().splitlines()
+                      if l.startswith("Requires-Dist:") and 'extra == "notebook"' in l)
+    assert notebook == ["ipykernel", "ipywidgets", "matplotlib", "tqdm"]
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env["PYTHONPATH"] = str(target)
     done = subprocess.run([sys.executable, "-c", PROBE, str(target), d2l_run, sweep_dir], capture_output=True,

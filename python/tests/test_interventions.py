@@ -70,3 +70,33 @@ def experiment_free_run(runner, tmp_path) -> str:
     path = str(tmp_path / "plain.h5")
     run_runner(runner, experiment("tests/tiny_synthetic.yaml"), "trainer.max_epochs=1", "--results", path, "-q")
     return path
+
+
+def test_ablate_prune_and_rollout_from_python(runner, d2l_run, tmp_path, monkeypatch, capsys):
+    """attnlab.ablate/prune/rollout start the runner and return the tables it wrote."""
+    import pytest
+    monkeypatch.setenv("ATTNLAB_RUNNER", runner)
+    path = str(tmp_path / "studied.h5")
+    shutil.copy(d2l_run, path)
+    shutil.copytree(d2l_run + ".ckpt", path + ".ckpt")
+    table = attnlab.ablate(path, split="train", bleu=False, name="py")
+    assert len(table) == 24 and (table["name"] == "py").all()
+    assert "encoder_self layer 1 head 1 off" in capsys.readouterr().out  # the runner's lines, as they come
+    with h5py.File(path, "r") as f:
+        g = f["ablation/py"]
+        np.testing.assert_allclose(table["delta_loss"], g["loss"][()] - g.attrs["base_loss"], atol=1e-5)
+    quiet = attnlab.ablate(attnlab.load(path), split="train", bleu=False, importance="gradient", log=False)
+    assert (quiet["name"] == "train").all() and capsys.readouterr().out == ""
+    curve = attnlab.prune(path, split="train", bleu=False, step="50%", log=False)
+    assert curve["heads_off"].tolist() == [0, 12, 24] and (curve["name"] == "importance_train").all()
+    flows = attnlab.rollout(path, method="both", modules="encoder_self")
+    assert set(flows["method"]) == {"rollout", "flow"} and set(flows["module"]) == {"encoder_self"}
+    assert flows["value"].dtype.kind == "f" and flows["query_token"].map(type).eq(str).all()
+    with pytest.raises(attnlab.ConfigError, match="its dataset has no val split"):
+        attnlab.ablate(path, split="val", bleu=False, log=False)
+    with pytest.raises(ValueError, match="split must be 'train', 'val' or 'test'; got 'dev'"):
+        attnlab.ablate(path, split="dev")
+    with pytest.raises(ValueError, match="sentences must be a whole number of at least 1; got 0"):
+        attnlab.prune(path, sentences=0)
+    with pytest.raises(attnlab.ConfigError, match="model.encoder.num_heads"):
+        attnlab.ablate(path, {"model.encoder.num_heads": 2}, split="train", log=False)

@@ -89,11 +89,41 @@ def test_attention_has_named_axes_and_tokens(d2l_run):
     assert run.attention(0).sample == "i'm home ."
 
 
-def test_show_draws_a_heatmap_per_head(d2l_run):
+def test_show_can_leave_the_padding_out(d2l_run):
     import matplotlib
     matplotlib.use("Agg")
     att = attnlab.load(d2l_run).attention()
+    m = att.weights("encoder_self", layer=1)
+    real = [t for t in m.key_tokens if t != "<pad>"]
+    assert "<pad>" in m.key_tokens and real  # the sentence is shorter than num_steps
+    whole = [a for a in att.show("encoder_self", layer=1).axes if a.images][0]
+    cut = [a for a in att.show("encoder_self", layer=1, pad=False).axes if a.images][0]
+    assert whole.images[0].get_array().shape == (len(m.query_tokens), len(m.key_tokens))
+    assert cut.images[0].get_array().shape == (len(real), len(real))  # self-attention: queries are keys
+    assert [t.get_text() for t in cut.get_xticklabels()] == real
+    kept = [i for i, t in enumerate(m.key_tokens) if t != "<pad>"]
+    np.testing.assert_array_equal(np.asarray(cut.images[0].get_array()), m.head(1)[np.ix_(kept, kept)])
+
+
+def test_history_without_a_series_is_a_wide_table(d2l_run):
+    run = attnlab.load(d2l_run)
+    wide = run.history()
+    assert wide.index.name == "epoch" and list(wide.index) == list(range(1, run.epochs_done + 1))
+    assert "train/loss" in wide.columns and not any(c.startswith("step/") for c in wide.columns)
+    np.testing.assert_array_equal(wide["train/loss"].to_numpy(), run.history("train/loss").to_numpy())
+    with pytest.raises(TypeError, match=r"series must be a series name such as 'val/loss'; got int 3"):
+        run.history(3)
+
+
+def test_show_draws_a_heatmap_per_head(d2l_run):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    att = attnlab.load(d2l_run).attention()
+    open_before = len(plt.get_fignums())
     fig = att.show("encoder_self", layer=2)
+    # Returned closed: Jupyter shows it once, as the cell's value, and the inline backend not again.
+    assert len(plt.get_fignums()) == open_before
     images = [a for a in fig.axes if a.images]
     assert len(images) == 4
     assert [a.get_title() for a in images] == ["head 1", "head 2", "head 3", "head 4"]

@@ -28,6 +28,35 @@ def test_default_results_path_under_cwd(runner, tmp_path, monkeypatch):
     assert os.path.basename(run.path).startswith("tiny_corners-")
 
 
+def test_an_existing_results_file_is_kept_unless_asked(runner, tmp_path, monkeypatch):
+    monkeypatch.setenv("ATTNLAB_RUNNER", runner)
+    exp = experiment("tests/tiny_corners.yaml")
+    path = tmp_path / "r.h5"
+    opts = {"trainer.max_epochs": 1, "threads": 1, "trainer.checkpoints": True}
+    quiet = {"progress": False, "log": False}
+    assert attnlab.run(exp, opts, results=path, **quiet).status == "completed"
+    before = path.read_bytes()
+    with pytest.raises(FileExistsError, match=r"results file .*r\.h5 already exists: pass if_exists='resume' to "
+                                              r"continue that run, if_exists='overwrite' to replace it"):
+        attnlab.run(exp, opts, results=path, **quiet)
+    assert path.read_bytes() == before
+    for bad in ("replace", 1, None):
+        with pytest.raises(ValueError, match="if_exists must be one of 'error', 'overwrite', 'resume'"):
+            attnlab.run(exp, opts, results=path, if_exists=bad, **quiet)
+    assert path.read_bytes() == before
+    # "resume" continues the run in that file (here to 2 epochs); "overwrite" starts a new one.
+    resumed = attnlab.run(exp, {**opts, "trainer.max_epochs": 2}, results=path, if_exists="resume", **quiet)
+    assert resumed.status == "completed" and resumed.epochs_done == 2
+    assert "resume_command_line" in resumed.attrs
+    again = attnlab.run(exp, {**opts, "seed": 5}, results=path, if_exists="overwrite", **quiet)
+    assert again.status == "completed" and again.epochs_done == 1 and again.attrs["seed"] == 5
+    assert "resume_command_line" not in again.attrs
+    # A checkpoint folder alone (its results file deleted) is an earlier run's too.
+    path.unlink()
+    with pytest.raises(FileExistsError, match=r"checkpoint folder .*r\.h5\.ckpt already exists"):
+        attnlab.run(exp, opts, results=path, if_exists="resume", **quiet)
+
+
 def test_config_error_is_the_runners_message(runner, monkeypatch, tmp_path):
     monkeypatch.setenv("ATTNLAB_RUNNER", runner)
     with pytest.raises(attnlab.ConfigError) as e:
@@ -91,3 +120,42 @@ def test_sweep_and_report(runner, tmp_path, monkeypatch):
     with pytest.raises(attnlab.ConfigError, match="config error: "):
         attnlab.sweep(experiment("tests/tiny_corners.yaml"), axes={"model.nrm": ["first", "last"]},
                       output=tmp_path / "bad")
+
+
+def test_the_progress_bar_counts_its_unit_and_leaves_its_last_state_as_text(monkeypatch, capsys):
+    """In Jupyter the bar is a widget, whose state a saved notebook loses: its last state is printed
+    when it closes. A sweep's bar counts runs, a run's epochs."""
+    import sys
+    import types
+    from attnlab import runner as r
+    made = []
+
+    class FakeBar:
+        def __init__(self, total, desc, unit):
+            self.total, self.desc, self.unit, self.n = total, desc, unit, 0
+            made.append(self)
+
+        def reset(self, total):
+            self.total = total
+
+        def set_postfix_str(self, text, refresh):
+            self.postfix = text
+
+        def refresh(self):
+            pass
+
+        def close(self):
+            self.closed = True
+
+    fake = types.ModuleType("tqdm.notebook")
+    fake.tqdm = FakeBar
+    monkeypatch.setitem(sys.modules, "tqdm.notebook", fake)
+    monkeypatch.setattr(r, "_in_notebook", lambda: True)
+    sweep = r._Progress(True, "sweep", "run")
+    sweep.update(3, 4, "1 running", "sweep: 3/4 done, 1 running")
+    sweep.close()
+    run = r._Progress(True, "tiny_corners.yaml")
+    run.update(2, 2, "loss 0.31", "epoch 2/2 loss 0.31")
+    run.close()
+    assert [(b.unit, b.total, b.n, b.closed) for b in made] == [("run", 4, 3, True), ("epoch", 2, 2, True)]
+    assert capsys.readouterr().out == "sweep: 3/4 runs, 1 running\ntiny_corners.yaml: 2/2 epochs, loss 0.31\n"

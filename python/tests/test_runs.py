@@ -25,6 +25,10 @@ def test_sweep_folder_is_one_row_per_run(sweep_dir):
     h = runs.histories("train/loss")
     assert len(h) == 12 and set(h.columns) >= {"name", "epoch", "value", "model.encoder.norm", "seed"}
     assert "4 runs" in runs._repr_html_()
+    # A filtered table's differing keys are its own rows'.
+    assert runs.differing == ["model.encoder.norm", "seed"]
+    assert runs[runs["seed"] == 0].differing == ["model.encoder.norm"]
+    assert runs[runs["model.encoder.norm"] == "first"].differing == ["seed"]
 
 
 def test_a_pending_run_of_the_manifest_is_a_row_without_a_file(sweep_dir, tmp_path):

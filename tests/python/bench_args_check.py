@@ -22,7 +22,8 @@ with tempfile.TemporaryDirectory() as out:
     for extra, expected in CASES:
         r = subprocess.run([sys.executable, BENCH, "--runner", "/nonexistent/runner", "--out-dir", out, *extra],
                            capture_output=True, text=True, timeout=120)
-        ok = r.returncode == 2 and expected in r.stderr and "Traceback" not in r.stderr
+        ok = (r.returncode == 2 and expected in r.stderr and "Traceback" not in r.stderr
+              and len(r.stderr.strip().splitlines()) == 1)  # the error alone, no usage block first
         if not ok:
             failures += 1
             print(f"FAIL {extra}: exit {r.returncode}, stderr:\n{r.stderr}")
@@ -31,4 +32,13 @@ with tempfile.TemporaryDirectory() as out:
     if os.listdir(out):
         failures += 1
         print(f"FAIL: files written: {os.listdir(out)}")
+# bench/run itself: an option without its value.
+for option in ("--runner", "--omp-wait-policy"):
+    r = subprocess.run([os.path.join(ROOT, "bench", "run"), option], capture_output=True, text=True, timeout=120)
+    expected = f"bench/run: {option} needs a value (bench/run --help)\n"
+    if r.returncode != 2 or r.stderr != expected:
+        failures += 1
+        print(f"FAIL bench/run {option}: exit {r.returncode}, stderr:\n{r.stderr}")
+    else:
+        print(f"ok   bench/run {option}: {r.stderr.strip()}")
 sys.exit(1 if failures else 0)

@@ -9,7 +9,7 @@
    epoch/index of equal length) and the run must be seen running at three or more epoch counts,
    then completed with all 40. An open that meets the writer mid-write fails with errno 11 and is
    retried, as the docs say.
-2. Trains it again on the same path while a reader keeps the first run's file open: that reader
+2. Trains it again on the same path (--overwrite) while a reader keeps the first run's file open: that reader
    still reads the whole first run (the new run writes a new file). A second reader opens the new
    run once it has an epoch and keeps it open to the end, with ATTNLAB_RESULTS_LOCK_WAIT=0.3: the
    run must finish (completed, 40 epochs) and warn once that it writes beside a reader.
@@ -36,9 +36,9 @@ def rows(f, series):
     return len(f[f"metrics/{series}"]) if f"metrics/{series}" in f else 0
 
 
-def start(args, path, env=None):
+def start(args, path, env=None, extra=()):
     cmd = [args.runner, os.path.join(args.source_dir, "experiments/tests/tiny_corners.yaml"),
-           f"trainer.max_epochs={EPOCHS}", "--results", path]
+           f"trainer.max_epochs={EPOCHS}", "--results", path, *extra]
     return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             env={**os.environ, **(env or {})})
 
@@ -87,7 +87,7 @@ def hold_open_through_a_run(args, path, problems):
     # A reader of the finished first run keeps it open while a new run takes the path: the new run
     # writes a new file there, and the reader goes on reading the old one, whole.
     old = h5py.File(path, "r", swmr=True)
-    run = start(args, path, {"ATTNLAB_RESULTS_LOCK_WAIT": "0.3"})
+    run = start(args, path, {"ATTNLAB_RESULTS_LOCK_WAIT": "0.3"}, ["--overwrite"])
     held = None
     deadline = time.time() + 240
     while held is None and time.time() < deadline and run.poll() is None:

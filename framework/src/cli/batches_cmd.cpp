@@ -5,6 +5,7 @@
 // the seq2seq and regression trainers draw.
 #include "cli/commands.hpp"
 
+#include <attnlab/error.hpp>
 #include <attnlab/results/tensor.hpp>
 #include <attnlab/config/load.hpp>
 #include <attnlab/results/results.hpp>
@@ -14,6 +15,7 @@
 #include <fmt/format.h>
 #include <torch/types.h>
 
+#include <filesystem>
 #include <iostream>
 
 #include "run/setup.hpp"
@@ -26,7 +28,9 @@ int cmd_batches(int argc, char** argv) {
   std::string out;
   int64_t epochs = 1;
   app.add_option("experiment", positional, "experiment YAML file, then key.path=value overrides")->required();
-  app.add_option("-o,--out", out, "HDF5 file to write")->required();
+  app.add_option("-o,--out", out, "HDF5 file to write")->required()->check(not_an_option());
+  bool overwrite = false;
+  app.add_flag("--overwrite", overwrite, "replace the -o file when it exists (without it the command refuses)");
   app.add_option("--epochs", epochs, "epochs of batches (epoch e is shuffled with seed + e)")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{1}, int64_t{1000000}));
@@ -37,6 +41,9 @@ int cmd_batches(int argc, char** argv) {
       "src_vocab_size, tgt_vocab_size, num_steps.\n"
       "Example:\n  runner batches experiments/transformer_multi30k_de_en.yaml --epochs 2 -o m30k_batches.h5");
   if (auto code = parse_command_line(app, argc, argv, "runner batches")) return *code;
+  std::error_code ec;
+  ATTNLAB_CHECK(overwrite || !std::filesystem::exists(out, ec), Error,
+                "batches: -o {} already exists; replace it with --overwrite, or name another file", out);
   std::string experiment;
   run::Setup setup = run::setup_experiment(positional, plugin_dirs, experiment);
   const auto& info = setup.ctx.data;

@@ -21,6 +21,7 @@
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <cctype>
 #include <filesystem>
 #include <regex>
@@ -158,14 +159,23 @@ int cmd_eval(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::Range(int64_t{1}, int64_t{1000000}));
   app.add_option("--length-penalty", to.length_penalty, "GNMT length penalty alpha for beam search")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Validator(
+          [](std::string& text) -> std::string {
+            double v = 0;  // CLI::Range lets NaN through (every comparison with it is false)
+            if (CLI::detail::lexical_cast(text, v) && std::isfinite(v) && v >= 0 && v <= 100) return {};
+            return "expected a number from 0 to 100, found " + text;
+          },
+          "NUMBER in [0 - 100]"));
   std::vector<double> tune_lp;
   app.add_option("--tune-length-penalty", tune_lp,
                  "length penalties to try on the val split (e.g. 0.6,1,1.5,2,3); the one with the best val BLEU "
                  "decodes --split / --source")
       ->delimiter(',')
       ->allow_extra_args(false);  // "0.6,1,2" is one argument: overrides after it stay overrides
-  app.add_option("--max-steps", to.max_steps, "tokens per output (0 = the dataset's num_steps)")->capture_default_str();
+  app.add_option("--max-steps", to.max_steps, "tokens per output (0 = the dataset's num_steps)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{0}, int64_t{1000000}));
   app.add_option("--checkpoint", which,
                  "best, last, epoch-N (trainer.keep_checkpoints) or a runner average's name (average)")
       ->capture_default_str();

@@ -1,11 +1,13 @@
 // A finished run opened for measuring its heads (cli/head_study.hpp).
 #include "cli/head_study.hpp"
 
+#include <attnlab/data/dataset.hpp>
 #include <attnlab/error.hpp>
 #include <attnlab/results/reader.hpp>
 #include <attnlab/train/translate.hpp>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 #include <torch/utils.h>
 
@@ -156,8 +158,14 @@ HeadStudy open_head_study(const std::string& command, const StudyArgs& args, con
                 "run {}: its model has no attention module with heads that a mask reaches (the framework's attention "
                 "in the transformer encoder and decoder and the GRU-Bahdanau decoder)",
                 run);
-  ATTNLAB_CHECK(s.setup.dataset->has_split(s.split), ConfigError, "run {}: its dataset has no {} split", run,
-                split_name);
+  if (!s.setup.dataset->has_split(s.split)) {
+    std::vector<std::string> have;
+    for (const auto sp : {data::Split::Train, data::Split::Val, data::Split::Test}) {
+      if (s.setup.dataset->has_split(sp)) have.push_back(data::split_name(sp));
+    }
+    throw ConfigError(fmt::format("run {}: its dataset has no {} split (it has {}); choose one with --split {}", run,
+                                  split_name, fmt::join(have, ", "), have.empty() ? "train" : have.back()));
+  }
   model->eval();
   s.device = s.setup.ctx.device;
   s.trained = run::resolve_head_mask(trained_spec, s.sites, s.device);

@@ -54,6 +54,9 @@ int run_experiment(int argc, char** argv) {
   std::string resume_path;
   app.add_option("--resume", resume_path, "continue the run in this results file from its last checkpoint")
       ->check(attnlab::cli::not_an_option());
+  app.add_flag("--overwrite", ro.overwrite,
+               "replace an existing results file (and its checkpoint folder); without it such a run is refused")
+      ->excludes("--resume");
   attnlab::cli::add_plugin_path_option(app, ro.plugin_dirs);
   app.add_flag("-q,--quiet", ro.quiet, "print only errors");
   std::string footer = "Subcommands (runner <name> --help):\n";

@@ -18,6 +18,7 @@
 #include <chrono>
 #include <cmath>
 #include <iostream>
+#include <limits>
 #include <numeric>
 #include <random>
 
@@ -73,7 +74,7 @@ int cmd_prune(int argc, char** argv) {
   std::vector<std::string> plugin_dirs;
   bool one_shot = false, no_bleu = false, quiet = false;
   int64_t repeats = 3;
-  uint64_t seed = 0;
+  int64_t seed = 0;  // read signed: CLI11 turns "-1" into 2^64-1 for an unsigned option
   add_study_options(app, args);
   app.add_option("--order", order,
                  "importance (the least important heads first, Michel et al.'s gradient importance normalised per "
@@ -88,7 +89,9 @@ int cmd_prune(int argc, char** argv) {
   app.add_option("--repeats", repeats, "random orders tried (--order random)")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{1}, int64_t{1000}));
-  app.add_option("--seed", seed, "seed of the random orders")->capture_default_str();
+  app.add_option("--seed", seed, "seed of the random orders")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{0}, std::numeric_limits<int64_t>::max()));
   app.add_flag("--no-bleu", no_bleu, "the loss only at every step (no decoding: much faster)");
   app.add_option("--name", name, "group under /pruning (default <order>[_oneshot]_<split>)");
   add_plugin_path_option(app, plugin_dirs);
@@ -137,7 +140,7 @@ int cmd_prune(int argc, char** argv) {
     std::vector<int64_t> fixed;  // a random permutation, or the one-shot importance order
     if (random) {
       fixed = remaining;
-      std::mt19937_64 rng(seed + static_cast<uint64_t>(r));
+      std::mt19937_64 rng(static_cast<uint64_t>(seed) + static_cast<uint64_t>(r));
       std::shuffle(fixed.begin(), fixed.end(), rng);
     } else if (one_shot) {
       const auto score = normalised_importance(study, study.trained.mask, all);
@@ -234,7 +237,7 @@ int cmd_prune(int argc, char** argv) {
     out.set_attr_at(at, "order", order);
     out.set_attr_at(at, "reestimate", static_cast<int64_t>(!random && !one_shot));
     out.set_attr_at(at, "repeats", repeats);
-    out.set_attr_at(at, "seed", static_cast<int64_t>(seed));
+    out.set_attr_at(at, "seed", seed);
     out.set_attr_at(at, "step", step);
     out.set_attr_at(at, "heads_total", n);
     out.set_attr_at(at, "sentences", study.data.sentences);

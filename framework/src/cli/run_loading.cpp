@@ -51,11 +51,49 @@ std::string checkpoint_file(const std::string& run, const std::string& which) {
   const auto why = files::problem(ckpt, files::Want::File);
   ATTNLAB_CHECK(why != "no such file", DataError,
                 "no checkpoint {} for run {} ({}; trainers that checkpoint write last.pt and best.pt every epoch, "
-                "epoch-N.pt with keep_checkpoints, runner average writes average.pt)",
-                ckpt, run, available_checkpoints(train::checkpoint_dir(run)));
+                "epoch-N.pt with keep_checkpoints, runner average writes average.pt{})",
+                ckpt, run, available_checkpoints(train::checkpoint_dir(run)),
+                std::filesystem::is_directory(train::checkpoint_dir(run))
+                    ? ""
+                    : "; train the run again with trainer.checkpoints=true to keep them");
   ATTNLAB_CHECK(why.empty(), DataError, "checkpoint {} of run {}: {}", ckpt, run, why);
   return ckpt;
 }
+
+namespace {
+
+/// The node at a dotted path ("model.encoder.num_heads") of a map tree, or nullptr.
+const config::Node* at_path(const config::Node& root, const std::string& dotted) {
+  const config::Node* n = &root;
+  size_t start = 0;
+  for (;;) {
+    if (!n->is_map()) return nullptr;
+    const auto dot = dotted.find('.', start);
+    n = n->find(dotted.substr(start, dot == std::string::npos ? std::string::npos : dot - start));
+    if (!n || dot == std::string::npos) return n;
+    start = dot + 1;
+  }
+}
+
+/// A value as one line of YAML, or "(not set)".
+std::string one_line(const config::Node* n) {
+  if (!n) return "(not set)";
+  auto text = config::to_yaml(*n);
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
+  for (auto& ch : text) {
+    if (ch == '\n') ch = ' ';
+  }
+  return text;
+}
+
+/// Options of the model that change nothing its weights mean when it measures (dropout is off in
+/// eval mode; the fused kernels compute the same function).
+bool harmless_model_option(const std::string& key) {
+  const auto last = key.substr(key.rfind('.') + 1);
+  return last.find("dropout") != std::string::npos || last == "fused";
+}
+
+}  // namespace
 
 run::Setup load_run(const std::string& run, const std::string& which, const std::vector<std::string>& overrides,
                     const std::vector<std::string>& plugin_dirs, run::HeadMaskSpec& trained_mask) {
@@ -63,7 +101,22 @@ run::Setup load_run(const std::string& run, const std::string& which, const std:
       results::read_isolated(run, [&] { return results::ResultsReader(run, results::ReadCheck::none).config(); });
   ATTNLAB_CHECK(!stored.empty(), ResultsError, "results file {} holds no /config to rebuild the run from", run);
   config::Node root = config::parse_yaml(stored, run + ":/config");
-  for (const auto& o : overrides) config::apply_override(root, o);
+  for (const auto& o : overrides) {
+    const auto key = o.substr(0, o.find('='));
+    const bool model = key == "model" || key.rfind("model.", 0) == 0;
+    const auto before = model ? one_line(at_path(root, key)) : std::string();
+    config::apply_override(root, o);
+    // The checkpoint holds the model as trained: an override that makes it another model (more heads
+    // over the same weights, another plugin) would measure something that was never trained.
+    if (model && !harmless_model_option(key)) {
+      const auto after = one_line(at_path(root, key));
+      ATTNLAB_CHECK(before == after, ConfigError,
+                    "override {}: run {} was trained with {}: {}, and its checkpoint holds that model; measuring it "
+                    "as {}: {} would measure a model nobody trained (leave the override out; overrides here are for "
+                    "device, threads, data_dir and the like)",
+                    o, run, key, before, key, after);
+    }
+  }
   config::Options top(root, run::experiment_schema(), "the stored experiment", {});
   trained_mask = run::head_mask_spec(top);
   const auto ckpt = checkpoint_file(run, which);

@@ -159,6 +159,14 @@ std::string stored_status(const std::string& path) {
   }
 }
 
+/// Whether a rerun from scratch may replace what `results` holds: a results file (the sweep's own
+/// earlier attempt at this run) or nothing. Anything else there (a file of the user's) stays, and
+/// the run is refused again, naming it.
+bool ours(const std::string& results, const std::string& stored) {
+  std::error_code ec;
+  return !stored.empty() || !fs::exists(results, ec);
+}
+
 /// What --resume runs: missing (a done run whose file is gone or says otherwise), pending, failed,
 /// interrupted, running (a sweep killed outright); with --resume RUN.h5 where its checkpoint exists.
 std::vector<Job> resume_jobs(const std::string& dir, Manifest& m) {
@@ -176,13 +184,13 @@ std::vector<Job> resume_jobs(const std::string& dir, Manifest& m) {
       if (stored == r.status) continue;
       ++why["missing"];
       r.status = "pending";
-      jobs.push_back({i, false});
+      jobs.push_back({i, false, ours(results, stored)});
       continue;
     }
     ++why[r.status];
     const bool resumable = !stored.empty() && r.status != "failed" && r.status != "pending" &&
                            fs::exists(results + ".ckpt/last.pt");
-    jobs.push_back({i, resumable});
+    jobs.push_back({i, resumable, !resumable && ours(results, stored)});
   }
   std::string reasons;
   for (const auto& [status, n] : why) reasons += fmt::format("{}{} {}", reasons.empty() ? "" : ", ", n, status);

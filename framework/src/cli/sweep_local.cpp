@@ -2,6 +2,7 @@
 #include "cli/sweep_local.hpp"
 
 #include <attnlab/error.hpp>
+#include <attnlab/train/checkpoint.hpp>
 
 #include <fcntl.h>
 #include <sys/prctl.h>
@@ -9,6 +10,7 @@
 #include <unistd.h>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <atomic>
 #include <chrono>
@@ -194,8 +196,16 @@ std::vector<std::string> run_command(const std::string& runner, const std::strin
   args.insert(args.end(), m.spec.overrides.begin(), m.spec.overrides.end());
   args.insert(args.end(), r.overrides.begin(), r.overrides.end());
   if (m.threads) args.push_back(fmt::format("threads={}", *m.threads));
+  const auto results = (fs::path(dir) / r.results).string();
   args.push_back(job.resume ? "--resume" : "--results");
-  args.push_back((fs::path(dir) / r.results).string());
+  args.push_back(results);
+  // A run the sweep's --resume starts again from scratch (failed, or interrupted before its first
+  // checkpoint) replaces its own earlier attempt; a new sweep's run refuses a file already there.
+  std::error_code ec;
+  if (job.replace && !job.resume &&
+      (fs::exists(results, ec) || fs::exists(attnlab::train::checkpoint_dir(results), ec))) {
+    args.push_back("--overwrite");
+  }
   for (const auto& d : m.plugin_dirs) {
     args.push_back("--plugin-path");
     args.push_back(d);
@@ -300,8 +310,10 @@ int run_local(const std::string& dir, Manifest& m, const std::vector<Job>& jobs,
         std::fprintf(stderr, "  ... and %zu more failed runs\n", failed - kFailuresNamed);
         break;
       }
-      std::fprintf(stderr, "  %s (exit %d): %s\n", r.name.c_str(), r.exit_code.value_or(-1),
-                   last_error_line((fs::path(dir) / r.log).string()).c_str());
+      // Named by its overrides as given (the file name is a mangled form of them).
+      const auto overrides = fmt::format("{}", fmt::join(r.overrides, " "));
+      std::fprintf(stderr, "  %s (exit %d): %s\n", overrides.empty() ? r.name.c_str() : overrides.c_str(),
+                   r.exit_code.value_or(-1), last_error_line((fs::path(dir) / r.log).string()).c_str());
     }
     return 1;
   }

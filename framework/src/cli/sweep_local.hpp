@@ -14,6 +14,9 @@ namespace attnlab::cli::sweep {
 struct Job {
   size_t run = 0;       // index into Manifest::runs
   bool resume = false;  // `--resume RUN.h5` (its checkpoint exists) instead of `--results RUN.h5`
+  /// `--overwrite` too: `runner sweep DIR --resume` runs it again from scratch, and what its results
+  /// path holds is this sweep's own earlier attempt. A new sweep never replaces a file.
+  bool replace = false;
 };
 
 struct LaunchOptions {

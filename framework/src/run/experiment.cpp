@@ -143,7 +143,11 @@ Plan load_and_validate(const RunOptions& ro) {
   plan.head_mask = head_mask_spec(plan.top);
   plan.fixed_path = ro.results_path ? *ro.results_path : results.path;
   if (ro.resume_path || !plan.fixed_path.empty()) {
-    check_results_path(ro.resume_path ? *ro.resume_path : plan.fixed_path, ro.resume_path.has_value());
+    // A torchrun restart (--max-restarts) finds its own failed attempt's file there (join_group).
+    const auto denv = train::DistributedEnv::from_environment();
+    const bool restart = denv && denv->restart_count > 0;
+    check_results_path(ro.resume_path ? *ro.resume_path : plan.fixed_path, ro.resume_path.has_value(),
+                       ro.overwrite || restart);
   }
   return plan;
 }

@@ -17,6 +17,8 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "results/lock.hpp"
+
 namespace attnlab::run {
 namespace fs = std::filesystem;
 namespace {
@@ -57,13 +59,42 @@ std::string default_results_path(const std::string& experiment) {
   return path.string();
 }
 
-void check_results_path(const std::string& path, bool resume) {
+void check_results_path(const std::string& path, bool resume, bool overwrite) {
   const auto why = files::problem(path, resume ? files::Want::File : files::Want::FileToWrite);
   ATTNLAB_CHECK(why.empty(), ResultsError, "{} {}: {}", resume ? "cannot resume" : "cannot write results file", path,
                 why);
   const auto dir = train::checkpoint_dir(path);
   const auto dir_why = files::problem(dir, files::Want::DirectoryToMake);
   ATTNLAB_CHECK(dir_why.empty(), ResultsError, "checkpoint folder {} of results file {}: {}", dir, path, dir_why);
+  if (resume || overwrite) return;
+  // A new run never replaces an earlier one unasked (docs/COMMANDS.md, "Files the runner writes").
+  std::error_code ec;
+  const auto choices = fmt::format(
+      "continue that run with `runner --resume {0} EXPERIMENT`, replace it with --overwrite, or name another "
+      "file with --results",
+      path);
+  if (fs::exists(path, ec)) {
+    if (const auto pid = results::WriterLock::holder(path)) {
+      throw ResultsError(fmt::format("another run is writing {} ({}); wait for it to end or choose another --results path",
+                                     path, results::WriterLock::who(pid)));
+    }
+    const auto size = fs::file_size(path, ec);
+    const auto when = fs::last_write_time(path, ec);
+    std::string about;
+    if (!ec) {
+      const auto sys = std::chrono::file_clock::to_sys(when);
+      about = fmt::format(" ({} bytes, written {:%Y-%m-%d %H:%M} UTC)", size,
+                          fmt::gmtime(std::chrono::system_clock::to_time_t(sys)));
+    }
+    throw ResultsError(fmt::format("results file {} already exists{}: {}", path, about, choices));
+  }
+  ec.clear();
+  if (fs::exists(dir, ec)) {
+    throw ResultsError(fmt::format(
+        "checkpoint folder {} already exists (an earlier run's checkpoints, without its results file {}): "
+        "replace it with --overwrite, or name another file with --results",
+        dir, path));
+  }
 }
 
 RunRecord::RunRecord(const std::string& path, const std::string& experiment, bool resume, bool quiet)

@@ -18,8 +18,10 @@ std::string default_results_path(const std::string& experiment);
 
 /// Before anything is fetched or built: ResultsError naming `path` when it cannot be this run's
 /// results file (for --resume an existing regular file, else a regular file or nothing yet) or its
-/// checkpoint folder cannot be one (a symlink loop, a file, a FIFO there).
-void check_results_path(const std::string& path, bool resume);
+/// checkpoint folder cannot be one (a symlink loop, a file, a FIFO there). A new run (not resume)
+/// also refuses a results file or checkpoint folder that already exists, naming the choices
+/// (--resume, --overwrite, another --results), unless `overwrite`.
+void check_results_path(const std::string& path, bool resume, bool overwrite);
 
 /// What the results file says about the run before it trains, written by RunRecord::record.
 struct RunAttributes {

@@ -139,8 +139,14 @@ int cmd_plot(int argc, char** argv) {
     if (all || losses) {
       if (!in.metric_groups().empty() || losses) {
         figures.push_back({"losses", [&](const std::string& p) {
-                             ATTNLAB_CHECK(plot::losses_figure(in, p, size, !linear), Error,
-                                           "plot: {} has no metric series", file);
+                             if (plot::losses_figure(in, p, size, !linear)) return;
+                             // A run still in its first epoch has written no series yet: say so.
+                             const bool live = in.has_attr("status") && in.attr_string("status") == "running";
+                             throw Error(live ? fmt::format("plot: {} has no metric series yet: its run is still in "
+                                                            "its first epoch (the file says running); plot it once "
+                                                            "an epoch has ended",
+                                                            file)
+                                              : fmt::format("plot: {} has no metric series", file));
                            }});
       }
     }

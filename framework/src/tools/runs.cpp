@@ -55,7 +55,13 @@ void add_attention(const results::ResultsReader& in, AttentionStats& stats) {
     for (const auto& module : in.attention_modules(sample)) {
       const std::string at = "/attention/" + h5::link_name(sample) + "/" + h5::link_name(module);
       const auto dims = h5::dataset_dims(file.get(), at, in.path());  // [layers, heads, Q, K]
-      if (dims.size() != 4 || dims[0] * dims[1] * dims[2] * dims[3] == 0) continue;
+      // A map without its four axes is damaged, and said so: its heads are not silently left out
+      // of the table while the other samples' are shown.
+      ATTNLAB_CHECK(dims.size() == 4, ResultsError,
+                    "results file {} is damaged: {} has {} dimension{}, but an attention map has 4 (layers, heads, "
+                    "queries, keys)",
+                    in.path(), at, dims.size(), dims.size() == 1 ? "" : "s");
+      if (dims[0] * dims[1] * dims[2] * dims[3] == 0) continue;  // an empty map: nothing to measure
       const int64_t layers = dims[0], heads = dims[1], queries = dims[2], keys = dims[3];
       const auto tokens = in.has_attr_at(at, "query_tokens") ? in.attr_strings_at(at, "query_tokens")
                                                              : std::vector<std::string>{};

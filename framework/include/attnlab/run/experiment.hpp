@@ -19,6 +19,9 @@ struct RunOptions {
   /// --resume RUN.h5: continue that run from its checkpoint RUN.h5.ckpt/last.pt, appending to the
   /// same file (the trainer must support it: Trainer::can_resume).
   std::optional<std::string> resume_path;
+  /// --overwrite: a new run may replace an existing results file (and its checkpoint folder) at
+  /// results_path or results.path; without it the run refuses before anything is built.
+  bool overwrite = false;
   bool quiet = false;
 };
 
