@@ -101,10 +101,18 @@ def _path_arg(value, name: str) -> str:
     return os.fspath(value)
 
 
-def _default_results(experiment: str) -> str:
-    stem = os.path.splitext(os.path.basename(experiment))[0]
-    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
-    return os.path.join("results", f"{stem}-{now}.h5")
+_WRITTEN = re.compile(r"(?:^|\s|; )(?:partial )?results in (.+)$")
+
+
+def _written_path(lines, cwd) -> str | None:
+    """The results file the runner named in its last lines ("completed; results in X", "...;
+    partial results in X", "training diverged (...); results in X"), under cwd when relative."""
+    for line in reversed(list(lines)):
+        m = _WRITTEN.search(line)
+        if m:
+            found = m.group(1).strip()
+            return found if os.path.isabs(found) or cwd is None else os.path.join(cwd, found)
+    return None
 
 
 def command_for(experiment, overrides=None, *, results=None, resume=None, plugin_path=(),
@@ -174,11 +182,13 @@ _EPOCH = re.compile(r"^epoch\s+(\d+)/(\d+)\s+(.*)$")
 _SWEEP = re.compile(r"^sweep: (\d+)/(\d+) done, (.*)$")
 
 
-def _stream(cmd: list[str], *, progress: bool, log: bool, desc: str, cwd=None, env=None, unit: str = "epoch"):
+def _stream(cmd: list[str], *, progress: bool, log: bool, desc: str, cwd=None, env=None, unit: str = "epoch",
+            tail: collections.deque | None = None):
     """Runs cmd, its output through the progress bar and the log; returns (returncode, last lines).
-    A KeyboardInterrupt sends SIGINT to the runner, waits for it to mark its files, and re-raises."""
+    A KeyboardInterrupt sends SIGINT to the runner, waits for it to mark its files, keeps what it
+    printed meanwhile in `tail` (when given), and re-raises."""
     bar = _Progress(progress, desc, unit)
-    tail = collections.deque(maxlen=200)
+    tail = collections.deque(maxlen=200) if tail is None else tail
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=cwd,
                             env=None if env is None else {**os.environ, **env},
                             start_new_session=True, bufsize=1, text=True, errors="replace")
@@ -194,6 +204,10 @@ def _stream(cmd: list[str], *, progress: bool, log: bool, desc: str, cwd=None, e
         return proc.wait(), "\n".join(tail)
     except KeyboardInterrupt:
         _stop(proc)
+        try:  # its last lines, which name the file it marked
+            tail.extend(proc.stdout.read().splitlines())
+        except (OSError, ValueError):
+            pass
         raise
     finally:
         bar.close()
@@ -237,7 +251,8 @@ def run(experiment, overrides=None, *, results=None, resume=None, if_exists: str
     """Trains and evaluates an experiment with the runner and returns its attnlab.Run.
 
     overrides: {"trainer.max_epochs": 10} (or ["trainer.max_epochs=10"]); results: the results file
-    (default results/<experiment>-<UTC time>.h5 under cwd); resume: a results file to continue
+    (default: the runner's own, results/<experiment>-<UTC time>.h5 under cwd, as at a terminal);
+    resume: a results file to continue
     (`runner --resume`). if_exists: what to do when `results` (or its checkpoint folder) already
     exists: "error" (the default: FileExistsError, nothing is touched), "overwrite" (a new run
     replaces it: `runner --overwrite`) or "resume" (continue that run: `runner --resume`).
@@ -254,13 +269,13 @@ def run(experiment, overrides=None, *, results=None, resume=None, if_exists: str
         raise ValueError(f"if_exists must be one of {', '.join(map(repr, _IF_EXISTS))}; got {if_exists!r}")
     if resume is not None:
         results = os.fspath(resume)
-    elif results is None:
-        results = _default_results(os.fspath(experiment))
-    else:
+    elif results is not None:
         results = os.fspath(results)
-    path = results if os.path.isabs(results) or cwd is None else os.path.join(cwd, results)
+    # No results= : the runner names the file as it does at a terminal (a name it never reuses),
+    # and says which in its last lines.
+    path = None if results is None else results if os.path.isabs(results) or cwd is None else os.path.join(cwd, results)
     overwrite = False
-    if resume is None and (os.path.lexists(path) or os.path.lexists(path + ".ckpt")):
+    if path is not None and resume is None and (os.path.lexists(path) or os.path.lexists(path + ".ckpt")):
         if if_exists == "overwrite":
             overwrite = True
         elif if_exists == "resume" and os.path.lexists(path):
@@ -273,17 +288,22 @@ def run(experiment, overrides=None, *, results=None, resume=None, if_exists: str
                                   f"results file): pass if_exists='overwrite' to replace it, or another results=")
     cmd = command_for(experiment, overrides, results=results, resume=resume, plugin_path=plugin_path,
                       overwrite=overwrite)
+    lines = collections.deque(maxlen=200)
     try:
         code, tail = _stream(cmd, progress=progress, log=log, desc=os.path.basename(os.fspath(experiment)),
-                             cwd=cwd, env=env)
+                             cwd=cwd, env=env, tail=lines)
     except KeyboardInterrupt:
-        raise RunInterrupted(f"stopped: {path} says interrupted",
-                             run=Run(path) if os.path.exists(path) else None) from None
-    written = Run(path) if os.path.exists(path) else None
+        path = path or _written_path(lines, cwd)
+        if path is None or not os.path.exists(path):
+            raise RunInterrupted("stopped before the runner wrote a results file") from None
+        raise RunInterrupted(f"stopped: {path} says interrupted", run=Run(path)) from None
+    path = path or _written_path(lines, cwd)
+    written = Run(path) if path is not None and os.path.exists(path) else None
     if code == 0 or (code == 2 and written is not None and written.attrs.get("status") == "diverged"):
         return written
     if code == 130:
-        raise RunInterrupted(f"the runner was interrupted: {path} says interrupted", run=written)
+        raise RunInterrupted(f"the runner was interrupted: {path} says interrupted" if written is not None
+                             else "the runner was interrupted before it wrote a results file", run=written)
     message = _config_error(tail)
     if message and written is None:
         raise ConfigError(message)

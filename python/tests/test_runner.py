@@ -1,6 +1,7 @@
 """attnlab.run, sweep and report start the real runner."""
 import _thread
 import os
+import re
 import threading
 
 import h5py
@@ -25,7 +26,11 @@ def test_default_results_path_under_cwd(runner, tmp_path, monkeypatch):
     run = attnlab.run(experiment("tests/tiny_corners.yaml"), ["trainer.max_epochs=1", "threads=1"],
                       cwd=tmp_path, progress=False, log=False)
     assert os.path.dirname(os.path.abspath(run.path)) == str(tmp_path / "results")
-    assert os.path.basename(run.path).startswith("tiny_corners-")
+    # The runner's own name, as at a terminal: the experiment's name and the UTC time to the second.
+    assert re.fullmatch(r"tiny_corners-\d{8}-\d{6}(-\d+)?\.h5", os.path.basename(run.path)), run.path
+    again = attnlab.run(experiment("tests/tiny_corners.yaml"), ["trainer.max_epochs=1", "threads=1"],
+                        cwd=tmp_path, progress=False, log=False)
+    assert again.path != run.path and os.path.exists(run.path)  # a second run never takes the first's name
 
 
 def test_an_existing_results_file_is_kept_unless_asked(runner, tmp_path, monkeypatch):
@@ -107,6 +112,35 @@ def test_keyboard_interrupt_stops_the_runner_cleanly(runner, tmp_path, monkeypat
     assert "interrupted" in (run.error or "") or run.attrs.get("interrupted_during")
     assert 1 <= run.epochs_done < 2000
     assert not os.path.exists(str(path) + ".lock")  # the runner let go of the file
+
+
+def test_keyboard_interrupt_names_the_file_the_runner_chose(runner, tmp_path, monkeypatch):
+    """Without results=, the runner names the file; an interrupt still returns it as .run."""
+    monkeypatch.setenv("ATTNLAB_RUNNER", runner)
+    folder = tmp_path / "results"
+
+    def interrupt_when_training():
+        import time
+        for _ in range(600):
+            for p in (folder.glob("*.h5") if folder.exists() else []):
+                try:
+                    with h5py.File(p, "r") as f:
+                        if "metrics/train/loss" in f and f["metrics/train/loss"].shape[0] >= 1:
+                            _thread.interrupt_main()
+                            return
+                except OSError:
+                    pass
+            time.sleep(0.1)
+        _thread.interrupt_main()
+
+    threading.Thread(target=interrupt_when_training, daemon=True).start()
+    with pytest.raises(attnlab.RunInterrupted) as e:
+        attnlab.run(experiment("transformer_fra_eng_d2l017.yaml"), {"trainer.max_epochs": 2000, "threads": 1},
+                    cwd=tmp_path, progress=False, log=False)
+    run = e.value.run
+    assert run is not None and run.status == "interrupted"
+    assert os.path.dirname(run.path) == str(folder)
+    assert re.fullmatch(r"transformer_fra_eng_d2l017-\d{8}-\d{6}(-\d+)?\.h5", os.path.basename(run.path)), run.path
 
 
 def test_sweep_and_report(runner, tmp_path, monkeypatch):
