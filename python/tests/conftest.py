@@ -12,6 +12,16 @@ def experiment(name: str) -> str:
     return os.path.join(SOURCE, "experiments", name)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _scratch_cwd(tmp_path_factory):
+    """The runs' relative paths (datasets/, results/) land in a scratch folder, never in the folder
+    pytest was started from (a checkout's python/tests/ once got the fra-eng corpus that way)."""
+    before = os.getcwd()
+    os.chdir(tmp_path_factory.mktemp("cwd"))
+    yield
+    os.chdir(before)
+
+
 @pytest.fixture(scope="session")
 def runner() -> str:
     path = os.environ.get("ATTNLAB_RUNNER")
