@@ -1,6 +1,8 @@
 // A finished run's checkpoints and its model rebuilt from /config (cli/run_loading.hpp).
 #include "cli/run_loading.hpp"
 
+#include "config/detail.hpp"
+
 #include <attnlab/config/load.hpp>
 #include <attnlab/error.hpp>
 #include <attnlab/files.hpp>
@@ -62,19 +64,6 @@ std::string checkpoint_file(const std::string& run, const std::string& which) {
 
 namespace {
 
-/// The node at a dotted path ("model.encoder.num_heads") of a map tree, or nullptr.
-const config::Node* at_path(const config::Node& root, const std::string& dotted) {
-  const config::Node* n = &root;
-  size_t start = 0;
-  for (;;) {
-    if (!n->is_map()) return nullptr;
-    const auto dot = dotted.find('.', start);
-    n = n->find(dotted.substr(start, dot == std::string::npos ? std::string::npos : dot - start));
-    if (!n || dot == std::string::npos) return n;
-    start = dot + 1;
-  }
-}
-
 /// A value as one line of YAML, or "(not set)".
 std::string one_line(const config::Node* n) {
   if (!n) return "(not set)";
@@ -102,14 +91,14 @@ run::Setup load_run(const std::string& run, const std::string& which, const std:
   ATTNLAB_CHECK(!stored.empty(), ResultsError, "results file {} holds no /config to rebuild the run from", run);
   config::Node root = config::parse_yaml(stored, run + ":/config");
   for (const auto& o : overrides) {
-    const auto key = o.substr(0, o.find('='));
-    const bool model = key == "model" || key.rfind("model.", 0) == 0;
-    const auto before = model ? one_line(at_path(root, key)) : std::string();
+    const auto key = config::detail::override_key(o);  // as apply_override reads it: trimmed
+    const bool model = key == "model" || key.rfind("model.", 0) == 0 || key.rfind("model[", 0) == 0;
+    const auto before = model ? one_line(config::detail::find_key(root, key)) : std::string();
     config::apply_override(root, o);
     // The checkpoint holds the model as trained: an override that makes it another model (more heads
     // over the same weights, another plugin) would measure something that was never trained.
     if (model && !harmless_model_option(key)) {
-      const auto after = one_line(at_path(root, key));
+      const auto after = one_line(config::detail::find_key(root, key));
       ATTNLAB_CHECK(before == after, ConfigError,
                     "override {}: run {} was trained with {}: {}, and its checkpoint holds that model; measuring it "
                     "as {}: {} would measure a model nobody trained (leave the override out; overrides here are for "

@@ -15,5 +15,10 @@ void relocate(Node& node, const Location& loc);
 /// yaml-cpp reads such bytes as they are but its emitter writes U+FFFD for them, so a config
 /// holding them would not be the config that to_yaml stores in the results file.
 size_t bad_utf8_offset(const std::string& s);
+/// The key of a "key=value" override as apply_override reads it (trimmed; ConfigError when
+/// malformed), and the node that key names in `root` ("model.encoder.num_heads",
+/// "samples[2].src"), nullptr when there is none.
+std::string override_key(const std::string& assignment);
+const Node* find_key(const Node& root, const std::string& key);
 
 }  // namespace attnlab::config::detail

@@ -139,12 +139,32 @@ std::string trim(const std::string& s) {
 
 }  // namespace
 
-void apply_override(Node& root, const std::string& assignment) {
+std::string detail::override_key(const std::string& assignment) {
   const size_t eq = assignment.find('=');
   ATTNLAB_CHECK(eq != std::string::npos, ConfigError,
                 "<command line>: malformed override '{}': expected key=value (e.g. model.encoder.num_heads=4)",
                 assignment);
-  const std::string key = trim(assignment.substr(0, eq));
+  return trim(assignment.substr(0, eq));
+}
+
+const Node* detail::find_key(const Node& root, const std::string& key) {
+  const Node* n = &root;
+  for (const Step& step : parse_key(key, key)) {
+    if (step.index) {
+      if (!n->is_seq() || *step.index >= n->size()) return nullptr;
+      n = &(*n)[*step.index];
+    } else {
+      if (!n->is_map()) return nullptr;
+      n = n->find(step.key);
+      if (!n) return nullptr;
+    }
+  }
+  return n;
+}
+
+void apply_override(Node& root, const std::string& assignment) {
+  const size_t eq = assignment.find('=');
+  const std::string key = detail::override_key(assignment);
   const std::vector<Step> steps = parse_key(key, assignment);
 
   Node value;
