@@ -36,6 +36,11 @@ std::string WriterLock::who(std::optional<long> pid) {
   return pid && *pid > 0 ? fmt::format("pid {}", *pid) : std::string("pid unknown");
 }
 
+std::string WriterLock::busy(const std::string& results_path, std::optional<long> pid) {
+  return fmt::format("another run is writing {} ({}); wait for it to end or choose another --results path",
+                     results_path, who(pid));
+}
+
 std::string WriterLock::lock_path(const std::string& results_path) { return results_path + ".lock"; }
 
 WriterLock::WriterLock(const std::string& path) : lock_path_(lock_path(path)) {
@@ -49,9 +54,7 @@ WriterLock::WriterLock(const std::string& path) : lock_path_(lock_path(path)) {
       const int err = errno;
       const auto pid = read_pid(fd);
       ::close(fd);
-      ATTNLAB_CHECK(err != EWOULDBLOCK, ResultsError,
-                    "another run is writing {} ({}); wait for it to end or choose another --results path", path,
-                    who(pid));
+      ATTNLAB_CHECK(err != EWOULDBLOCK, ResultsError, "{}", busy(path, pid));
       throw ResultsError(fmt::format("cannot lock {} for results file {}: {}", lock_path_, path, std::strerror(err)));
     }
     struct stat held {

@@ -24,6 +24,8 @@ class WriterLock {
   static std::optional<long> holder(const std::string& results_path);
   /// "pid N" or "pid unknown".
   static std::string who(std::optional<long> pid);
+  /// "another run is writing <path> (pid N); wait for it to end or choose another --results path".
+  static std::string busy(const std::string& results_path, std::optional<long> pid);
 
  private:
   std::string lock_path_;

@@ -74,10 +74,7 @@ void check_results_path(const std::string& path, bool resume, bool overwrite) {
       "file with --results",
       path);
   if (fs::exists(path, ec)) {
-    if (const auto pid = results::WriterLock::holder(path)) {
-      throw ResultsError(fmt::format("another run is writing {} ({}); wait for it to end or choose another --results path",
-                                     path, results::WriterLock::who(pid)));
-    }
+    if (const auto pid = results::WriterLock::holder(path)) throw ResultsError(results::WriterLock::busy(path, pid));
     const auto size = fs::file_size(path, ec);
     const auto when = fs::last_write_time(path, ec);
     std::string about;
