@@ -1,9 +1,11 @@
 // Length bucketing: a permutation of the examples in full batches, seeded, with less padding
-// than random batching.
+// than random batching; a decoder-only batch (no source) padded to a bucket shape and moved.
 #include <attnlab/data/bucketing.hpp>
+#include <attnlab/data/dataset.hpp>
 #include <attnlab/error.hpp>
 
 #include <gtest/gtest.h>
+#include <torch/types.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -89,6 +91,35 @@ TEST(Bucketing, EdgeCases) {
   EXPECT_THROW(data::bucket_batches({1, 2}, {.batch_size = 2, .chunk_batches = 0}), DataError);
   EXPECT_THROW(data::bucket_batches({1, -2}, {.batch_size = 2}), DataError);
   EXPECT_THROW(data::random_batches(3, 0, 0), DataError);
+}
+
+TEST(Bucketing, DecoderOnlyBatchPadsItsTargetSideAlone) {
+  // Batch's decoder-only layout: no source; tgt_out the next token of tgt_in, every label scored.
+  data::Batch b;
+  b.tgt_in = torch::tensor({{5, 6, 7}, {8, 9, 4}});                 // [2, 3]
+  b.tgt_out = torch::tensor({{6, 7, 8}, {9, 4, 5}});                // [2, 3]
+  b.tgt_valid_lens = torch::tensor({3, 3});                         // [2]
+  EXPECT_EQ(b.size(), 2);
+  const auto moved = b.to(torch::kCPU);
+  EXPECT_FALSE(moved.src.defined());
+  EXPECT_FALSE(moved.src_valid_lens.defined());
+  EXPECT_TRUE(moved.tgt_in.is_same(b.tgt_in));
+
+  const auto p = data::pad_to_bucket(b, 4, 4, 0);  // pad 0
+  EXPECT_FALSE(p.src.defined());
+  EXPECT_FALSE(p.src_valid_lens.defined());
+  EXPECT_EQ(p.size(), 4);
+  EXPECT_EQ(p.tgt_in.sizes(), (std::vector<int64_t>{4, 4}));
+  EXPECT_EQ(p.tgt_out.sizes(), (std::vector<int64_t>{4, 4}));
+  EXPECT_TRUE(torch::equal(p.tgt_in.narrow(0, 0, 2).narrow(1, 0, 3), b.tgt_in));
+  EXPECT_TRUE(torch::equal(p.tgt_out.narrow(0, 0, 2).narrow(1, 0, 3), b.tgt_out));
+  EXPECT_TRUE(torch::equal(p.tgt_out.narrow(1, 3, 1), torch::zeros({4, 1}, torch::kLong)));  // unscored
+  EXPECT_TRUE(torch::equal(p.tgt_out.narrow(0, 2, 2), torch::zeros({2, 4}, torch::kLong)));
+  EXPECT_TRUE(torch::equal(p.tgt_valid_lens, torch::tensor({3, 3, 0, 0})));
+  EXPECT_TRUE(data::pad_to_bucket(b, 2, 3, 0).tgt_in.is_same(b.tgt_in));  // nothing to add: b itself
+
+  data::Batch no_target;  // neither side: not a token batch
+  EXPECT_THROW(data::pad_to_bucket(no_target, 4, 4, 0), DataError);
 }
 
 }  // namespace

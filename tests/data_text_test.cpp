@@ -86,6 +86,17 @@ TEST(Preprocess, RejectsInvalidUtf8) {
   EXPECT_THROW(utf8_lower(std::string("\xc0\xaf")), attnlab::DataError);  // overlong '/'
 }
 
+TEST(CodePoints, DecodeAndEncodeEachCharacter) {
+  const std::string text = "a\n\u00e9\u20ac\U0001F600";  // 1, 1, 2, 3 and 4 bytes
+  const std::vector<char32_t> cps = code_points(text);
+  EXPECT_EQ(cps, (std::vector<char32_t>{U'a', U'\n', 0xE9, 0x20AC, 0x1F600}));
+  std::string back;
+  for (char32_t c : cps) back += utf8_char(c);
+  EXPECT_EQ(back, text);
+  EXPECT_EQ(attnlab::testutil::message_of<attnlab::DataError>([] { code_points(std::string("ab\xff")); }),
+            "invalid UTF-8 at byte 2: byte 0xff cannot start a character");
+}
+
 TEST(Preprocess, InvalidUtf8InAFileNamesFileLineAndByte) {
   // A corpus with a Latin-1 byte: the error named neither the file nor the line.
   const std::string text = "Go.\tVa !\nHi.\tSalut !\nI won!\tJ'ai gagn\xe9 !\n";
@@ -149,6 +160,23 @@ TEST(VocabTest, MatchesPythonReference) {
     std::vector<int64_t> all_ids(c.tokens.size());
     std::iota(all_ids.begin(), all_ids.end(), 0);
     EXPECT_EQ(v.decode(all_ids), c.tokens);
+  }
+}
+
+TEST(VocabTest, InOrderKeepsTheGivenIds) {
+  const Vocab v = Vocab::in_order({"<pad>", "<unk>", "\n", " ", "a", "é"});
+  EXPECT_EQ(v.size(), 6);
+  EXPECT_EQ(v["<pad>"], 0);
+  EXPECT_EQ(v.unk(), 1);
+  EXPECT_EQ(v["é"], 5);
+  EXPECT_EQ(v["z"], 1);  // absent: <unk>
+  EXPECT_EQ(v.token(2), "\n");
+  EXPECT_THROW(Vocab::in_order({"<pad>", "a"}), attnlab::DataError);  // no <unk>
+  try {
+    Vocab::in_order({"<unk>", "a", "b", "a"});
+    ADD_FAILURE() << "a repeated token was accepted";
+  } catch (const attnlab::DataError& e) {
+    EXPECT_NE(std::string(e.what()).find("token 'a' stands at ids 1 and 3"), std::string::npos) << e.what();
   }
 }
 

@@ -36,6 +36,20 @@ TEST(Progress, AResumedRunsEtaCountsTheEpochsItTrained) {
       << out;
 }
 
+TEST(Progress, AStepCountingRunSaysReportsAndSteps) {
+  Progress p(10, /*quiet=*/false);
+  std::ostringstream captured;
+  auto* old = std::cout.rdbuf(captured.rdbuf());
+  p.epoch({.epoch = 2,
+           .train = {{"loss", 1.5}, {"step", 400}},
+           .val = {{"loss", 1.25}, {"perplexity", 3.4903}},
+           .seconds = 20.0});
+  std::cout.rdbuf(old);
+  EXPECT_NE(captured.str().find("report  2/10  step 400  train loss 1.5000  val loss 1.2500 (ppl 3.49)  20.00s/report"),
+            std::string::npos)
+      << captured.str();
+}
+
 TEST(Progress, QuietPrintsNothing) {
   Progress p(5, /*quiet=*/true);
   EXPECT_EQ(lines_of(p, 1, 5, 1.0), "");

@@ -43,6 +43,26 @@ TEST(Schedule, VaswaniNoam) {
   EXPECT_NEAR(s.at(4000), 2.0 / std::sqrt(512.0 * 4000.0), 1e-15);
 }
 
+TEST(Schedule, CosineWarmsUpThenDecaysToItsFloor) {
+  auto s = parse("{type: cosine, warmup_steps: 10, total_steps: 110, min_lr: 0.001}");
+  EXPECT_DOUBLE_EQ(s.at(5), 0.005);  // linear warmup
+  EXPECT_DOUBLE_EQ(s.at(10), 0.01);
+  EXPECT_NEAR(s.at(60), 0.001 + 0.5 * 0.009, 1e-15);  // half way: the mean of lr and min_lr
+  EXPECT_NEAR(s.at(35), 0.001 + 0.5 * 0.009 * (1 + std::cos(M_PI / 4)), 1e-15);
+  EXPECT_DOUBLE_EQ(s.at(110), 0.001);
+  EXPECT_DOUBLE_EQ(s.at(5000), 0.001);  // stays at the floor
+  // Without total_steps: the trainer's run, given now or later.
+  auto given = parse_schedule(config::parse_yaml("{type: cosine, warmup_steps: 10}", "test.yaml"), 0.01, "t", 110);
+  EXPECT_EQ(given.total_steps, 110);
+  auto later = parse_schedule(config::parse_yaml("{type: cosine, warmup_steps: 10}", "test.yaml"), 0.01, "t", -1);
+  EXPECT_EQ(later.total_steps, 0);
+  fill_total_steps(later, 110);
+  EXPECT_DOUBLE_EQ(later.at(60), 0.005);
+  EXPECT_THROW(parse("{type: cosine, warmup_steps: 10, total_steps: 10}"), ConfigError);
+  EXPECT_THROW(parse("{type: cosine, warmup_steps: 1, total_steps: 10, min_lr: 0.5}"), ConfigError);
+  EXPECT_THROW(parse("{type: linear_warmup, total_steps: 10}"), ConfigError);
+}
+
 TEST(Schedule, BadOptionsAreConfigErrors) {
   EXPECT_THROW(parse("{type: cosine}"), ConfigError);
   EXPECT_THROW(parse("{type: inverse_sqrt, warmup_steps: 0}"), ConfigError);

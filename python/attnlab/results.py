@@ -232,6 +232,45 @@ def _read_rollout(f):
     return pd.DataFrame(rows) if rows else None
 
 
+@register_section("generations")
+def _read_generations(f):
+    """/generations/<name>: `runner generate`'s texts, one row per name with prompt, continuation,
+    text (the two together), temperature, top_k, top_p, seed, checkpoint, cache, tokens_per_s, ...
+    and ids (the prompt's and the generated token ids)."""
+    frame = _groups_table(f, "generations")
+    if frame is None:
+        return None
+    frame["text"] = frame["prompt"].fillna("") + frame["continuation"].fillna("")
+    frame["ids"] = [np.asarray(f["generations"][name]["ids"][()]) if "ids" in f["generations"][name] else None
+                    for name in frame.index]
+    frame.index.name = "name"
+    return frame
+
+
+@register_section("head_scores")
+def _read_head_scores(f):
+    """/head_scores/<name>/<score>: `runner heads`' scores, one row per name x layer x head (from 1)
+    with a column per score (previous_token, duplicate_token, induction, first_token_mass) and the
+    group's attributes (module, sequences, length, seed, checkpoint, ...)."""
+    if "head_scores" not in f:
+        return None
+    frames = []
+    for name, g in f["head_scores"].items():
+        if not isinstance(g, h5py.Group):
+            continue
+        scores = {key: np.asarray(d[()]) for key, d in g.items() if isinstance(d, h5py.Dataset) and d.ndim == 2}
+        if not scores:
+            continue
+        layers, heads = next(iter(scores.values())).shape
+        columns = {"name": name,
+                   "layer": np.repeat(np.arange(1, layers + 1), heads),
+                   "head": np.tile(np.arange(1, heads + 1), layers)}
+        for key, values in scores.items():
+            columns[key] = values.reshape(-1).astype(float)
+        frames.append(_with_attrs(pd.DataFrame(columns), g))
+    return pd.concat(frames, ignore_index=True) if frames else None
+
+
 @register_section("figures")
 def _read_figures(f):
     """/figures/<name>: the figures the run's plugins declared, in declaration order."""
@@ -402,6 +441,24 @@ class Run:
         (from 1) with loss, delta_loss, bleu, delta_bleu, importance, importance_normalized (those
         the ablation measured) and its split, checkpoint, base_loss, base_bleu. Empty when none."""
         frame = self.section("ablation")
+        return frame if frame is not None else pd.DataFrame()
+
+    @property
+    def generations(self) -> pd.DataFrame:
+        """`runner generate`'s texts (/generations/<name>), one row per name (the index): prompt,
+        continuation, text, temperature, top_k, top_p, seed, decoding, checkpoint, cache,
+        tokens_per_s, ids. Empty when none."""
+        frame = self.section("generations")
+        return frame if frame is not None else pd.DataFrame()
+
+    @property
+    def head_scores(self) -> pd.DataFrame:
+        """`runner heads`' scores (/head_scores/<name>): one row per name x layer x head (from 1)
+        with previous_token, duplicate_token, induction and first_token_mass (TransformerLens's
+        head_detector, "mul") and the measurement's module, sequences, length, seed, checkpoint.
+        `run.head_scores.pivot(index="layer", columns="head", values="induction")` is a grid.
+        Empty when none."""
+        frame = self.section("head_scores")
         return frame if frame is not None else pd.DataFrame()
 
     @property

@@ -33,6 +33,32 @@ class RegistryTest : public SeededTest {
   plugin::BuildContext ctx;
 };
 
+#ifdef ATTNLAB_PLUGIN_FILE
+/// A plugin's own tests (plugins/<kind>/<name>/tests/, where ATTNLAB_PLUGIN_FILE is the built
+/// plugin): the suite loads that one library as the runner loads it, and create<I>() makes the
+/// plugin from the entries of a YAML map, placed at `key` in test.yaml.
+class PluginFileTest : public SeededTest {
+ protected:
+  static void SetUpTestSuite() {
+    registry_ = new plugin::Registry();
+    registry_->load(ATTNLAB_PLUGIN_FILE);
+  }
+  static void TearDownTestSuite() {
+    delete registry_;
+    registry_ = nullptr;
+  }
+  /// The plugin `entries` ("plugin: text, block_size: 8") configure, at `key` ("dataset").
+  template <class I>
+  static std::shared_ptr<I> create(const std::string& key, const std::string& entries) {
+    plugin::BuildContext ctx;
+    ctx.registry = registry_;
+    return registry_->create<I>(config::parse_yaml(key + ": {" + entries + "}", "test.yaml").at(key), ctx);
+  }
+
+  static inline plugin::Registry* registry_ = nullptr;
+};
+#endif
+
 /// The plugin of interface I (an encoder, a decoder, ...) that `yaml` names ("{plugin: gru,
 /// num_hiddens: 16}") from the built plugins (ATTNLAB_PLUGIN_PATH, set by ctest), for a dataset
 /// with these vocabulary sizes.

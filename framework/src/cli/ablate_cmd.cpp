@@ -75,7 +75,7 @@ int cmd_ablate(int argc, char** argv) {
   const auto& sites = study.sites;
   int64_t heads_total = 0;
   for (const auto& s : sites) heads_total += s.heads;
-  const bool with_bleu = by_ablation && !no_bleu;
+  const bool with_bleu = by_ablation && !no_bleu && study.translates();  // a language model: the loss alone
   if (!quiet) {
     spdlog::info("ablating {} heads of {} ({}) on the {} split: {} sentences, {} target tokens{}", heads_total, run,
                  run::describe_sites(sites), split_name, study.data.sentences, study.data.tokens,

@@ -22,6 +22,10 @@
 namespace attnlab::cli {
 
 int ablate_tokens(HeadStudy& study, const std::string& name, int64_t max_sentences, bool quiet) {
+  ATTNLAB_CHECK(study.translates(), ConfigError,
+                "run {} is a language model: ablate --tokens blanks a translation's source tokens, and it has no "
+                "source; ablate its heads (without --tokens)",
+                study.run);
   const data::Dataset& dataset = *study.setup.dataset;
   nn::EncoderDecoder& model = study.setup.model;
   const auto* vocab = dataset.src_vocab();

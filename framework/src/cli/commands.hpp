@@ -34,6 +34,14 @@ int cmd_ablate(int argc, char** argv);
 /// heads switched off step by step, recorded under /pruning/<name>.
 int cmd_prune(int argc, char** argv);
 
+/// `runner generate RUN.h5 --prompt TEXT [--tokens N] ...`: text from a language model's checkpoint,
+/// stored under /generations/<name> (generate_cmd.cpp).
+int cmd_generate(int argc, char** argv);
+
+/// `runner heads RUN.h5 [--length 50] [--sequences 16] ...`: a language model's heads scored on repeated
+/// random tokens (TransformerLens's head_detector), stored under /head_scores/<name> (heads_cmd.cpp).
+int cmd_heads(int argc, char** argv);
+
 /// `runner average RUN.h5 --last K [--name NAME]`: the mean of the last K kept epoch checkpoints
 /// (trainer option keep_checkpoints) as RUN.h5.ckpt/NAME.pt, for `runner eval --checkpoint NAME`.
 int cmd_average(int argc, char** argv);

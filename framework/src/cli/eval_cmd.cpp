@@ -242,6 +242,7 @@ int cmd_eval(int argc, char** argv) {
   }
   run::HeadMaskSpec trained_mask;  // the heads the run trained without stay off
   run::Setup setup = load_run(run, which, overrides, plugin_dirs, trained_mask);
+  require_translation_model(setup, run, "eval");
   // A beam holds beam_size copies of every sentence's state: one wider than the vocabulary gains
   // nothing at its first step and ran out of memory (or was killed) at 100,000.
   ATTNLAB_CHECK(setup.ctx.data.tgt_vocab_size <= 0 || to.beam_size <= setup.ctx.data.tgt_vocab_size, ConfigError,
@@ -271,6 +272,7 @@ int cmd_eval(int argc, char** argv) {
   for (const auto& [member_run, member_ckpt] : member_specs) {
     run::HeadMaskSpec member_mask;
     members.push_back(load_run(member_run, member_ckpt, overrides, plugin_dirs, member_mask));
+    require_translation_model(members.back(), member_run, "eval --ensemble");
     ATTNLAB_CHECK(member_mask.empty(), ConfigError,
                   "--ensemble {}: it trained with a head mask (interventions.head_mask): a mask names one model's "
                   "heads, so it cannot decode in an ensemble", member_run);

@@ -62,9 +62,19 @@ nn::HeadMask HeadStudy::mask_with_off(const std::vector<Head>& off) const {
   return mask;
 }
 
+torch::nn::Module& HeadStudy::module() {
+  if (lm) return *lm;
+  return *setup.model;
+}
+
 double HeadStudy::loss(bool reuse_encoder) {
-  nn::EncoderDecoder& model = setup.model;
   torch::NoGradGuard no_grad;
+  if (lm) {  // next-token cross-entropy over the scored labels
+    auto sum = torch::zeros({}, torch::dtype(torch::kDouble).device(device));
+    for (const auto& b : data.batches) sum += train::token_loss(lm->forward(b.tgt_in), b.tgt_out, how).to(torch::kDouble);
+    return sum.item<double>() / static_cast<double>(std::max<int64_t>(data.tokens, 1));
+  }
+  nn::EncoderDecoder& model = setup.model;
   if (reuse_encoder && data.encoded.empty()) {
     const nn::HeadMaskScope as_trained(base());
     for (const auto& b : data.batches) data.encoded.push_back(model->encode(b.src, b.src_valid_lens));
@@ -85,6 +95,8 @@ double HeadStudy::loss(bool reuse_encoder) {
 }
 
 metrics::BleuScore HeadStudy::bleu() {
+  ATTNLAB_CHECK(translates(), ConfigError, "run {} is a language model: it has no translations to score with BLEU",
+                run);
   if (sentences == 0) {
     return train::score_translation(train::translate_split(setup.model, *setup.dataset, split, {})).bleu;
   }
@@ -97,7 +109,6 @@ metrics::BleuScore HeadStudy::bleu() {
 }
 
 std::vector<torch::Tensor> HeadStudy::importance(const nn::HeadMask& at) {
-  nn::EncoderDecoder& model = setup.model;
   nn::HeadMask mask;
   std::vector<torch::Tensor> xi, total;
   for (const auto& s : sites) {
@@ -107,7 +118,7 @@ std::vector<torch::Tensor> HeadStudy::importance(const nn::HeadMask& at) {
   }
   // Only xi needs a gradient: the weights' are not computed.
   std::vector<std::pair<torch::Tensor, bool>> frozen;
-  for (auto& p : model->parameters()) {
+  for (auto& p : module().parameters()) {
     frozen.emplace_back(p, p.requires_grad());
     p.requires_grad_(false);
   }
@@ -117,7 +128,8 @@ std::vector<torch::Tensor> HeadStudy::importance(const nn::HeadMask& at) {
   const nn::HeadMaskScope scope(&mask);
   try {
     for (const auto& b : data.batches) {
-      auto loss = train::token_loss(model->forward(b.src, b.src_valid_lens, b.tgt_in), b.tgt_out, how);
+      auto out = lm ? lm->forward(b.tgt_in) : setup.model->forward(b.src, b.src_valid_lens, b.tgt_in);  // [B, T, V]
+      auto loss = train::token_loss(out, b.tgt_out, how);
       if (!loss.requires_grad()) continue;  // every head off: nothing depends on xi
       loss.backward();
       for (size_t i = 0; i < xi.size(); ++i) {
@@ -152,8 +164,12 @@ HeadStudy open_head_study(const std::string& command, const StudyArgs& args, con
   }
   run::HeadMaskSpec trained_spec;  // heads the run trained without: off in every measurement
   s.setup = load_run(run, which, overrides, plugin_dirs, trained_spec);
-  nn::EncoderDecoder& model = s.setup.model;
-  s.sites = nn::attention_sites(*model);
+  if (!s.setup.model) {
+    s.lm = std::dynamic_pointer_cast<nn::LanguageModel>(s.setup.custom);
+    if (!s.lm) require_translation_model(s.setup, run, command);  // neither: the error naming what works
+  }
+  torch::nn::Module& model = s.module();
+  s.sites = nn::attention_sites(model);
   ATTNLAB_CHECK(!s.sites.empty(), ConfigError,
                 "run {}: its model has no attention module with heads that a mask reaches (the framework's attention "
                 "in the transformer encoder and decoder and the GRU-Bahdanau decoder)",
@@ -166,7 +182,7 @@ HeadStudy open_head_study(const std::string& command, const StudyArgs& args, con
     throw ConfigError(fmt::format("run {}: its dataset has no {} split (it has {}); choose one with --split {}", run,
                                   split_name, fmt::join(have, ", "), have.empty() ? "train" : have.back()));
   }
-  model->eval();
+  model.eval();
   s.device = s.setup.ctx.device;
   s.trained = run::resolve_head_mask(trained_spec, s.sites, s.device);
   for (const auto& site : s.sites) {
@@ -179,9 +195,9 @@ HeadStudy open_head_study(const std::string& command, const StudyArgs& args, con
     const int64_t left = args.sentences > 0 ? args.sentences - s.data.sentences : whole.size();
     if (left <= 0) break;
     data::Batch b = whole;
-    if (left < whole.size()) {  // the first rows only
-      b.src = whole.src.slice(0, 0, left);
-      b.src_valid_lens = whole.src_valid_lens.slice(0, 0, left);
+    if (left < whole.size()) {  // the first rows only (a language model's batches have no source)
+      if (whole.src.defined()) b.src = whole.src.slice(0, 0, left);
+      if (whole.src_valid_lens.defined()) b.src_valid_lens = whole.src_valid_lens.slice(0, 0, left);
       b.tgt_in = whole.tgt_in.slice(0, 0, left);
       b.tgt_out = whole.tgt_out.slice(0, 0, left);
       b.tgt_valid_lens = whole.tgt_valid_lens.slice(0, 0, left);
@@ -193,7 +209,7 @@ HeadStudy open_head_study(const std::string& command, const StudyArgs& args, con
   ATTNLAB_CHECK(s.data.tokens > 0, ConfigError, "the {} split of run {} has no target tokens to measure a loss on",
                 split_name, run);
   s.how = train::TokenLoss{.pad = s.setup.dataset->info().pad_id,
-                           .probabilities = model->decoder().outputs_probabilities(),
+                           .probabilities = s.lm ? false : s.setup.model->decoder().outputs_probabilities(),
                            .label_smoothing = 0,
                            .reduce = train::TokenLoss::Reduce::sum};
   if (!s.trained.mask.empty() && !quiet) {

@@ -7,6 +7,7 @@
 #include <attnlab/metrics/sacrebleu.hpp>
 #include <attnlab/nn/encoder_decoder.hpp>
 #include <attnlab/nn/head_mask.hpp>
+#include <attnlab/nn/language_model.hpp>
 #include <attnlab/train/loss.hpp>
 
 #include <torch/types.h>
@@ -47,6 +48,14 @@ struct HeadStudy {
   int64_t sentences = 0;          // StudyArgs::sentences
   train::TokenLoss how;           // summed token cross-entropy, no label smoothing
   torch::Device device = torch::kCPU;
+  /// Set when the run is a decoder-only language model (its setup has no encoder + decoder): the
+  /// loss is next-token cross-entropy over the labels its dataset scores, and there is no BLEU.
+  std::shared_ptr<nn::LanguageModel> lm;
+
+  /// The model measured: the encoder + decoder, or the language model.
+  torch::nn::Module& module();
+  /// Whether BLEU can be measured (a translation model).
+  bool translates() const { return lm == nullptr; }
 
   /// The run's own mask, or nullptr when it trained with every head.
   const nn::HeadMask* base() const { return trained.mask.empty() ? nullptr : &trained.mask; }

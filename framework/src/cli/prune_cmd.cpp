@@ -116,7 +116,7 @@ int cmd_prune(int argc, char** argv) {
   std::vector<int64_t> points;  // heads off at each point: 0, step, 2 step, ..., n
   for (int64_t k = 0; k < n; k += step) points.push_back(k);
   points.push_back(n);
-  const bool with_bleu = !no_bleu;
+  const bool with_bleu = !no_bleu && study.translates();  // a language model: the loss alone
   if (!quiet) {
     spdlog::info("pruning {} heads of {} ({}) on the {} split, {} per step, {}{}: {} points{}", n, run,
                  run::describe_sites(study.sites), split_name, step,

@@ -6,6 +6,7 @@
 #include <attnlab/config/load.hpp>
 #include <attnlab/error.hpp>
 #include <attnlab/files.hpp>
+#include <attnlab/nn/language_model.hpp>
 #include <attnlab/results/reader.hpp>
 #include <attnlab/run/experiment.hpp>
 #include <attnlab/train/checkpoint.hpp>
@@ -110,9 +111,46 @@ run::Setup load_run(const std::string& run, const std::string& which, const std:
   trained_mask = run::head_mask_spec(top);
   const auto ckpt = checkpoint_file(run, which);
   run::Setup setup = run::build_setup(top, plugin_dirs);
-  ATTNLAB_CHECK(setup.model, ConfigError, "run {} has no encoder + decoder model to translate with", run);
-  train::load_model_weights(ckpt, *setup.model);
+  ATTNLAB_CHECK(setup.model || setup.custom, ConfigError, "run {} has no model whose weights a checkpoint holds", run);
+  if (setup.model) {
+    train::load_model_weights(ckpt, *setup.model);
+  } else {
+    train::load_model_weights(ckpt, *setup.custom);
+  }
   return setup;
+}
+
+LanguageModelRun open_language_model(const std::string& run, const std::string& which,
+                                     const std::vector<std::string>& overrides,
+                                     const std::vector<std::string>& plugin_dirs, const std::string& command,
+                                     const std::string& what) {
+  const auto status = results::read_isolated(run, [&] { return results::ResultsReader(run).status(); });
+  ATTNLAB_CHECK(status != results::Status::Running, ResultsError,
+                "run {} is still running (or died without a word): runner {} works on a finished run", run, command);
+  LanguageModelRun r;
+  run::HeadMaskSpec trained_spec;  // heads the run trained without stay off
+  r.setup = load_run(run, which, overrides, plugin_dirs, trained_spec);
+  r.lm = std::dynamic_pointer_cast<nn::LanguageModel>(r.setup.custom);
+  ATTNLAB_CHECK(r.lm != nullptr, ConfigError,
+                "run {} is not a decoder-only language model (model: {{plugin: gpt}}): runner {} {}; `runner eval` "
+                "and `runner ablate` work on a translation model",
+                run, command, what);
+  if (!trained_spec.empty()) {
+    r.trained = run::resolve_head_mask(trained_spec, nn::attention_sites(*r.lm), r.setup.ctx.device);
+  }
+  return r;
+}
+
+void require_translation_model(const run::Setup& setup, const std::string& run, const std::string& command) {
+  if (setup.model) return;
+  const bool lm = std::dynamic_pointer_cast<nn::LanguageModel>(setup.custom) != nullptr;
+  throw ConfigError(
+      lm ? fmt::format("run {} is a decoder-only language model: runner {} works on an encoder + decoder; "
+                       "`runner generate {} --prompt TEXT` samples text from it",
+                       run, command, run)
+         : fmt::format("run {} has no encoder + decoder model (its model is a model plugin): runner {} works on "
+                       "translation models",
+                       run, command));
 }
 
 }  // namespace attnlab::cli

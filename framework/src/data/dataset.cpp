@@ -1,12 +1,14 @@
 // The Dataset base: split names, moving batches to a device, and the text hooks' defaults; the
-// SequenceLabels interface's key function.
+// key functions of the optional interfaces SequenceLabels and LanguageModelData.
 #include <attnlab/data/dataset.hpp>
 #include <attnlab/data/labels.hpp>
+#include <attnlab/data/language_model.hpp>
 #include <attnlab/error.hpp>
 
 namespace attnlab::data {
 
 SequenceLabels::~SequenceLabels() = default;
+LanguageModelData::~LanguageModelData() = default;
 
 const char* split_name(Split s) {
   switch (s) {
@@ -45,12 +47,14 @@ Batch Batch::to(torch::Device device, bool non_blocking) const {
 
 Batch pad_to_bucket(const Batch& b, int64_t rows, int64_t multiple, int64_t pad_id) {
   ATTNLAB_CHECK(multiple >= 1 && rows >= 0, DataError, "pad_to_bucket: multiple must be >= 1 and rows >= 0");
-  ATTNLAB_CHECK(b.src.dim() == 2 && b.tgt_in.dim() == 2, DataError,
-                "pad_to_bucket: expects a token batch (src [B, S], tgt [B, T]), found src of {} dimensions",
-                b.src.dim());
+  const bool decoder_only = !b.src.defined();  // Batch's decoder-only layout: the target side alone
+  ATTNLAB_CHECK(b.tgt_in.defined() && b.tgt_in.dim() == 2 && (decoder_only || b.src.dim() == 2), DataError,
+                "pad_to_bucket: expects a token batch (src [B, S] or none, tgt [B, T]), found src of {} and tgt_in "
+                "of {} dimensions",
+                decoder_only ? 0 : b.src.dim(), b.tgt_in.defined() ? b.tgt_in.dim() : 0);
   const auto up = [&](int64_t n) { return (n + multiple - 1) / multiple * multiple; };
   const int64_t B = b.size(), R = std::max(B, rows);
-  const int64_t S = b.src.size(1), T = b.tgt_in.size(1), S2 = up(S), T2 = up(T);
+  const int64_t S = decoder_only ? 0 : b.src.size(1), T = b.tgt_in.size(1), S2 = up(S), T2 = up(T);
   if (R == B && S2 == S && T2 == T) return b;
   auto grow = [&](const torch::Tensor& t, int64_t cols) {  // [B, n] -> [R, cols] of pad
     auto out = torch::full({R, cols}, pad_id, t.options());
@@ -63,8 +67,10 @@ Batch pad_to_bucket(const Batch& b, int64_t rows, int64_t multiple, int64_t pad_
     return out;
   };
   Batch p;
-  p.src = grow(b.src, S2);
-  p.src_valid_lens = lengths(b.src_valid_lens, 1);
+  if (!decoder_only) {
+    p.src = grow(b.src, S2);
+    p.src_valid_lens = lengths(b.src_valid_lens, 1);
+  }
   p.tgt_in = grow(b.tgt_in, T2);
   p.tgt_out = grow(b.tgt_out, T2);
   p.tgt_valid_lens = lengths(b.tgt_valid_lens, 0);

@@ -1,5 +1,5 @@
-// d2l's text rules on UTF-8: decoding to code points, Python-compatible lowercasing for the
-// scripts the corpora use, and MTFraEng._preprocess.
+// d2l's text rules on UTF-8: decoding to code points (and a code point back to UTF-8),
+// Python-compatible lowercasing for the scripts the corpora use, and MTFraEng._preprocess.
 #include <attnlab/data/text.hpp>
 #include <attnlab/error.hpp>
 
@@ -13,23 +13,6 @@ namespace attnlab::data {
 namespace {
 
 using utf8::next_code_point;
-
-/// UTF-8 -> code points; DataError naming the byte offset on malformed input (Python would
-/// refuse to decode it too).
-std::vector<char32_t> decode_utf8(const std::string& s) {
-  std::vector<char32_t> out;
-  out.reserve(s.size());
-  for (size_t i = 0; i < s.size();) {
-    char32_t cp = 0;
-    int len = 0;
-    if (const auto why = next_code_point(s, i, cp, len); !why.empty()) {
-      throw DataError(fmt::format("invalid UTF-8 at byte {}: {}", i, why));
-    }
-    out.push_back(cp);
-    i += static_cast<size_t>(len);
-  }
-  return out;
-}
 
 void append_utf8(std::string& out, char32_t cp) {
   if (cp < 0x80) {
@@ -134,7 +117,28 @@ std::vector<char32_t> lower_codepoints(const std::vector<char32_t>& in) {
 
 }  // namespace
 
-void require_utf8(const std::string& s) { (void)decode_utf8(s); }
+std::vector<char32_t> code_points(const std::string& s) {
+  std::vector<char32_t> out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size();) {
+    char32_t cp = 0;
+    int len = 0;
+    if (const auto why = next_code_point(s, i, cp, len); !why.empty()) {
+      throw DataError(fmt::format("invalid UTF-8 at byte {}: {}", i, why));
+    }
+    out.push_back(cp);
+    i += static_cast<size_t>(len);
+  }
+  return out;
+}
+
+std::string utf8_char(char32_t cp) {
+  std::string out;
+  append_utf8(out, cp);
+  return out;
+}
+
+void require_utf8(const std::string& s) { (void)code_points(s); }
 
 void require_utf8(const std::string& text, const std::string& where) {
   size_t line = 1, line_start = 0;
@@ -156,11 +160,11 @@ void require_utf8(const std::string& text, const std::string& where) {
   }
 }
 
-std::string utf8_lower(const std::string& s) { return encode_utf8(lower_codepoints(decode_utf8(s))); }
+std::string utf8_lower(const std::string& s) { return encode_utf8(lower_codepoints(code_points(s))); }
 
 std::string d2l_preprocess(const std::string& text) {
   // text = text.replace('\u202f', ' ').replace('\xa0', ' ')
-  std::vector<char32_t> original = decode_utf8(text);
+  std::vector<char32_t> original = code_points(text);
   for (char32_t& c : original) {
     if (c == 0x202F || c == 0xA0) c = U' ';
   }

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <set>
+#include <utility>
 
 namespace attnlab::data {
 
@@ -27,6 +28,19 @@ Vocab::Vocab(const std::vector<std::vector<std::string>>& sentences, int64_t min
   idx_to_token_.assign(unique.begin(), unique.end());
   token_to_idx_.reserve(idx_to_token_.size());
   for (size_t i = 0; i < idx_to_token_.size(); ++i) token_to_idx_.emplace(idx_to_token_[i], static_cast<int64_t>(i));
+}
+
+Vocab Vocab::in_order(std::vector<std::string> tokens) {
+  Vocab v;
+  v.idx_to_token_ = std::move(tokens);
+  v.token_to_idx_.reserve(v.idx_to_token_.size());
+  for (size_t i = 0; i < v.idx_to_token_.size(); ++i) {
+    const auto [it, added] = v.token_to_idx_.emplace(v.idx_to_token_[i], static_cast<int64_t>(i));
+    ATTNLAB_CHECK(added, DataError, "vocabulary: token '{}' stands at ids {} and {}; tokens must be distinct",
+                  v.idx_to_token_[i], it->second, i);
+  }
+  v.unk();  // DataError without '<unk>'
+  return v;
 }
 
 int64_t Vocab::unk() const {

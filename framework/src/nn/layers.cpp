@@ -49,7 +49,8 @@ torch::Tensor PositionalEncodingImpl::forward(const torch::Tensor& x, int64_t of
 }
 
 PositionWiseFFNImpl::PositionWiseFFNImpl(int64_t in_size, int64_t ffn_hiddens, int64_t out_size,
-                                         double inner_dropout, bool conv1d) {
+                                         double inner_dropout, bool conv1d, Activation activation)
+    : activation_(activation) {
   if (conv1d) {
     conv1 = register_module("conv1", torch::nn::Conv1d(torch::nn::Conv1dOptions(in_size, ffn_hiddens, 1)));
     conv2 = register_module("conv2", torch::nn::Conv1d(torch::nn::Conv1dOptions(ffn_hiddens, out_size, 1)));
@@ -60,13 +61,24 @@ PositionWiseFFNImpl::PositionWiseFFNImpl(int64_t in_size, int64_t ffn_hiddens, i
   dropout_ = register_module("dropout", torch::nn::Dropout(inner_dropout));
 }
 
+torch::Tensor PositionWiseFFNImpl::activate(const torch::Tensor& h) const {
+  switch (activation_) {
+    case Activation::GELU:
+      return torch::gelu(h);
+    case Activation::GELUTanh:
+      return torch::gelu(h, "tanh");
+    default:
+      return torch::relu(h);
+  }
+}
+
 torch::Tensor PositionWiseFFNImpl::forward(const torch::Tensor& x) {
   if (conv1) {
     TORCH_CHECK(x.dim() == 3, "PositionWiseFFN (conv1d): expected x [B, T, in], found ", x.sizes());
-    auto h = dropout_->forward(torch::relu(conv1->forward(x.transpose(1, 2))));  // [B, ffn_hiddens, T]
+    auto h = dropout_->forward(activate(conv1->forward(x.transpose(1, 2))));  // [B, ffn_hiddens, T]
     return conv2->forward(h).transpose(1, 2);                                    // [B, T, out]
   }
-  auto h = dropout_->forward(torch::relu(fused::linear(x, dense1->weight, dense1->bias)));  // [B, T, ffn_hiddens]
+  auto h = dropout_->forward(activate(fused::linear(x, dense1->weight, dense1->bias)));  // [B, T, ffn_hiddens]
   return fused::linear(h, dense2->weight, dense2->bias);                                    // [B, T, out]
 }
 

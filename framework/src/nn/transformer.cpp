@@ -41,12 +41,49 @@ TransformerBlockOptions TransformerOptions::block() const {
       .layer_norm_eps(layer_norm_eps())
       .ffn_conv1d(ffn_conv1d())
       .per_head_projections(per_head_projections())
-      .fused(fused());
+      .fused(fused())
+      .activation(activation())
+      .cross_attention(cross_attention())
+      .ffn(ffn());
 }
 
-void initialize_transformer(torch::nn::Module& module, TransformerInit init) {
+namespace {
+
+/// GPT-2's initialisation (TransformerInit::Gpt2).
+void initialize_gpt2(torch::nn::Module& module, int64_t num_blks) {
+  constexpr double kStd = 0.02;
+  for (const auto& m : module.modules(/*include_self=*/false)) {
+    if (auto* linear = m->as<torch::nn::Linear>()) {
+      linear->weight.normal_(0.0, kStd);
+      if (linear->bias.defined()) linear->bias.zero_();
+    } else if (auto* conv = m->as<torch::nn::Conv1d>()) {
+      conv->weight.normal_(0.0, kStd);
+      if (conv->bias.defined()) conv->bias.zero_();
+    } else if (auto* heads = m->as<PerHeadLinear>()) {
+      heads->weight.normal_(0.0, kStd);
+      if (heads->bias.defined()) heads->bias.zero_();
+    } else if (auto* emb = m->as<torch::nn::Embedding>()) {
+      emb->weight.normal_(0.0, kStd);
+    }
+  }
+  // The layers that write into the residual stream: std scaled down by the number of residual
+  // additions (two per block), so that the stream's variance does not grow with depth.
+  const double residual = kStd / std::sqrt(2.0 * static_cast<double>(std::max<int64_t>(num_blks, 1)));
+  for (const auto& m : module.modules(/*include_self=*/false)) {
+    if (auto* mha = m->as<MultiHeadAttention>()) {
+      mha->W_o->weight.normal_(0.0, residual);
+    } else if (auto* ffn = m->as<PositionWiseFFN>()) {
+      (ffn->dense2 ? ffn->dense2->weight : ffn->conv2->weight).normal_(0.0, residual);
+    }
+  }
+}
+
+}  // namespace
+
+void initialize_transformer(torch::nn::Module& module, TransformerInit init, int64_t num_blks) {
   if (init == TransformerInit::Default) return;
   torch::NoGradGuard no_grad;
+  if (init == TransformerInit::Gpt2) return initialize_gpt2(module, num_blks);
   // Children only: a module under construction is not yet owned by a shared_ptr.
   for (const auto& m : module.modules(/*include_self=*/false)) {
     if (auto* linear = m->as<torch::nn::Linear>()) {
@@ -94,13 +131,14 @@ TransformerEncoderImpl::TransformerEncoderImpl(const TransformerOptions& options
   }
   TORCH_CHECK(!options.tie_embeddings() && !options.output_softmax(),
               "TransformerEncoder: tie_embeddings and output_softmax are decoder options");
-  initialize_transformer(*this, options.init());
+  initialize_transformer(*this, options.init(), options.num_blks());
 }
 
 EncoderOutput TransformerEncoderImpl::forward(const torch::Tensor& src, const torch::Tensor& valid_lens) {
   TORCH_CHECK(src.dim() == 2, "TransformerEncoder: expected src [B, S] token ids, found ", src.sizes());
-  const double scale = std::sqrt(static_cast<double>(options.num_hiddens()));
-  auto x = pos_encoding->forward(embedding->forward(src) * scale);  // [B, S, H]
+  auto x = embedding->forward(src);  // [B, S, H]
+  if (options.scale_embeddings()) x = x * std::sqrt(static_cast<double>(options.num_hiddens()));
+  x = pos_encoding->forward(x);  // [B, S, H]
   return {forward_embedded(x, valid_lens), valid_lens, {}};
 }
 
@@ -152,9 +190,11 @@ TransformerDecoderImpl::TransformerDecoderImpl(const TransformerOptions& options
         torch::nn::LayerNorm(torch::nn::LayerNormOptions({options.num_hiddens()}).eps(options.layer_norm_eps())));
   }
   if (!options.tie_embeddings()) {
-    dense = register_module("dense", torch::nn::Linear(options.num_hiddens(), options.vocab_size()));
+    dense = register_module(
+        "dense",
+        torch::nn::Linear(torch::nn::LinearOptions(options.num_hiddens(), options.vocab_size()).bias(options.output_bias())));
   }
-  initialize_transformer(*this, options.init());
+  initialize_transformer(*this, options.init(), options.num_blks());
 }
 
 void TransformerDecoderImpl::use_token_embedding(const torch::nn::Embedding& shared) {
@@ -183,9 +223,10 @@ torch::Tensor TransformerDecoderImpl::forward(const torch::Tensor& tgt, DecoderS
   TORCH_CHECK(tgt.dim() == 2, "TransformerDecoder: expected tgt [B, T] token ids, found ", tgt.sizes());
   auto* st = dynamic_cast<TransformerDecoderState*>(&state);
   TORCH_CHECK(st != nullptr, "TransformerDecoder: the state was not made by TransformerDecoder::init_state");
-  const double scale = std::sqrt(static_cast<double>(options.num_hiddens()));
   const int64_t offset = st->incremental ? st->steps : 0;
-  auto x = pos_encoding->forward(embedding->forward(tgt) * scale, offset);  // [B, T, H]
+  auto x = embedding->forward(tgt);  // [B, T, H]
+  if (options.scale_embeddings()) x = x * std::sqrt(static_cast<double>(options.num_hiddens()));
+  x = pos_encoding->forward(x, offset);  // [B, T, H]
   auto h = forward_embedded(x, *st);                                        // [B, T, H]
   if (st->incremental) st->steps += tgt.size(1);
   auto logits =

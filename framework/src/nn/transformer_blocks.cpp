@@ -33,7 +33,8 @@ AddNorm make_addnorm(const TransformerBlockOptions& o) {
 }
 
 PositionWiseFFN make_ffn(const TransformerBlockOptions& o) {
-  return PositionWiseFFN(o.num_hiddens(), o.ffn_num_hiddens(), o.num_hiddens(), o.ffn_dropout(), o.ffn_conv1d());
+  return PositionWiseFFN(o.num_hiddens(), o.ffn_num_hiddens(), o.num_hiddens(), o.ffn_dropout(), o.ffn_conv1d(),
+                         o.activation());
 }
 
 /// The causal lengths [B, T] (query t sees keys 0..offset + t). On the CPU every block of a step
@@ -66,14 +67,17 @@ TransformerEncoderBlockImpl::TransformerEncoderBlockImpl(const TransformerBlockO
   attention = register_module("attention", make_mha(options, make_scorer, ScorerContext::Role::Self, false,
                                                     {kEncoderSelf, index, Side::Source, Side::Source}));
   addnorm1 = register_module("addnorm1", make_addnorm(options));
-  ffn = register_module("ffn", make_ffn(options));
-  addnorm2 = register_module("addnorm2", make_addnorm(options));
+  if (options.ffn()) {
+    ffn = register_module("ffn", make_ffn(options));
+    addnorm2 = register_module("addnorm2", make_addnorm(options));
+  }
 }
 
 torch::Tensor TransformerEncoderBlockImpl::forward(const torch::Tensor& x, const torch::Tensor& valid_lens) {
   const fused::ComposedOnly composed(!options.fused());  // fused: false reaches the attention core too
   auto h = addnorm1->pre(x);                                            // [B, S, H]
   auto y = addnorm1->post(x, attention->forward(h, h, h, valid_lens));  // [B, S, H]
+  if (!ffn) return y;                                                   // attention-only
   return addnorm2->post(y, ffn->forward(addnorm2->pre(y)));             // [B, S, H]
 }
 
@@ -83,11 +87,20 @@ TransformerDecoderBlockImpl::TransformerDecoderBlockImpl(const TransformerBlockO
   attention1 = register_module("attention1", make_mha(options, make_scorer, ScorerContext::Role::Self, true,
                                                       {kDecoderSelf, index, Side::Target, Side::Target}));
   addnorm1 = register_module("addnorm1", make_addnorm(options));
-  attention2 = register_module("attention2", make_mha(options, make_scorer, ScorerContext::Role::Cross, false,
-                                                      {kDecoderCross, index, Side::Target, Side::Source}));
-  addnorm2 = register_module("addnorm2", make_addnorm(options));
-  ffn = register_module("ffn", make_ffn(options));
-  addnorm3 = register_module("addnorm3", make_addnorm(options));
+  if (options.cross_attention()) {
+    attention2 = register_module("attention2", make_mha(options, make_scorer, ScorerContext::Role::Cross, false,
+                                                        {kDecoderCross, index, Side::Target, Side::Source}));
+    addnorm2 = register_module("addnorm2", make_addnorm(options));
+  }
+  if (options.ffn()) {
+    ffn = register_module("ffn", make_ffn(options));
+    addnorm3 = register_module("addnorm3", make_addnorm(options));
+  }
+}
+
+torch::Tensor TransformerDecoderBlockImpl::feed_forward(const torch::Tensor& z) {
+  if (!ffn) return z;                                        // attention-only
+  return addnorm3->post(z, ffn->forward(addnorm3->pre(z)));  // [B, T, H]
 }
 
 torch::Tensor TransformerDecoderBlockImpl::forward(const torch::Tensor& x, TransformerDecoderState& state) {
@@ -124,11 +137,12 @@ torch::Tensor TransformerDecoderBlockImpl::forward(const torch::Tensor& x, Trans
       attended = attention1->forward_projected(h, self, dec_valid_lens, positions);
     }
     auto y = addnorm1->post(x, attended);  // [B, T, H]
-    auto& cross = state.cross_kv[index];  // [B, kv_heads, S, d], projected once
+    if (!attention2) return feed_forward(y);  // decoder-only
+    auto& cross = state.cross_kv[index];      // [B, kv_heads, S, d], projected once
     if (!cross.defined()) cross = attention2->project(enc, enc);
     auto z = addnorm2->post(
         y, attention2->forward_projected(addnorm2->pre(y), cross, state.encoder.valid_lens, positions));  // [B, T, H]
-    return addnorm3->post(z, ffn->forward(addnorm3->pre(z)));  // [B, T, H]
+    return feed_forward(z);                                                                             // [B, T, H]
   }
   torch::Tensor key_values;  // [B, K, H], K = offset + T
   if (state.incremental) {
@@ -139,9 +153,10 @@ torch::Tensor TransformerDecoderBlockImpl::forward(const torch::Tensor& x, Trans
     key_values = h;
   }
   auto y = addnorm1->post(x, attention1->forward(h, key_values, key_values, dec_valid_lens, positions));  // [B, T, H]
+  if (!attention2) return feed_forward(y);  // decoder-only
   auto z = addnorm2->post(
       y, attention2->forward(addnorm2->pre(y), enc, enc, state.encoder.valid_lens, positions));  // [B, T, H]
-  return addnorm3->post(z, ffn->forward(addnorm3->pre(z)));                                      // [B, T, H]
+  return feed_forward(z);                                                                        // [B, T, H]
 }
 
 }  // namespace attnlab::nn

@@ -48,19 +48,25 @@ config::Binding<TransformerConfig> transformer_binding(AttentionRoles roles, con
       .unbound(attention_option(roles, kTransformerScorer));
 }
 
-config::Binding<TransformerVariantConfig> transformer_variant_binding() {
+config::Binding<TransformerVariantConfig> transformer_variant_binding(const TransformerVariantConfig& defaults) {
   using V = TransformerVariantConfig;
-  return config::Binding<V>()
+  return config::Binding<V>(defaults)
       .choice("init", &V::init,
               {{"default", TransformerInit::Default},
                {"glorot_uniform", TransformerInit::GlorotUniform},
-               {"fairseq", TransformerInit::Fairseq}},
+               {"fairseq", TransformerInit::Fairseq},
+               {"gpt2", TransformerInit::Gpt2}},
               "default: LibTorch's initialisation, d2l's (embeddings normal(0, 1): once scaled by "
               "sqrt(num_hiddens) they drown the positional encoding; for translation, prefer glorot_uniform, "
               "+8 BLEU on Multi30K, docs/EXPERIMENTS.md); glorot_uniform: Keras's defaults "
               "(Glorot-uniform kernels, also per head; zero biases; embeddings uniform(-0.05, 0.05)); fairseq: "
               "the same kernels and biases, embeddings normal(0, num_hiddens^-1/2), unit scale once scaled by "
-              "sqrt(num_hiddens)")
+              "sqrt(num_hiddens); gpt2: GPT-2's (weights and embeddings normal(0, 0.02), biases zero, the layers "
+              "that write into the residual stream, W_o and the FFN's second, normal(0, 0.02 / sqrt(2 num_blks)))")
+      .choice("activation", &V::activation,
+              {{"relu", Activation::ReLU}, {"gelu", Activation::GELU}, {"gelu_tanh", Activation::GELUTanh}},
+              "the FFN's nonlinearity: relu (d2l, Vaswani et al.), gelu (exact, with erf; BERT) or gelu_tanh "
+              "(its tanh approximation, GPT-2's)")
       .option("layer_norm_eps", &V::layer_norm_eps, "epsilon of every LayerNorm (TF lab: 1e-6)", {.min = 0.0})
       .choice("ffn", &V::ffn_conv1d, {{"linear", false}, {"conv1d", true}},
               "position-wise FFN layers: linear, or kernel-size-1 Conv1d (TF lab; the same function)")
@@ -68,10 +74,11 @@ config::Binding<TransformerVariantConfig> transformer_variant_binding() {
               "W_q/W_k/W_v stored per head as [heads, num_hiddens, num_hiddens / heads] (TF lab) instead of fused");
 }
 
-config::Binding<TransformerDecoderVariantConfig> transformer_decoder_variant_binding() {
+config::Binding<TransformerDecoderVariantConfig> transformer_decoder_variant_binding(
+    const TransformerDecoderVariantConfig& defaults) {
   using D = TransformerDecoderVariantConfig;
-  return config::Binding<D>()
-      .include(transformer_variant_binding())
+  return config::Binding<D>(defaults)
+      .include(transformer_variant_binding(defaults))
       .option("tie_embeddings", &D::tie_embeddings,
               "output projection = the target embedding transposed (shared weight, no output bias)")
       .choice("output", &D::output_softmax, {{"logits", false}, {"softmax", true}},
@@ -109,6 +116,7 @@ TransformerOptions transformer_options(const config::Options& o, const Transform
 
 TransformerOptions& apply_variant_options(const TransformerVariantConfig& v, TransformerOptions& options) {
   return options.init(v.init)
+      .activation(v.activation)
       .layer_norm_eps(v.layer_norm_eps)
       .ffn_conv1d(v.ffn_conv1d)
       .per_head_projections(v.per_head_projections);

@@ -6,7 +6,7 @@
 #include <attnlab/error.hpp>
 
 #include <ATen/CPUGeneratorImpl.h>
-#include <fmt/ranges.h>
+#include <fmt/format.h>
 #include <torch/types.h>
 
 #include <algorithm>
@@ -35,18 +35,6 @@ std::string universal_newlines(std::string text) {
     }
   }
   return out;
-}
-
-/// The zip member holding the pairs: fra-eng/fra.txt, else any "*fra.txt" outside __MACOSX/.
-std::string pairs_member(const std::string& zip_path) {
-  const auto names = data::list_zip_members(zip_path);
-  if (std::find(names.begin(), names.end(), kMember) != names.end()) return kMember;
-  for (const auto& n : names) {
-    const bool mac = n.rfind("__MACOSX/", 0) == 0;
-    if (!mac && n.size() >= 7 && n.compare(n.size() - 7, 7, "fra.txt") == 0) return n;
-  }
-  throw DataError(fmt::format("zip archive {} has no fra.txt member (outside __MACOSX/); it holds: {}", zip_path,
-                              fmt::join(names, ", ")));
 }
 
 struct Encoded {
@@ -146,11 +134,7 @@ void FraEng::prepare(const std::string& data_dir) {
   const std::string dir = !opt_.data_dir.empty() ? opt_.data_dir : (!data_dir.empty() ? data_dir : "datasets");
   data::RemoteFile file{kRelPath, opt_.urls, opt_.sums};
   if (!opt_.strict) file.content_check = &check_contents;
-  const std::string zip = data::ensure_file(file, dir);
-  const std::string member = pairs_member(zip);
-  std::string text = data::read_zip_member(zip, member);
-  data::require_utf8(text, zip + ":" + member);  // "fra-eng.zip:fra-eng/fra.txt:17: invalid UTF-8 ..."
-  prepare_from_text(text);
+  prepare_from_text(read_pairs(data::ensure_file(file, dir)));
 }
 
 void FraEng::prepare_from_text(const std::string& raw_text) {

@@ -17,21 +17,16 @@
 
 #include <torch/types.h>
 
+#include "../common/corpora.hpp"
+
 #include <cstdint>
 #include <string>
 #include <vector>
 
 namespace attnlab::datasets::fra_eng {
 
-// Keep in sync with datasets/manifest.tsv (tests/fra_eng_test.cpp here checks).
-inline constexpr const char* kRelPath = "fra-eng/fra-eng.zip";
-/// The sources, in the order tried: d2l's stable copy, then manythings.org (changes over time).
-inline constexpr const char* kD2lUrl = "http://d2l-data.s3-accelerate.amazonaws.com/fra-eng.zip";
-inline constexpr const char* kManythingsUrl = "https://www.manythings.org/anki/fra-eng.zip";
-/// The accepted packagings: d2l's zip (the SHA-1 d2l checks) and the 2019 snapshot in the mirror.
-inline constexpr const char* kD2lSha1 = "94646ad1522d915e7b0f9296181140edcf86a4f5";
-inline constexpr const char* kSha256 = "161c93f18da3a7e6df611ed961426613260de8af06ccf8c79c977afe5135ac44";
-inline constexpr const char* kMember = "fra-eng/fra.txt";
+// kRelPath, the URLs, the sums and kMember are in ../common/corpora.hpp (shared with the `text`
+// dataset); keep them in sync with datasets/manifest.tsv (tests/fra_eng_test.cpp here checks).
 /// Lines d2l's default split reads (num_train 512 + num_val 128, plus its off-by-one).
 inline constexpr int64_t kD2lLines = 641;
 

@@ -11,7 +11,6 @@
 #include <torch/types.h>
 
 #include <algorithm>
-#include <map>
 #include <utility>
 
 namespace attnlab::datasets::multi30k {
@@ -22,21 +21,6 @@ constexpr const char* kPad = "<pad>";
 constexpr const char* kBos = "<bos>";
 constexpr const char* kEos = "<eos>";
 constexpr data::Split kSplits[] = {data::Split::Train, data::Split::Val, data::Split::Test};
-
-/// The file's lines: split on '\n' (a final newline ends the last line; '\r' before it dropped).
-std::vector<std::string> lines_of(const std::string& text) {
-  std::vector<std::string> out;
-  size_t start = 0;
-  while (start < text.size()) {
-    size_t end = text.find('\n', start);
-    if (end == std::string::npos) end = text.size();
-    size_t stop = end;
-    if (stop > start && text[stop - 1] == '\r') --stop;
-    out.emplace_back(text, start, stop - start);
-    start = end + 1;
-  }
-  return out;
-}
 
 /// Sentences padded to their longest with `pad_id`: ids [N, L] and lengths [N].
 std::pair<torch::Tensor, torch::Tensor> pad_ids(const std::vector<std::vector<int64_t>>& rows, int64_t pad_id) {
@@ -56,37 +40,6 @@ std::pair<torch::Tensor, torch::Tensor> pad_ids(const std::vector<std::vector<in
 
 }  // namespace
 
-const char* file_stem(data::Split split) {
-  switch (split) {
-    case data::Split::Train:
-      return "train";
-    case data::Split::Val:
-      return "val";
-    case data::Split::Test:
-      return "test_2016_flickr";
-  }
-  return "unknown";
-}
-
-std::string sha256_of(const std::string& file_name) {
-  // Keep in sync with datasets/manifest.tsv (tests/multi30k_test.cpp here checks).
-  static const std::map<std::string, std::string> sums = {
-      {"test_2016_flickr.de.gz", "9204244e408ccb38d2a55cfcd344df15005fc42a07a6e55ca6c52b6ababb8cc8"},
-      {"test_2016_flickr.en.gz", "611d361c6334bc7246101d48097c13cf5c4413c5befc793cc629934359d532d9"},
-      {"test_2016_flickr.fr.gz", "6d326e188d259fb1d04ac19eae3af956559b3a0b93d7635e56c90987c40c8b90"},
-      {"train.de.gz", "726e39b2fa9eb9ffb6dc763fb35a179f80fae06ffc5d28b6ace5faa883de28a6"},
-      {"train.en.gz", "d79cfa999dd4c51d2cb42499b6796d5a882c3a8a961923c25a898c90f8bbd56f"},
-      {"train.fr.gz", "622e75069e9f4c577425c4f277116ce66e63a2401c0a2312d90073cb12379a3c"},
-      {"val.de.gz", "f0cba2f995189cf5770f29a8a9a537a3ad3f51657ad873405082ff6863a5e75a"},
-      {"val.en.gz", "14f7d25ddd868909a9213e361768460edcacdd6ab9d1e77b92560dc10c10dc28"},
-      {"val.fr.gz", "ca3106f1a72390591d25f6c45cb4cd39dec4cd3f123e099748a3ce5256c160e9"},
-  };
-  auto it = sums.find(file_name);
-  ATTNLAB_CHECK(it != sums.end(), DataError, "multi30k: no pinned checksum for {} (languages: de, en, fr)",
-                file_name);
-  return it->second;
-}
-
 Multi30k::Multi30k(Multi30kOptions options, std::shared_ptr<data::Tokenizer> src_tokenizer,
                    std::shared_ptr<data::Tokenizer> tgt_tokenizer)
     : opt_(std::move(options)), src_tok_(std::move(src_tokenizer)), tgt_tok_(std::move(tgt_tokenizer)) {
@@ -105,20 +58,8 @@ void Multi30k::prepare(const std::string& data_dir) {
   std::array<std::vector<std::string>, 3> raw_src, raw_tgt;
   for (data::Split split : kSplits) {
     auto& d = splits_[static_cast<size_t>(split)];
-    auto fetch = [&](const std::string& lang, std::string& path) {
-      const std::string name = fmt::format("{}.{}.gz", file_stem(split), lang);
-      const std::string sha = sha256_of(name);
-      std::vector<std::string> urls;
-      for (const auto& base : opt_.url_bases) urls.push_back(fmt::format("{}/{}", base, name));
-      path = data::ensure_file({fmt::format("{}/{}", kFolder, name), urls, opt_.verify ? std::vector{sha}
-                                                                                        : std::vector<std::string>{}},
-                               dir);
-      const std::string text = data::read_text_file(path);
-      data::require_utf8(text, path);  // "<dir>/multi30k/val.en.gz:17: invalid UTF-8 ..."
-      return lines_of(text);
-    };
-    raw_src[static_cast<size_t>(split)] = fetch(opt_.src, d.src_path);
-    raw_tgt[static_cast<size_t>(split)] = fetch(opt_.tgt, d.tgt_path);
+    raw_src[static_cast<size_t>(split)] = read_lines(split, opt_.src, dir, opt_.url_bases, opt_.verify, d.src_path);
+    raw_tgt[static_cast<size_t>(split)] = read_lines(split, opt_.tgt, dir, opt_.url_bases, opt_.verify, d.tgt_path);
     const size_t ns = raw_src[static_cast<size_t>(split)].size(), nt = raw_tgt[static_cast<size_t>(split)].size();
     ATTNLAB_CHECK(ns == nt, DataError, "multi30k: {} has {} lines but {} has {}: the languages must be line-aligned",
                   d.src_path, ns, d.tgt_path, nt);

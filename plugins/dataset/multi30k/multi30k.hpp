@@ -27,6 +27,8 @@
 
 #include <torch/types.h>
 
+#include "../common/corpora.hpp"
+
 #include <array>
 #include <cstdint>
 #include <memory>
@@ -35,16 +37,9 @@
 
 namespace attnlab::datasets::multi30k {
 
-/// Upstream folders, in the order tried: GitHub's raw view, then the raw.githubusercontent.com host it
-/// redirects to (the same files, verified by the same pinned SHA-256 sums).
-inline constexpr const char* kUrlBase = "https://github.com/multi30k/dataset/raw/master/data/task1/raw";
-inline constexpr const char* kUrlBase2 = "https://raw.githubusercontent.com/multi30k/dataset/master/data/task1/raw";
-inline constexpr const char* kFolder = "multi30k";
-
-/// File stem of a split: "train", "val", "test_2016_flickr".
-const char* file_stem(data::Split split);
-/// Pinned SHA-256 of multi30k/<stem>.<lang>.gz (datasets/manifest.tsv); DataError for an unknown file.
-std::string sha256_of(const std::string& file_name);
+// kUrlBase, kUrlBase2, kFolder, file_stem(), sha256_of() and read_lines() are in
+// ../common/corpora.hpp (shared with the `text` dataset); keep the sums in sync with
+// datasets/manifest.tsv (tests/multi30k_test.cpp here checks).
 
 struct Multi30kOptions {
   std::string src = "de";

@@ -29,6 +29,8 @@
 #include <cmath>
 #include <map>
 
+#include "../common/token_hooks.hpp"
+
 namespace {
 using namespace attnlab;
 
@@ -49,11 +51,11 @@ struct Config : train::GraphConfig, train::LoopConfig {
 /// The seq2seq trainer's part of the epoch loop (attnlab/train/epoch_loop.hpp): teacher-forced
 /// steps on token batches (padded to bucket shapes under CUDA graphs), the epoch's train loss and
 /// tokens/s, validation loss and BLEU, best.pt by val/loss or val/bleu.
-class Seq2SeqHooks final : public train::EpochHooks {
+class Seq2SeqHooks final : public trainers::TokenHooks {
  public:
   Seq2SeqHooks(const Config& c, train::TrainContext& ctx)
-      : c_(c),
-        ctx_(ctx),
+      : TokenHooks(ctx, ctx.dataset->info().pad_id, c.cuda_graph_pad),
+        c_(c),
         model_(ctx.model),
         objective_{.pad = ctx.dataset->info().pad_id,
                    .probabilities = model_->decoder().outputs_probabilities(),
@@ -61,23 +63,8 @@ class Seq2SeqHooks final : public train::EpochHooks {
 
   torch::nn::Module& module() override { return *model_; }
 
-  void begin_epoch(int64_t epoch) override {
-    EpochHooks::begin_epoch(epoch);
-    loss_sum_ = torch::zeros({}, torch::dtype(torch::kDouble).device(ctx_.device));  // on device, read once
-    tokens_ = 0;
-  }
-
-  double normalizer(const data::Batch& global) const override {
-    return static_cast<double>(global.tgt_valid_lens.sum().item<int64_t>());  // a mean over the target tokens
-  }
-
   std::vector<torch::Tensor> inputs(const data::Batch& rows, const train::StepShare&, bool graphed) override {
-    data::Batch shaped = rows;
-    if (graphed) {  // every batch padded to the most rows seen and to lengths of a few multiples
-      bucket_rows_ = std::max(bucket_rows_, rows.size());
-      shaped = data::pad_to_bucket(rows, bucket_rows_, c_.cuda_graph_pad, objective_.pad);
-    }
-    auto b = shaped.to(ctx_.device, true);
+    const auto b = on_device(rows, graphed);
     return {b.src, b.src_valid_lens, b.tgt_in, b.tgt_out};
   }
 
@@ -93,22 +80,11 @@ class Seq2SeqHooks final : public train::EpochHooks {
     return {train::rdrop_loss(halves[0], halves[1], in[3], how, c_.rdrop_alpha)};
   }
 
-  void after_step(const std::vector<torch::Tensor>& outs, const data::Batch& rows,
-                  const train::StepShare& share) override {
-    const int64_t n = rows.tgt_valid_lens.sum().item<int64_t>();  // CPU tensor: no device sync
-    // One process: the mean over the batch's tokens; a data-parallel run: this rank's sum.
-    loss_sum_ += share.whole ? outs[0].to(torch::kDouble) * static_cast<double>(n) : outs[0].to(torch::kDouble);
-    tokens_ += n;
-  }
-
   void end_epoch(train::EpochReport& r, const train::EpochEnd& end) override {
-    // The one read of the epoch; it waits for the device, so the time below includes its work.
-    const auto all = end.sum({loss_sum_.item<double>(), static_cast<double>(tokens_)});
-    const double train_loss = all[0] / std::max(all[1], 1.0);
-    const double train_seconds = end.seconds();
-    r.train["loss"] = train_loss;
-    r.train["tokens_per_s"] = all[1] / std::max(train_seconds, 1e-9);
-    r.train["seconds"] = train_seconds;
+    const auto sums = train_sums(end);
+    r.train["loss"] = sums.loss;
+    r.train["tokens_per_s"] = sums.tokens / std::max(sums.seconds, 1e-9);
+    r.train["seconds"] = sums.seconds;
     const bool has_val = c_.validate && ctx_.dataset->has_split(data::Split::Val);
     if (has_val) validation_loss(r.val);
     if (has_val && val_bleu()) r.val["bleu"] = validation_bleu();
@@ -173,12 +149,8 @@ class Seq2SeqHooks final : public train::EpochHooks {
   }
 
   const Config& c_;
-  train::TrainContext& ctx_;
   nn::EncoderDecoder model_;
   const train::TokenLoss objective_;
-  torch::Tensor loss_sum_;
-  int64_t tokens_ = 0;
-  int64_t bucket_rows_ = 0;  // with graphs: every batch padded to the most rows seen
 };
 
 class Seq2SeqTrainer final : public train::Trainer {

@@ -16,14 +16,24 @@ namespace attnlab::data {
 enum class Split { Train, Val, Test };
 const char* split_name(Split s);  // "train", "val", "test"
 
+/// One batch, in one of two layouts.
+///
+/// Encoder-decoder (translation, sequence regression): every field defined, as below.
+///
+/// Decoder-only (a language model; the `text` dataset, data::LanguageModelData): `src` and
+/// `src_valid_lens` are undefined tensors; `tgt_in` [B, T] holds the input tokens, `tgt_out`
+/// [B, T] the next token at each position, or '<pad>' where a position is not scored (a loss
+/// ignores '<pad>' labels), and `tgt_valid_lens` [B] the COUNT of scored labels of each row.
 struct Batch {
-  torch::Tensor src;             // [B, S] ids (or [B, S, F] features)
-  torch::Tensor src_valid_lens;  // [B]
+  torch::Tensor src;             // [B, S] ids (or [B, S, F] features); undefined: decoder-only
+  torch::Tensor src_valid_lens;  // [B]; undefined: decoder-only
   torch::Tensor tgt_in;          // [B, T] decoder input: <bos> + target[:-1] (teacher forcing)
-  torch::Tensor tgt_out;         // [B, T] labels: target ('<pad>' where padded)
-  torch::Tensor tgt_valid_lens;  // [B] non-pad labels
+  torch::Tensor tgt_out;         // [B, T] labels: target ('<pad>' where padded or not scored)
+  torch::Tensor tgt_valid_lens;  // [B] non-pad labels (the count of scored positions)
+  /// Moves every defined tensor; undefined ones stay undefined.
   Batch to(torch::Device device, bool non_blocking = false) const;
-  int64_t size() const { return src.size(0); }
+  /// Rows: of `src`, or of `tgt_in` in a decoder-only batch.
+  int64_t size() const { return src.defined() ? src.size(0) : tgt_in.size(0); }
 };
 
 /// A token batch padded to a bucket shape, so that a graph-captured training step
@@ -31,7 +41,8 @@ struct Batch {
 /// lengths rounded up to a multiple of `multiple`, all with `pad_id`. An added row is one <pad>
 /// source token (valid length 1) and no target tokens (valid length 0), so a loss over the non-pad
 /// targets is the same; the added columns are masked by the valid lengths and ignored as <pad>
-/// labels. Returns `b` itself when nothing is added.
+/// labels. A decoder-only batch (`src` undefined) has its target side padded alone, `src` and
+/// `src_valid_lens` staying undefined. Returns `b` itself when nothing is added.
 Batch pad_to_bucket(const Batch& b, int64_t rows, int64_t multiple, int64_t pad_id);
 
 class Dataset {

@@ -16,6 +16,13 @@ std::vector<std::string> split_spaces(const std::string& s);
 /// DataError naming the byte offset of the first malformed character unless `s` is valid UTF-8.
 void require_utf8(const std::string& s);
 
+/// The code points of UTF-8 text, in order (Python's list(s)); DataError naming the byte offset
+/// of the first malformed character, as require_utf8.
+std::vector<char32_t> code_points(const std::string& s);
+
+/// One code point as UTF-8 (1 to 4 bytes).
+std::string utf8_char(char32_t cp);
+
 /// The same for a file's text, the error naming where it is: "<where>:<line>: invalid UTF-8 at
 /// byte <offset> (byte <n> of the line): <why>", `where` being the file ("val.en.gz") or the
 /// archive and member ("fra-eng.zip:fra-eng/fra.txt"). Every dataset checks its text files so.

@@ -1,6 +1,7 @@
 #pragma once
 // d2l's Vocab: tokens with frequency >= min_freq plus '<unk>' and reserved tokens, sorted
-// (byte order of UTF-8 = Python's code-point order), so ids match d2l exactly.
+// (byte order of UTF-8 = Python's code-point order), so ids match d2l exactly; or a list of
+// tokens in an order of the dataset's own (in_order).
 #include <cstdint>
 #include <string>
 #include <unordered_map>
@@ -13,6 +14,9 @@ class Vocab {
   Vocab() = default;
   Vocab(const std::vector<std::vector<std::string>>& sentences, int64_t min_freq,
         const std::vector<std::string>& reserved = {});
+  /// A vocabulary of exactly `tokens`, id = index (a dataset that fixes its own order, such as
+  /// '<pad>' first). DataError unless the tokens are distinct and one of them is '<unk>'.
+  static Vocab in_order(std::vector<std::string> tokens);
   int64_t size() const { return static_cast<int64_t>(idx_to_token_.size()); }
   int64_t operator[](const std::string& token) const;  // unk id when absent
   const std::string& token(int64_t id) const;

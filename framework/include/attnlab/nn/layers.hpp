@@ -42,19 +42,26 @@ class PositionalEncodingImpl : public torch::nn::Module {
 };
 TORCH_MODULE(PositionalEncoding);
 
-/// Position-wise FFN: dense2(relu(dense1(x))); optional dropout after the ReLU (Step-by-Step's layers).
+/// The position-wise FFN's nonlinearity: ReLU (d2l, Vaswani et al.), GELU (BERT; exact, with erf) or
+/// GELU's tanh approximation (GPT-2's "gelu_new", Hugging Face's gelu_pytorch_tanh).
+enum class Activation { ReLU, GELU, GELUTanh };
+
+/// Position-wise FFN: dense2(act(dense1(x))), act ReLU unless asked otherwise; optional dropout
+/// after the activation (Step-by-Step's layers).
 /// `conv1d`: the two layers are kernel-size-1 Conv1d over time instead (TF lab's Conv1D FFN) — the
 /// same function, with weights [out, in, 1] where Linear has [out, in].
 class PositionWiseFFNImpl : public torch::nn::Module {
  public:
   PositionWiseFFNImpl(int64_t in_size, int64_t ffn_hiddens, int64_t out_size, double inner_dropout = 0.0,
-                      bool conv1d = false);
+                      bool conv1d = false, Activation activation = Activation::ReLU);
   /// x [B, T, in] -> [B, T, out]
   torch::Tensor forward(const torch::Tensor& x);
   torch::nn::Linear dense1{nullptr}, dense2{nullptr};  // linear layout (null when conv1d)
   torch::nn::Conv1d conv1{nullptr}, conv2{nullptr};    // conv1d layout (null otherwise)
  private:
+  torch::Tensor activate(const torch::Tensor& h) const;
   torch::nn::Dropout dropout_{nullptr};
+  Activation activation_ = Activation::ReLU;
 };
 TORCH_MODULE(PositionWiseFFN);
 

@@ -31,6 +31,9 @@ struct TransformerBlockOptions {
   TORCH_ARG(bool, ffn_conv1d) = false;            // FFN as two kernel-size-1 Conv1d (TF lab)
   TORCH_ARG(bool, per_head_projections) = false;  // W_q/W_k/W_v as [heads, H, H / heads] (TF lab)
   TORCH_ARG(bool, fused) = true;                  // fused CPU kernels: add & norm (nn/fused.hpp), attention, linears
+  TORCH_ARG(Activation, activation) = Activation::ReLU;  // the FFN's nonlinearity
+  TORCH_ARG(bool, cross_attention) = true;  // decoder block: attention on the encoder's states (false: decoder-only)
+  TORCH_ARG(bool, ffn) = true;              // false: attention-only blocks, no FFN (Elhage et al. 2021)
 };
 
 /// Self-attention + add&norm, FFN + add&norm. Its scorer is asked for with role Self, not causal,
@@ -73,7 +76,9 @@ struct TransformerDecoderState : DecoderState {
 };
 
 /// Causal self-attention + add&norm, cross-attention on the encoder outputs + add&norm,
-/// FFN + add&norm. Block `index` owns the state's caches at `index` and records as layer `index` of
+/// FFN + add&norm. Without cross_attention (a decoder-only language model) the middle part is
+/// absent (no attention2, addnorm2) and the state's encoder is not read; without ffn the last part
+/// is absent (no ffn, addnorm3). Block `index` owns the state's caches at `index` and records as layer `index` of
 /// kDecoderSelf (attention1) and kDecoderCross (attention2). Its scorers are asked for with role
 /// Self and causal (attention1), role Cross (attention2).
 class TransformerDecoderBlockImpl : public torch::nn::Module {
@@ -88,9 +93,12 @@ class TransformerDecoderBlockImpl : public torch::nn::Module {
 
   TransformerBlockOptions options;
   int64_t index;
-  MultiHeadAttention attention1{nullptr}, attention2{nullptr};
+  MultiHeadAttention attention1{nullptr}, attention2{nullptr};  // attention2 null without cross_attention
   AddNorm addnorm1{nullptr}, addnorm2{nullptr}, addnorm3{nullptr};
-  PositionWiseFFN ffn{nullptr};
+  PositionWiseFFN ffn{nullptr};  // null (and addnorm3) without ffn
+
+ private:
+  torch::Tensor feed_forward(const torch::Tensor& z);  // addnorm3 + ffn, or z without ffn
 };
 TORCH_MODULE(TransformerDecoderBlock);
 
@@ -102,7 +110,11 @@ TORCH_MODULE(TransformerDecoderBlock);
 /// normal(0, num_hiddens^-1/2) (fairseq also zeroes the padding row), so that the forward's scaling by
 /// sqrt(num_hiddens) gives token vectors of unit scale, the positional encoding's. Default
 /// embeddings are normal(0, 1): scaled, they are ~sqrt(num_hiddens) times the positional signal.
-enum class TransformerInit { Default, GlorotUniform, Fairseq };
+/// Gpt2: GPT-2's (Radford et al. 2019, as nanoGPT and Hugging Face write it): Linear, Conv1d and
+/// per-head weights and embeddings normal(0, 0.02), biases zero, and the projections that write into
+/// the residual stream (each attention's W_o, each FFN's second layer) normal(0, 0.02 / sqrt(2 N))
+/// for N blocks.
+enum class TransformerInit { Default, GlorotUniform, Fairseq, Gpt2 };
 
 struct TransformerOptions {
   TransformerOptions(int64_t vocab_size, int64_t num_hiddens, int64_t ffn_num_hiddens, int64_t num_heads,
@@ -135,6 +147,12 @@ struct TransformerOptions {
   TORCH_ARG(bool, tie_embeddings) = false;        // decoder: logits = h @ embedding.weight^T (no output bias)
   TORCH_ARG(bool, output_softmax) = false;        // decoder: forward returns softmax probabilities
   TORCH_ARG(bool, fused) = true;                  // add & norm, attention, linears fused on CPU; false: torch ops
+  // Decoder-only language models (nn/transformer_lm.hpp); the defaults are d2l's model.
+  TORCH_ARG(Activation, activation) = Activation::ReLU;  // the FFN's nonlinearity
+  TORCH_ARG(bool, cross_attention) = true;   // decoder: attention on the encoder's states
+  TORCH_ARG(bool, ffn) = true;               // false: attention-only blocks
+  TORCH_ARG(bool, scale_embeddings) = true;  // embeddings * sqrt(H) before the positions (d2l); GPT-2: false
+  TORCH_ARG(bool, output_bias) = true;       // decoder: the untied output layer's bias
 
  public:
   /// The per-block options these imply.
@@ -192,7 +210,8 @@ class TransformerDecoderImpl : public Decoder {
 TORCH_MODULE(TransformerDecoder);
 
 /// Applies `init` to every Linear, Conv1d, PerHeadLinear and Embedding below `module`
-/// (TransformerInit::Default leaves it as it is).
-void initialize_transformer(torch::nn::Module& module, TransformerInit init);
+/// (TransformerInit::Default leaves it as it is). Gpt2 scales the residual projections by
+/// 1/sqrt(2 num_blks).
+void initialize_transformer(torch::nn::Module& module, TransformerInit init, int64_t num_blks = 1);
 
 }  // namespace attnlab::nn

@@ -40,12 +40,13 @@ config::Binding<TransformerConfig> transformer_binding(AttentionRoles roles, con
 /// The TF-lab variant options of the transformer encoder/decoder plugins (seed 004). Apart from
 /// TransformerConfig so that plugins reusing that keep their own `init` option.
 struct TransformerVariantConfig {
-  TransformerInit init = TransformerInit::Default;  // default | glorot_uniform | fairseq
+  TransformerInit init = TransformerInit::Default;  // default | glorot_uniform | fairseq | gpt2
   double layer_norm_eps = 1e-5;
+  Activation activation = Activation::ReLU;  // relu | gelu | gelu_tanh
   bool ffn_conv1d = false;  // ffn: linear | conv1d
   bool per_head_projections = false;
 };
-config::Binding<TransformerVariantConfig> transformer_variant_binding();
+config::Binding<TransformerVariantConfig> transformer_variant_binding(const TransformerVariantConfig& defaults = {});
 
 /// The decoder's variant options: those and tie_embeddings, output (logits|softmax).
 struct TransformerDecoderVariantConfig : TransformerVariantConfig {
@@ -53,7 +54,9 @@ struct TransformerDecoderVariantConfig : TransformerVariantConfig {
   bool output_softmax = false;  // output: logits | softmax
   bool kv_cache = true;         // incremental decoding keeps projected keys and values
 };
-config::Binding<TransformerDecoderVariantConfig> transformer_decoder_variant_binding();
+/// `defaults`: the plugin's (the gpt model's are GPT-2's).
+config::Binding<TransformerDecoderVariantConfig> transformer_decoder_variant_binding(
+    const TransformerDecoderVariantConfig& defaults = {});
 
 /// The config + vocabulary size -> TransformerOptions. ConfigError at num_heads' place (in `o`,
 /// the options the config was read from) when num_heads does not divide num_hiddens, at

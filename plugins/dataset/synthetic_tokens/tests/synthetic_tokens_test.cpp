@@ -17,29 +17,18 @@
 #include <string>
 #include <vector>
 
+#include "testing/plugins.hpp"
 #include "testing/testing.hpp"
 
 namespace {
 using namespace attnlab;
 using data::Split;
 
-class SyntheticTokensTest : public testutil::SeededTest {
+class SyntheticTokensTest : public testutil::PluginFileTest {
  protected:
-  static void SetUpTestSuite() {
-    registry_ = new plugin::Registry();
-    registry_->load(ATTNLAB_PLUGIN_FILE);
-  }
-  static void TearDownTestSuite() { delete registry_; }
-
   /// The dataset `options` ("vocab_size: 16, num_steps: 8") configure, prepared.
   static std::shared_ptr<data::Dataset> make(const std::string& options) {
-    plugin::BuildContext ctx;
-    ctx.registry = registry_;
-    const auto node =
-        config::parse_yaml("dataset: {plugin: synthetic_tokens" + (options.empty() ? "" : ", " + options) + "}",
-                           "test.yaml")
-            .at("dataset");
-    auto d = registry_->create<data::Dataset>(node, ctx);
+    auto d = create<data::Dataset>("dataset", "plugin: synthetic_tokens" + (options.empty() ? "" : ", " + options));
     d->prepare("");
     return d;
   }
@@ -67,7 +56,6 @@ class SyntheticTokensTest : public testutil::SeededTest {
     return {torch::cat(src), torch::cat(lens), torch::cat(in), torch::cat(out), torch::cat(tlens)};
   }
 
-  static inline plugin::Registry* registry_ = nullptr;
 };
 
 /// The plugin's make() as it was at commit e88f9ad, before max_len and the test range existed

@@ -1,0 +1,271 @@
+// Trainer "lm": next-token cross-entropy for decoder-only language models (nn::LanguageModel, e.g.
+// the gpt model plugin). Every position the dataset marks is scored: a text dataset marks them all,
+// a synthetic task only its answers (<pad> in tgt_out is not scored). Training runs for epochs, or
+// for max_steps optimizer steps reported every eval_every steps (one report interval is one
+// "epoch" of the results file's /metrics/epoch series, with train/step the steps after it), with
+// Adam, gradient clipping and any learning-rate schedule (cosine with warmup, as GPT-2 and nanoGPT
+// train). Each interval records train/{loss, perplexity, tokens_per_s, seconds, step} and
+// val/{loss, perplexity, accuracy} on up to eval_batches validation batches. It is the framework's
+// epoch loop (train/epoch_loop.hpp): checkpoints and bit-exact --resume (the data order is a
+// function of the seed and the step), torchrun data parallelism, CUDA graphs and bf16 as the
+// seq2seq trainer has them.
+#include <attnlab/config/binding.hpp>
+#include <attnlab/nn/language_model.hpp>
+#include <attnlab/train/epoch_loop.hpp>
+#include <attnlab/train/loss.hpp>
+#include <attnlab/train/optim.hpp>
+#include <attnlab/train/schedule.hpp>
+#include <attnlab/train/train_step.hpp>
+#include <attnlab/train/trainer.hpp>
+
+#include <fmt/format.h>
+#include <torch/optim/adam.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+#include "../common/token_hooks.hpp"
+
+namespace {
+using namespace attnlab;
+
+struct Config : train::GraphConfig, train::LoopConfig {
+  int64_t max_epochs = 10;
+  int64_t max_steps = 0;
+  int64_t eval_every = 100;
+  int64_t eval_batches = 20;
+  double lr = 1e-3;
+  double adam_beta1 = 0.9;
+  double adam_beta2 = 0.99;
+  double gradient_clip = 1.0;
+  bool validate = true;
+  config::Node schedule;
+};
+
+/// Report intervals of a step-based run: ceil(max_steps / eval_every).
+int64_t intervals(const Config& c) { return (c.max_steps + c.eval_every - 1) / c.eval_every; }
+
+std::shared_ptr<nn::LanguageModel> language_model(const train::TrainContext& ctx) {
+  ATTNLAB_CHECK(ctx.custom != nullptr, ConfigError,
+                "it trains a language model: model: {{plugin: gpt, ...}}, found {}",
+                ctx.model ? "an encoder + decoder model" : "no model");
+  auto lm = std::dynamic_pointer_cast<nn::LanguageModel>(ctx.custom);
+  ATTNLAB_CHECK(lm != nullptr, ConfigError,
+                "it trains a language model (nn::LanguageModel, attnlab/nn/language_model.hpp, e.g. model: {{plugin: "
+                "gpt}}), found a model plugin that is not one");
+  return lm;
+}
+
+/// The lm trainer's part of the epoch loop.
+class LmHooks final : public trainers::TokenHooks {
+ public:
+  LmHooks(const Config& c, train::TrainContext& ctx, std::shared_ptr<nn::LanguageModel> lm)
+      : TokenHooks(ctx, ctx.dataset->info().pad_id, c.cuda_graph_pad),
+        c_(c),
+        lm_(std::move(lm)),
+        objective_{.pad = ctx.dataset->info().pad_id} {}
+
+  torch::nn::Module& module() override { return *lm_; }
+
+  /// Epoch mode: the dataset's epoch (seed + epoch). Step mode: interval k holds steps
+  /// (k - 1) eval_every .. k eval_every - 1 (up to max_steps); step s is batch s - start(e) of
+  /// training epoch e, the epoch that holds it, drawn with seed + 1 + e. A function of the seed and
+  /// the step alone, so that a resumed run sees what the first would have.
+  std::vector<data::Batch> batches(const train::TrainContext& ctx, int64_t interval) override {
+    if (c_.max_steps == 0) return EpochHooks::batches(ctx, interval);
+    std::vector<data::Batch> out;
+    const int64_t begin = (interval - 1) * c_.eval_every;
+    const int64_t end = std::min(interval * c_.eval_every, c_.max_steps);
+    for (int64_t s = begin; s < end; ++s) out.push_back(batch_at(s));
+    return out;
+  }
+
+  std::vector<torch::Tensor> inputs(const data::Batch& rows, const train::StepShare&, bool graphed) override {
+    const auto b = on_device(rows, graphed);
+    return {b.tgt_in, b.tgt_out};
+  }
+
+  std::vector<torch::Tensor> loss(const std::vector<torch::Tensor>& in, bool summed) override {
+    train::TokenLoss how = objective_;
+    if (summed) how.reduce = train::TokenLoss::Reduce::sum;
+    return {train::token_loss(lm_->forward(in[0]), in[1], how)};  // logits [B, T, V]
+  }
+
+  void end_epoch(train::EpochReport& r, const train::EpochEnd& end) override {
+    const auto sums = train_sums(end);
+    r.train["loss"] = sums.loss;
+    r.train["perplexity"] = std::exp(std::min(sums.loss, 700.0));
+    r.train["tokens_per_s"] = sums.tokens / std::max(sums.seconds, 1e-9);
+    r.train["seconds"] = sums.seconds;
+    if (c_.max_steps > 0) r.train["step"] = static_cast<double>(std::min(r.epoch * c_.eval_every, c_.max_steps));
+    if (c_.validate && ctx_.dataset->has_split(data::Split::Val)) validate(r.val);
+  }
+
+ private:
+  /// Step s's batch (step mode), from the cached training epoch that holds it.
+  data::Batch batch_at(int64_t s) {
+    int64_t start = 0;
+    for (int64_t e = 0;; ++e) {
+      if (static_cast<int64_t>(epoch_sizes_.size()) <= e) {
+        epoch_sizes_.push_back(static_cast<int64_t>(epoch(e).size()));
+        ATTNLAB_CHECK(epoch_sizes_.back() > 0, DataError, "lm: the dataset's training split has no batches");
+      }
+      if (s < start + epoch_sizes_[e]) return epoch(e)[s - start];
+      start += epoch_sizes_[e];
+    }
+  }
+
+  const std::vector<data::Batch>& epoch(int64_t e) {
+    if (cached_epoch_ != e) {
+      cached_ = ctx_.dataset->batches(data::Split::Train, true, ctx_.seed + 1 + static_cast<uint64_t>(e));
+      cached_epoch_ = e;
+    }
+    return cached_;
+  }
+
+  /// val/loss, val/perplexity and val/accuracy (the argmax is the label) over the first
+  /// eval_batches validation batches (all with 0), sharded over the ranks of a data-parallel run.
+  void validate(std::map<std::string, double>& out) {
+    lm_->eval();
+    torch::NoGradGuard no_grad;
+    train::TokenLoss sum = objective_;
+    sum.reduce = train::TokenLoss::Reduce::sum;
+    auto sums = torch::zeros({2}, torch::dtype(torch::kDouble).device(ctx_.device));  // loss, correct
+    int64_t tokens = 0, seen = 0;
+    train::Distributed* dist = ctx_.distributed;
+    for (const auto& global : ctx_.dataset->batches(data::Split::Val, false, 0)) {
+      if (c_.eval_batches > 0 && seen++ >= c_.eval_batches) break;
+      if (dist != nullptr && dist->loss_scale(global) == 0) continue;  // none of this batch is ours
+      const data::Batch cpu_batch = dist != nullptr ? dist->shard(global) : global;
+      auto b = cpu_batch.to(ctx_.device, true);
+      auto logits = lm_->forward(b.tgt_in);  // [B, T, V]
+      sums[0] += train::token_loss(logits, b.tgt_out, sum).to(torch::kDouble);
+      sums[1] += (logits.argmax(-1).eq(b.tgt_out) & b.tgt_out.ne(objective_.pad)).sum().to(torch::kDouble);
+      tokens += cpu_batch.tgt_valid_lens.sum().item<int64_t>();
+    }
+    lm_->train();
+    const auto host = sums.cpu();
+    std::vector<double> totals = {host[0].item<double>(), host[1].item<double>(), static_cast<double>(tokens)};
+    if (dist != nullptr) totals = dist->sum(totals);
+    if (totals[2] == 0) return;  // an empty split has no loss
+    const double loss = totals[0] / totals[2];
+    out["loss"] = loss;
+    out["perplexity"] = std::exp(std::min(loss, 700.0));
+    out["accuracy"] = totals[1] / totals[2];
+  }
+
+  const Config& c_;
+  std::shared_ptr<nn::LanguageModel> lm_;
+  const train::TokenLoss objective_;
+  std::vector<int64_t> epoch_sizes_;
+  std::vector<data::Batch> cached_;
+  int64_t cached_epoch_ = -1;
+};
+
+class LmTrainer final : public train::Trainer {
+ public:
+  LmTrainer(const Config& c, train::LrSchedule schedule) : c_(c), schedule_(schedule) {}
+
+  int64_t max_epochs() const override { return c_.max_steps > 0 ? intervals(c_) : c_.max_epochs; }
+  bool can_resume() const override { return c_.checkpoints; }
+  bool supports_distributed() const override { return true; }
+
+  void check(const train::TrainContext& ctx) const override {
+    auto lm = language_model(ctx);
+    ATTNLAB_CHECK(ctx.dataset != nullptr && ctx.dataset->info().tgt_vocab_size > 0, ConfigError,
+                  "it trains on token sequences, but the dataset has no vocabulary");
+    const auto info = ctx.dataset->info();
+    ATTNLAB_CHECK(info.tgt_vocab_size == lm->vocab_size(), ConfigError,
+                  "the model predicts {} classes, but the dataset has {} tokens", lm->vocab_size(),
+                  info.tgt_vocab_size);
+    ATTNLAB_CHECK(lm->max_positions() == 0 || info.num_steps <= lm->max_positions(), ConfigError,
+                  "the dataset's sequences have {} positions, beyond the {} of the model's absolute positional "
+                  "encoding: raise the model's max_len, shorten the dataset's block_size, or use a relative scorer "
+                  "(rope, alibi, t5_bias) or none (positional_encoding: none)",
+                  info.num_steps, lm->max_positions());
+    nn::check_causal(*lm, ctx.device, "the model");
+    train::check_graph_options(c_, ctx);
+  }
+
+  int64_t num_parameters(const train::TrainContext& ctx) const override {
+    return nn::count_parameters(*language_model(ctx));
+  }
+
+  train::FitResult fit(train::TrainContext& ctx) override {
+    check(ctx);
+    auto lm = language_model(ctx);
+    train::LrSchedule schedule = schedule_;
+    if (c_.max_steps == 0) {  // epoch mode: a cosine schedule over the whole run
+      const auto n = static_cast<int64_t>(ctx.dataset->batches(data::Split::Train, false, 0).size());
+      train::fill_total_steps(schedule, std::max<int64_t>(n * c_.max_epochs, schedule.warmup_steps + 1));
+    }
+    train::FusedAdam opt(lm->parameters(),
+                         torch::optim::AdamOptions(schedule.at(1)).betas({c_.adam_beta1, c_.adam_beta2}));
+    LmHooks hooks(c_, ctx, lm);
+    return train::run_epochs(ctx, hooks, &opt,
+                             {.who = "lm",
+                              .max_epochs = max_epochs(),
+                              .loop = c_,
+                              .step = train::step_options(c_, c_.gradient_clip, ctx.precision),
+                              .schedule = schedule,
+                              .record_lr = true});
+  }
+
+ private:
+  Config c_;
+  train::LrSchedule schedule_;
+};
+
+const config::Binding<Config>& binding() {
+  static const auto b = train::with_graph_options(
+      config::Binding<Config>()
+          .option("max_steps", &Config::max_steps,
+                  "optimizer steps to train, reported every eval_every steps (each report is one entry of the "
+                  "results' epoch series); 0 = train max_epochs whole epochs instead",
+                  {.min = 0})
+          .option("max_epochs", &Config::max_epochs, "epochs to train when max_steps is 0", {.min = 1})
+          .option("eval_every", &Config::eval_every,
+                  "with max_steps: steps between reports (train and validation metrics, checkpoints, patience)",
+                  {.min = 1})
+          .option("eval_batches", &Config::eval_batches,
+                  "validation batches per report (the first ones, always the same); 0 = the whole split", {.min = 0})
+          .option("lr", &Config::lr, "Adam learning rate (the schedule's peak)", {.min = 0.0})
+          .option("adam_beta1", &Config::adam_beta1, "Adam's beta1", {.min = 0.0, .max = 0.999999})
+          .option("adam_beta2", &Config::adam_beta2, "Adam's beta2 (nanoGPT's 0.99 for small models)",
+                  {.min = 0.0, .max = 0.999999})
+          .option("gradient_clip", &Config::gradient_clip, "clip gradients to this global L2 norm (0 = off)",
+                  {.min = 0.0})
+          .option("validate", &Config::validate, "compute the validation metrics at every report")
+          .node("schedule", &Config::schedule, config::Type::Map, "{type: constant}",
+                "learning-rate schedule: {type: constant|linear_warmup|inverse_sqrt|cosine, warmup_steps: N, "
+                "total_steps: T, min_lr: m} (attnlab/train/schedule.hpp); cosine ends at max_steps unless told")
+          .include(train::checkpoint_options("lowest validation loss", {.checkpoints = true}))
+          .include(train::patience_option("val/loss (reports, not epochs, with max_steps)")),
+      /*pads=*/true);
+  return b;
+}
+
+config::Schema schema() { return binding().schema(); }
+
+std::shared_ptr<train::Trainer> make(const config::Options& o, const plugin::BuildContext&) {
+  const Config c = binding().read(o);
+  train::check_loop_options(c, o);
+  const auto& b = binding();
+  if (c.max_steps > 0 && o.given(b.name_of(&Config::max_epochs))) {
+    b.fail(o, &Config::max_epochs, "give max_steps or max_epochs, not both");
+  }
+  if (c.max_steps == 0 && o.given(b.name_of(&Config::eval_every))) {
+    b.fail(o, &Config::eval_every, "eval_every counts steps between reports of a max_steps run; without "
+                                   "max_steps every epoch is reported");
+  }
+  const int64_t total = c.max_steps > 0 ? c.max_steps : -1;  // epoch mode: set in fit()
+  return std::make_shared<LmTrainer>(c, train::parse_schedule(c.schedule, c.lr, o.owner(), total));
+}
+
+}  // namespace
+
+ATTNLAB_PLUGIN(attnlab::train::Trainer, "lm",
+               "next-token cross-entropy for decoder-only language models: steps or epochs, Adam, cosine schedule, "
+               "perplexity, resumable checkpoints",
+               schema, make)

@@ -1,0 +1,182 @@
+// End to end with the real runner: a decoder-only language model (model gpt, trainer lm, dataset
+// text) trains for steps reported at intervals, resumes bit-identically, and refuses what it cannot
+// train with one clear error.
+#include <attnlab/results/reader.hpp>
+#include <attnlab/train/checkpoint.hpp>
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "testing/runner.hpp"
+#include "testing/testing.hpp"
+
+namespace e2e_lm_test {
+namespace {
+using namespace attnlab;
+namespace fs = std::filesystem;
+
+class LmRun : public testutil::RunnerFixture {
+ protected:
+  std::string scratch_prefix() const override { return "attnlab-lm"; }
+  void SetUp() override {
+    RunnerFixture::SetUp();
+    REQUIRE_FRA_ENG();
+  }
+  testutil::ProcessResult lm(const std::string& results, std::vector<std::string> extra = {}) {
+    std::vector<std::string> args{"experiments/tests/tiny_lm.yaml", "--results", results, "-q",
+                                  "data_dir=" + data_dir_};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return run(args);
+  }
+};
+
+TEST_F(LmRun, TrainsForStepsReportedEveryEvalEvery) {
+  const auto path = tmp_ + "/lm.h5";
+  const auto r = lm(path);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  results::ResultsReader res(path);
+  EXPECT_EQ(res.attr_string("status"), "completed");
+  // 25 steps every 10: three reports, after steps 10, 20 and 25.
+  EXPECT_EQ(res.metric("train", "step"), (std::vector<double>{10, 20, 25}));
+  EXPECT_EQ(res.metric("epoch", "index").size(), 3u);
+  const auto loss = res.metric("train", "loss"), ppl = res.metric("train", "perplexity");
+  ASSERT_EQ(loss.size(), 3u);
+  for (size_t i = 0; i < loss.size(); ++i) EXPECT_NEAR(ppl[i], std::exp(loss[i]), 1e-9 * ppl[i]);
+  const auto val = res.metric("val", "loss"), acc = res.metric("val", "accuracy");
+  ASSERT_EQ(val.size(), 3u);
+  EXPECT_LT(val.back(), val.front()) << "the model learns something in 25 steps";
+  EXPECT_LT(val.front(), std::log(60.0)) << "about the entropy of a character vocabulary at most";
+  for (double a : acc) EXPECT_TRUE(a > 0 && a < 1) << a;
+  // The learning rate of every step: warmup to 0.003 at step 5, cosine towards 0 at step 30.
+  const auto lr = res.metric("step", "lr");
+  ASSERT_EQ(lr.size(), 25u);
+  EXPECT_NEAR(lr[0], 0.003 / 5, 1e-12);
+  EXPECT_NEAR(lr[4], 0.003, 1e-12);
+  for (int t = 6; t <= 25; ++t) {
+    EXPECT_NEAR(lr[t - 1], 0.0015 * (1 + std::cos(M_PI * (t - 5) / 25.0)), 1e-12) << "step " << t;
+  }
+}
+
+TEST_F(LmRun, AStoppedRunResumesBitIdentically) {
+  const auto whole = tmp_ + "/whole.h5", two = tmp_ + "/two.h5";
+  ASSERT_EQ(lm(whole, {"trainer.max_steps=30"}).exit_code, 0);
+  ASSERT_EQ(lm(two, {"trainer.max_steps=20"}).exit_code, 0);
+  const auto r = lm(two, {"trainer.max_steps=30", "--resume", two});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  results::ResultsReader a(whole), b(two);
+  EXPECT_EQ(b.attr_string("status"), "completed");
+  for (const auto& [group, name] : std::vector<std::pair<std::string, std::string>>{
+           {"train", "loss"}, {"val", "loss"}, {"train", "step"}, {"step", "lr"}}) {
+    EXPECT_EQ(a.metric(group, name), b.metric(group, name)) << group << "/" << name;
+  }
+  auto ta = train::checkpoint_tensors(train::checkpoint_dir(whole) + "/last.pt");
+  auto tb = train::checkpoint_tensors(train::checkpoint_dir(two) + "/last.pt");
+  ASSERT_EQ(ta.size(), tb.size());
+  for (const auto& [key, t] : ta) EXPECT_TRUE(torch::equal(t, tb.at(key))) << key;
+}
+
+TEST_F(LmRun, RefusesWhatItCannotTrainWithOneClearError) {
+  const auto expect_error = [&](std::vector<std::string> extra, const std::string& needle) {
+    const auto path = tmp_ + "/bad.h5";
+    const auto r = lm(path, std::move(extra));
+    EXPECT_NE(r.exit_code, 0) << needle;
+    EXPECT_NE(r.err.find(needle), std::string::npos) << "expected '" << needle << "' in:\n" << r.err;
+    EXPECT_FALSE(fs::exists(path)) << needle << ": nothing half-written";
+  };
+  // Sequences longer than the absolute positions the model has.
+  expect_error({"dataset.block_size=100"}, "beyond the 64");
+  // Both ways of saying how long to train; eval_every without steps.
+  expect_error({"trainer.max_epochs=2"}, "not both");
+  expect_error({"trainer.max_steps=0"}, "eval_every");
+  // Heads that do not divide the width.
+  expect_error({"model.num_heads=3"}, "num_heads");
+}
+
+TEST_F(LmRun, GeneratesFromTheCheckpointAndStoresWhatItMade) {
+  const auto path = tmp_ + "/gen.h5";
+  ASSERT_EQ(lm(path).exit_code, 0);
+  const auto gen = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args{"generate", path, "data_dir=" + data_dir_, "--prompt", "I am "};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return run(args);
+  };
+  const auto greedy = gen({"--tokens", "20", "--temperature", "0", "--attention", "--name", "greedy"});
+  ASSERT_EQ(greedy.exit_code, 0) << greedy.out << greedy.err;
+  const auto recomputed = gen({"--tokens", "20", "--temperature", "0", "--no-cache", "--name", "recomputed", "-q"});
+  ASSERT_EQ(recomputed.exit_code, 0) << recomputed.err;
+  EXPECT_EQ(greedy.out, recomputed.out) << "the KV cache generates what recomputation does";
+  EXPECT_EQ(greedy.out.rfind("I am ", 0), 0u) << greedy.out;
+  const auto sampled = gen({"--tokens", "20", "--seed", "3", "--top-k", "5", "-q"});
+  const auto again = gen({"--tokens", "20", "--seed", "3", "--top-k", "5", "-q"});
+  ASSERT_EQ(sampled.exit_code, 0) << sampled.err;
+  EXPECT_EQ(sampled.out, again.out) << "a seed fixes the samples";
+  {
+    results::ResultsReader res(path);
+    EXPECT_EQ(res.children("generations"),
+              (std::vector<std::string>{"generation-1", "generation-2", "greedy", "recomputed"}));
+    EXPECT_EQ(res.attr_string_at("generations/greedy", "cache"), "kv");
+    EXPECT_EQ(res.attr_string_at("generations/recomputed", "cache"), "none");
+    EXPECT_EQ(res.attr_string_at("generations/greedy", "prompt") + res.attr_string_at("generations/greedy", "continuation") + "\n",
+              greedy.out);
+    EXPECT_EQ(res.array("generations/greedy/ids").values.size(), 25u);  // 5 prompt characters + 20
+  }
+  // The attention over prompt and continuation: runner rollout reads it as any decoder_self map.
+  const auto rollout = run({"rollout", path, "--sample", "greedy", "--module", "decoder_self"});
+  EXPECT_EQ(rollout.exit_code, 0) << rollout.out << rollout.err;
+  EXPECT_NE(rollout.out.find("decoder_self_rollout"), std::string::npos) << rollout.out;
+}
+
+TEST_F(LmRun, HeadsAreSwitchedOffInTrainingAblatedAndPrunedOnTheLoss) {
+  const auto path = tmp_ + "/masked.h5";
+  const auto r = lm(path, {"interventions.head_mask={decoder_self: {1: [2]}}"});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const auto ablate = run({"ablate", path, "data_dir=" + data_dir_, "-q"});
+  ASSERT_EQ(ablate.exit_code, 0) << ablate.out << ablate.err;
+  const auto prune = run({"prune", path, "data_dir=" + data_dir_, "--step", "1", "-q"});
+  ASSERT_EQ(prune.exit_code, 0) << prune.out << prune.err;
+  results::ResultsReader res(path);
+  // The head the run trained without stays off: its row is NaN; the other's loss rises when it goes.
+  const auto delta = res.array("ablation/val/delta_loss").values;
+  ASSERT_EQ(delta.size(), 2u);
+  EXPECT_TRUE(std::isfinite(delta[0]));
+  EXPECT_TRUE(std::isnan(delta[1]));
+  EXPECT_FALSE(res.has("ablation/val/bleu")) << "a language model has no BLEU";
+  EXPECT_EQ(res.attr_string_at("ablation/val", "decoding"), "none");
+  EXPECT_EQ(res.attr_string_at("ablation/val", "trained_head_mask"), "decoder_self:1:2");
+  EXPECT_TRUE(res.has("pruning/importance_val/loss"));
+  // Source tokens to blank out: a language model has none.
+  const auto tokens = run({"ablate", path, "data_dir=" + data_dir_, "--tokens"});
+  EXPECT_NE(tokens.exit_code, 0);
+  EXPECT_NE(tokens.err.find("has no source"), std::string::npos) << tokens.err;
+}
+
+TEST_F(LmRun, GenerateRefusesBadInputWithoutTouchingTheFile) {
+  const auto path = tmp_ + "/bad-gen.h5";
+  ASSERT_EQ(lm(path).exit_code, 0);
+  const auto before = testutil::read_file(path);
+  const auto expect_error = [&](std::vector<std::string> extra, const std::string& needle) {
+    std::vector<std::string> args{"generate", path, "data_dir=" + data_dir_};
+    args.insert(args.end(), extra.begin(), extra.end());
+    const auto r = run(args);
+    EXPECT_NE(r.exit_code, 0) << needle;
+    EXPECT_NE(r.err.find(needle), std::string::npos) << "expected '" << needle << "' in:\n" << r.err;
+    EXPECT_EQ(testutil::read_file(path), before) << needle << ": the results file is unchanged";
+  };
+  expect_error({"--prompt", "I am \xce\xa9"}, "'\xce\xa9' (U+03A9) at byte 5 is not in the vocabulary");
+  expect_error({"--prompt", "I", "--tokens", "0"}, "--tokens");
+  expect_error({"--prompt", "I", "--tokens", "64"}, "beyond the 64");
+  expect_error({"--prompt", ""}, "--prompt is empty");
+  expect_error({"--prompt", "I", "--top-p", "nan"}, "--top-p");
+  expect_error({"--prompt", "I", "--name", "a/b"}, "--name");
+  // The translation commands name the one that works on a language model.
+  const auto e = run({"eval", path, "data_dir=" + data_dir_});
+  EXPECT_NE(e.exit_code, 0);
+  EXPECT_NE(e.err.find("runner generate"), std::string::npos) << e.err;
+}
+
+}  // namespace
+}  // namespace e2e_lm_test
