@@ -89,6 +89,17 @@ TEST_F(Distributed, TheD2l017TrainerTwoRanksEqualOneProcess) {
   expect_same_series(b, a, {"train/loss", "train/token_loss"}, 2);
 }
 
+// lm (the decoder-only gpt on the text dataset): steps reported every eval_every, each global batch
+// of 8 blocks split 4 + 4, validation sharded over the ranks.
+TEST_F(Distributed, TheLmTrainerTwoRanksEqualOneProcess) {
+  REQUIRE_FRA_ENG();
+  ASSERT_NO_FATAL_FAILURE(train_one_and_two("experiments/tests/tiny_lm.yaml",
+                                            {"model.dropout=0", "trainer.max_steps=20", "data_dir=" + data_dir_}));
+  results::ResultsReader a(one_), b(two_);
+  EXPECT_EQ(b.attr_int("distributed_rows_per_rank"), 4);
+  expect_same_series(b, a, {"train/loss", "val/loss", "val/accuracy", "train/step"}, 2);
+}
+
 // nadaraya_watson: one full-batch SGD step per epoch, each rank predicting half of the training
 // points from all the others; the loss (before the step), w (after it) and the test MSE agree.
 TEST_F(Distributed, TheNadarayaWatsonTrainerTwoRanksEqualOneProcess) {

@@ -158,7 +158,7 @@ int cmd_generate(int argc, char** argv) {
     }
     out.flush();
   }
-  std::cout << prompt << continuation_text << "\n";
+  std::cout << prompt << continuation_text << std::endl;  // flushed before the summary on stderr
   if (!quiet) {  // on stderr: stdout is the text alone, for a pipe
     std::cerr << fmt::format("{} tokens in {:.2f} s ({:.0f} tokens/s, cache: {}); stored as /generations/{}{} in {}\n",
                              o.tokens, g.seconds, static_cast<double>(o.tokens) / std::max(g.seconds, 1e-9), g.cache,
