@@ -61,6 +61,13 @@ TEST_F(LmRun, TrainsForStepsReportedEveryEvalEvery) {
   }
 }
 
+TEST_F(LmRun, SummaryPrintsTheModelAndItsOutputShape) {
+  const auto r = run({"summary", "experiments/tests/tiny_lm.yaml", "data_dir=" + data_dir_, "--depth", "1"});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("decoder (TransformerDecoder)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("Output: [8, 16, 67] (logits; positions up to 64)"), std::string::npos) << r.out;
+}
+
 TEST_F(LmRun, AStoppedRunResumesBitIdentically) {
   const auto whole = tmp_ + "/whole.h5", two = tmp_ + "/two.h5";
   ASSERT_EQ(lm(whole, {"trainer.max_steps=30"}).exit_code, 0);

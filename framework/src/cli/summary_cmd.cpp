@@ -2,6 +2,8 @@
 // tree with parameter counts (Keras's model.summary() style) and the output shape for one batch.
 #include "cli/commands.hpp"
 
+#include <attnlab/nn/language_model.hpp>
+
 #include <attnlab/config/load.hpp>
 #include <attnlab/run/experiment.hpp>
 
@@ -95,6 +97,17 @@ int cmd_summary(int argc, char** argv) {
       auto out = setup.model->forward(b.src, b.src_valid_lens, b.tgt_in);  // [B, T, V]
       std::cout << fmt::format("Input: src {}, tgt {}\nOutput: {} ({})\n", shape(b.src), shape(b.tgt_in), shape(out),
                                setup.model->decoder().outputs_probabilities() ? "probabilities" : "logits");
+    }
+  } else if (auto lm = std::dynamic_pointer_cast<nn::LanguageModel>(setup.custom)) {
+    auto batches = setup.dataset->batches(data::Split::Train, false, 0);
+    if (!batches.empty()) {
+      auto b = batches.front().to(setup.ctx.device);
+      torch::NoGradGuard no_grad;
+      lm->eval();
+      auto out = lm->forward(b.tgt_in);  // [B, T, V]
+      std::cout << fmt::format("Input: tokens {}\nOutput: {} (logits; positions up to {})\n", shape(b.tgt_in),
+                               shape(out),
+                               lm->max_positions() > 0 ? std::to_string(lm->max_positions()) : "any number");
     }
   }
   return 0;
