@@ -240,7 +240,8 @@ def _read_generations(f):
     frame = _groups_table(f, "generations")
     if frame is None:
         return None
-    frame["text"] = frame["prompt"].fillna("") + frame["continuation"].fillna("")
+    if "text" not in frame:  # files before the text attribute: characters run together
+        frame["text"] = frame["prompt"].fillna("") + frame["continuation"].fillna("")
     frame["ids"] = [np.asarray(f["generations"][name]["ids"][()]) if "ids" in f["generations"][name] else None
                     for name in frame.index]
     frame.index.name = "name"

@@ -121,6 +121,7 @@ int cmd_generate(int argc, char** argv) {
   const auto g = train::generate(*lm, prompt_ids, o, device);
   const std::vector<int64_t> continuation(g.ids.begin() + g.prompt_tokens, g.ids.end());
   const auto continuation_text = text->decode(continuation);
+  const auto whole_text = text->decode(g.ids);  // as the dataset writes text (token names spaced, characters not)
 
   nn::AttentionRecorder recorder;
   if (attention) {  // one pass over the whole sequence, recorded
@@ -139,6 +140,7 @@ int cmd_generate(int argc, char** argv) {
     out.write_array(at + "/ids", results::to_int_array(torch::tensor(g.ids, torch::kLong)));
     out.set_attr_at(at, "prompt", prompt);
     out.set_attr_at(at, "continuation", continuation_text);
+    out.set_attr_at(at, "text", whole_text);
     out.set_attr_at(at, "tokens", o.tokens);
     out.set_attr_at(at, "temperature", o.temperature);
     out.set_attr_at(at, "decoding", std::string(o.temperature == 0 ? "greedy" : "sampled"));
@@ -158,7 +160,7 @@ int cmd_generate(int argc, char** argv) {
     }
     out.flush();
   }
-  std::cout << prompt << continuation_text << std::endl;  // flushed before the summary on stderr
+  std::cout << whole_text << std::endl;  // flushed before the summary on stderr
   if (!quiet) {  // on stderr: stdout is the text alone, for a pipe
     std::cerr << fmt::format("{} tokens in {:.2f} s ({:.0f} tokens/s, cache: {}); stored as /generations/{}{} in {}\n",
                              o.tokens, g.seconds, static_cast<double>(o.tokens) / std::max(g.seconds, 1e-9), g.cache,

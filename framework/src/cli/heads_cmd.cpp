@@ -42,6 +42,13 @@ struct TokenRange {
 /// vocabulary starts with; all of it when the dataset has no vocabulary to tell them by.
 TokenRange ordinary_ids(const data::Dataset& dataset, int64_t vocab_size) {
   TokenRange r{0, vocab_size, {}};
+  // A dataset that says which ids are ordinary tokens (metadata lm.tokens = [low, high), lm_tasks).
+  if (const auto said = dataset.info().meta.range("lm.tokens")) {
+    r.low = std::max<int64_t>(0, static_cast<int64_t>(said->first));
+    r.high = std::min<int64_t>(vocab_size, static_cast<int64_t>(said->second));
+    r.text = fmt::format("ids {} to {} of {} (the dataset's lm.tokens)", r.low, r.high - 1, vocab_size);
+    return r;
+  }
   std::vector<std::string> reserved;
   if (const auto* vocab = dataset.tgt_vocab()) {
     r.high = std::min(r.high, vocab->size());
