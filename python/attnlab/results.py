@@ -252,23 +252,39 @@ def _read_generations(f):
 def _read_head_scores(f):
     """/head_scores/<name>/<score>: `runner heads`' scores, one row per name x layer x head (from 1)
     with a column per score (previous_token, duplicate_token, induction, first_token_mass) and the
-    group's attributes (module, sequences, length, seed, checkpoint, ...)."""
+    group's attributes (module, sequences, length, seed, checkpoint, ...). The scores the lm trainer
+    measured during training (trainer.head_scores_every: /head_scores/training/step_<s>) are rows
+    named "training" with their `step`, in step order."""
     if "head_scores" not in f:
         return None
-    frames = []
-    for name, g in f["head_scores"].items():
-        if not isinstance(g, h5py.Group):
-            continue
+
+    def frame(name, g):
         scores = {key: np.asarray(d[()]) for key, d in g.items() if isinstance(d, h5py.Dataset) and d.ndim == 2}
         if not scores:
-            continue
+            return None
         layers, heads = next(iter(scores.values())).shape
         columns = {"name": name,
                    "layer": np.repeat(np.arange(1, layers + 1), heads),
                    "head": np.tile(np.arange(1, heads + 1), layers)}
         for key, values in scores.items():
             columns[key] = values.reshape(-1).astype(float)
-        frames.append(_with_attrs(pd.DataFrame(columns), g))
+        return _with_attrs(pd.DataFrame(columns), g)
+
+    frames = []
+    for name, g in f["head_scores"].items():
+        if not isinstance(g, h5py.Group):
+            continue
+        if name == "training":
+            points = [(int(_attr(p.attrs["step"])), p) for p in g.values()
+                      if isinstance(p, h5py.Group) and "step" in p.attrs]
+            for step, p in sorted(points, key=lambda x: x[0]):
+                one = frame(name, p)
+                if one is not None:
+                    frames.append(one.assign(step=step))
+            continue
+        one = frame(name, g)
+        if one is not None:
+            frames.append(one)
     return pd.concat(frames, ignore_index=True) if frames else None
 
 
@@ -457,8 +473,10 @@ class Run:
         """`runner heads`' scores (/head_scores/<name>): one row per name x layer x head (from 1)
         with previous_token, duplicate_token, induction and first_token_mass (TransformerLens's
         head_detector, "mul") and the measurement's module, sequences, length, seed, checkpoint.
-        `run.head_scores.pivot(index="layer", columns="head", values="induction")` is a grid.
-        Empty when none."""
+        `run.head_scores.pivot(index="layer", columns="head", values="induction")` is a grid. Rows
+        named "training" (with a `step`) are the scores trainer.head_scores_every measured while the
+        model trained: `.query("name == 'training'").pivot_table(index="step", columns=["layer",
+        "head"], values="induction")` is every head's curve. Empty when none."""
         frame = self.section("head_scores")
         return frame if frame is not None else pd.DataFrame()
 

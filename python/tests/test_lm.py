@@ -56,3 +56,21 @@ def test_an_lm_run_reads_as_h5py_reads_it(runner, scratch):
     np.testing.assert_allclose(h.induction.to_numpy(), induction.reshape(-1), rtol=1e-6)
     for score in ("previous_token", "duplicate_token", "induction", "first_token_mass"):
         assert h[score].between(0, 1).all(), score
+
+
+def test_head_scores_measured_during_training_are_rows_with_their_step(runner, scratch):
+    path = str(scratch / "heads_over_training.h5")
+    run_runner(runner, experiment("tests/tiny_lm.yaml"), "--results", path, "-q", "trainer.head_scores_every=10",
+               "trainer.head_scores_length=8", "trainer.head_scores_sequences=4")
+    run_runner(runner, "heads", path, "--length", "8", "--sequences", "4", "-q")
+    with h5py.File(path, "r") as f:
+        at_20 = f["head_scores/training/step_20/induction"][()]
+    h = attnlab.load(path).head_scores
+    training = h[h["name"] == "training"]
+    assert sorted(set(training["step"])) == [0, 10, 20], "step 0 and every 10 steps of 25"
+    assert list(training["step"]) == sorted(training["step"]), "in step order"
+    assert len(training) == 3 * 2, "3 measurements x 1 layer x 2 heads"
+    np.testing.assert_allclose(training[training["step"] == 20].induction.to_numpy(), at_20.reshape(-1), rtol=1e-6)
+    curves = training.pivot_table(index="step", columns=["layer", "head"], values="induction")
+    assert curves.shape == (3, 2)
+    assert (h[h["name"] == "repeated_random"].shape[0]) == 2, "runner heads' group beside it"

@@ -32,46 +32,6 @@
 namespace attnlab::cli {
 namespace {
 
-/// The ordinary token ids [low, high) the random sequences are drawn from.
-struct TokenRange {
-  int64_t low = 0, high = 0;
-  std::string text;  // for the results file and the table: "ids 2 to 62 of 63 (after <pad>, <unk>)"
-};
-
-/// The model's vocabulary less the reserved tokens ("<pad>", "<unk>": any "<...>") the dataset's
-/// vocabulary starts with; all of it when the dataset has no vocabulary to tell them by.
-TokenRange ordinary_ids(const data::Dataset& dataset, int64_t vocab_size) {
-  TokenRange r{0, vocab_size, {}};
-  // A dataset that says which ids are ordinary tokens (metadata lm.tokens = [low, high), lm_tasks).
-  if (const auto said = dataset.info().meta.range("lm.tokens")) {
-    r.low = std::max<int64_t>(0, static_cast<int64_t>(said->first));
-    r.high = std::min<int64_t>(vocab_size, static_cast<int64_t>(said->second));
-    r.text = fmt::format("ids {} to {} of {} (the dataset's lm.tokens)", r.low, r.high - 1, vocab_size);
-    return r;
-  }
-  std::vector<std::string> reserved;
-  if (const auto* vocab = dataset.tgt_vocab()) {
-    r.high = std::min(r.high, vocab->size());
-    const auto is_reserved = [](const std::string& t) { return t.size() > 2 && t.front() == '<' && t.back() == '>'; };
-    while (r.low < r.high && is_reserved(vocab->token(r.low))) reserved.push_back(vocab->token(r.low++));
-  }
-  r.text = fmt::format("ids {} to {} of {}{}", r.low, r.high - 1, vocab_size,
-                       reserved.empty() ? std::string() : fmt::format(" (after {})", fmt::join(reserved, ", ")));
-  return r;
-}
-
-/// Heads the run trained with switched off get NaN scores (their weights never trained).
-void blank_heads_off(train::HeadScores& s, const nn::HeadMask& trained) {
-  for (size_t l = 0; l < s.layers.size(); ++l) {
-    const auto xi = trained.get(s.module, s.layers[l]);
-    if (!xi.defined()) continue;
-    const auto off = xi.to(torch::kCPU) == 0;  // [heads]
-    for (const auto& kind : train::head_score_kinds()) {
-      (s.*kind.scores)[static_cast<int64_t>(l)].masked_fill_(off, std::numeric_limits<double>::quiet_NaN());
-    }
-  }
-}
-
 /// "layer 1 head 2 (0.931)": the head with the highest score (NaN heads left out).
 std::string top_head(const train::HeadScores& s, const torch::Tensor& scores) {
   const auto flat = scores.nan_to_num(-1.0).flatten();
@@ -81,7 +41,7 @@ std::string top_head(const train::HeadScores& s, const torch::Tensor& scores) {
 }
 
 void print_table(const train::HeadScores& s, const std::string& run, const std::string& name, int64_t sequences,
-                 int64_t length, const TokenRange& ids) {
+                 int64_t length, const train::TokenRange& ids) {
   std::cout << fmt::format("{} heads of {}: {} sequences of {} random tokens repeated once, {}\n",
                            s.previous_token.numel(), run, sequences, length, ids.text);
   std::cout << fmt::format("{:>5} {:>4} {:>14} {:>15} {:>9} {:>16}\n", "layer", "head", "previous_token",
@@ -134,6 +94,9 @@ int cmd_heads(int argc, char** argv) {
       "  runner heads RUN.h5 --length 100 --sequences 32 --seed 1 --name long --attention");
   if (auto code = parse_command_line(app, argc, argv, "runner heads")) return *code;
   check_group_name(name, "--name", "head_scores");
+  ATTNLAB_CHECK(name != "training", ConfigError,
+                "--name training: /head_scores/training holds the scores the lm trainer measured during training "
+                "(trainer.head_scores_every); choose another name");
 
   auto [setup, lm, trained] =
       open_language_model(run, which, overrides, plugin_dirs, "heads", "scores a language model's heads");
@@ -141,7 +104,7 @@ int cmd_heads(int argc, char** argv) {
                 "--length {}: sequences of 2 x {} = {} tokens are beyond the {} positions of the model's absolute "
                 "positional encoding (its max_len); ask for --length {} at most",
                 length, length, 2 * length, lm->max_positions(), lm->max_positions() / 2);
-  const auto ids = ordinary_ids(*setup.dataset, lm->vocab_size());
+  const auto ids = train::ordinary_tokens(*setup.dataset, lm->vocab_size());
   ATTNLAB_CHECK(ids.high - ids.low >= 2, ConfigError,
                 "run {}: its vocabulary has {} ordinary tokens ({}): too few to draw random sequences from", run,
                 std::max<int64_t>(ids.high - ids.low, 0), ids.text);
@@ -151,30 +114,20 @@ int cmd_heads(int argc, char** argv) {
   const auto tokens = train::repeated_random_tokens(sequences, length, ids.low, ids.high, static_cast<uint64_t>(seed));
   nn::AttentionRecorder recorder;
   auto scores = train::measure_heads(*lm, tokens, device, &recorder);
-  blank_heads_off(scores, trained.mask);
+  train::blank_heads_off(scores, trained.mask);
 
   // Everything computed: now the file, in one go.
   {
     results::Results out(run, results::Results::Open::Existing);
     const std::string at = "head_scores/" + name;
-    out.remove(at);  // a name asked for again replaces its group
-    for (const auto& kind : train::head_score_kinds()) {
-      const auto path = at + "/" + kind.name;
-      out.write_array(path, results::to_float_array(scores.*kind.scores));
-      out.set_attr_at(path, "definition", std::string(kind.definition));
-    }
-    out.set_attr_at(at, "module", scores.module);
-    out.set_attr_at(at, "sequences", sequences);
-    out.set_attr_at(at, "length", length);
-    out.set_attr_at(at, "seed", seed);
-    out.set_attr_at(at, "token_low", ids.low);
-    out.set_attr_at(at, "token_high", ids.high);
-    out.set_attr_at(at, "token_range", ids.text);
-    out.set_attr_at(at, "checkpoint", which);
-    out.set_attr_at(at, "error_measure", std::string("mul"));
-    out.set_attr_at(at, "numbering", std::string("[layer, head] from 0: layer 1 head 1 is [0, 0]"));
-    out.set_attr_at(at, "device", device.str());
-    if (!trained.mask.empty()) out.set_attr_at(at, "trained_head_mask", trained.text);
+    train::write_head_scores(out, at, scores,
+                             {.sequences = sequences,
+                              .length = length,
+                              .seed = static_cast<uint64_t>(seed),
+                              .ids = ids,
+                              .checkpoint = which,
+                              .device = device.str(),
+                              .trained_head_mask = trained.mask.empty() ? std::string() : trained.text});  // replaces
     if (attention) {
       const auto* text = dynamic_cast<const data::LanguageModelData*>(setup.dataset.get());
       train::SideLabels labels;

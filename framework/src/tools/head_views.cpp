@@ -89,6 +89,54 @@ std::vector<HeadAblation> read_ablations(const results::ResultsReader& in) {
   return out;
 }
 
+namespace {
+
+HeadScoreGrid read_grid(const results::ResultsReader& in, const std::string& at, const std::string& name) {
+  HeadScoreGrid g;
+  g.name = name;
+  g.module = optional_string(in, at, "module");
+  g.checkpoint = optional_string(in, at, "checkpoint");
+  g.token_range = optional_string(in, at, "token_range");
+  g.sequences = static_cast<int64_t>(optional_number(in, at, "sequences").value_or(0));
+  g.length = static_cast<int64_t>(optional_number(in, at, "length").value_or(0));
+  if (const auto step = optional_number(in, at, "step")) g.step = static_cast<int64_t>(std::llround(*step));
+  for (const char* kind : kHeadScoreKinds) {
+    const auto path = at + "/" + kind;
+    if (!in.has(path)) continue;
+    const auto a = in.array(path);
+    ATTNLAB_CHECK(a.dim() == 2 && (g.scores.empty() || (a.size(0) == g.layers && a.size(1) == g.heads)), Error,
+                  "{}: /{} should be [layers, heads]{} but is [{}]", in.path(), path,
+                  g.scores.empty() ? std::string() : fmt::format(" = [{}, {}]", g.layers, g.heads),
+                  fmt::join(a.shape, ", "));
+    g.layers = a.size(0);
+    g.heads = a.size(1);
+    g.scores[kind] = std::vector<double>(a.values.begin(), a.values.end());
+  }
+  return g;
+}
+
+}  // namespace
+
+std::vector<HeadScoreGrid> read_head_scores(const results::ResultsReader& in) {
+  std::vector<HeadScoreGrid> out;
+  for (const auto& name : in.children("head_scores")) {
+    const std::string at = "head_scores/" + name;
+    if (name == "training") {
+      std::vector<HeadScoreGrid> points;
+      for (const auto& point : in.children(at)) {
+        auto g = read_grid(in, at + "/" + point, name);
+        if (g.step && !g.scores.empty()) points.push_back(std::move(g));
+      }
+      std::sort(points.begin(), points.end(), [](const auto& a, const auto& b) { return *a.step < *b.step; });
+      for (auto& g : points) out.push_back(std::move(g));
+      continue;
+    }
+    auto g = read_grid(in, at, name);
+    if (!g.scores.empty()) out.push_back(std::move(g));
+  }
+  return out;
+}
+
 std::vector<PruningCurve> read_pruning(const results::ResultsReader& in) {
   std::vector<PruningCurve> out;
   for (const auto& name : in.children("pruning")) {

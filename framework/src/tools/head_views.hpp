@@ -45,6 +45,25 @@ struct PruningCurve {
   const std::vector<std::vector<double>>& values() const { return bleu.empty() ? loss : bleu; }
 };
 
+/// The kinds of head score, in the order the tools show them (train/head_scores.hpp).
+inline constexpr const char* kHeadScoreKinds[] = {"previous_token", "duplicate_token", "induction",
+                                                  "first_token_mass"};
+
+/// One /head_scores/<name> (runner heads) or /head_scores/training/step_<s> (the lm trainer's
+/// head_scores_every): every head's scores, [layers, heads] row-major per kind.
+struct HeadScoreGrid {
+  std::string name;             // the group's name; "training" for the trainer's
+  std::optional<int64_t> step;  // training: the optimizer steps before the measurement
+  std::string module, checkpoint, token_range;
+  int64_t sequences = 0, length = 0, layers = 0, heads = 0;
+  /// kind -> layers * heads values, layer-major (NaN: off in training); the kinds the file holds.
+  std::map<std::string, std::vector<double>> scores;
+};
+
+/// Every /head_scores/<name>, sorted by name, the trainer's /head_scores/training/step_<s> among
+/// them in step order. A group whose scores are not [layers, heads] alike is an Error naming it.
+std::vector<HeadScoreGrid> read_head_scores(const results::ResultsReader& in);
+
 /// Per point over the repeats: mean, min and max of the finite values (NaN where none).
 struct CurveBand {
   std::vector<double> mean, lo, hi;

@@ -196,6 +196,7 @@ Run read_run(const std::string& path) {
   }
   r.ablations = read_ablations(in);
   r.pruning = read_pruning(in);
+  r.head_scores = read_head_scores(in);
   return r;
 }
 

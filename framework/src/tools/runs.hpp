@@ -19,8 +19,6 @@ struct HeadStats {
   double entropy = 0;     // mean over samples and queries of -sum_k w log w (nats)
   double max_weight = 0;  // largest weight seen
   int64_t samples = 0;
-  std::vector<HeadAblation> ablations;  // /ablation/<name> (runner ablate), sorted by name
-  std::vector<PruningCurve> pruning;    // /pruning/<name> (runner prune), sorted by name
 };
 /// "encoder_self" -> layer (as stored: the layers attribute) -> head -> stats
 using AttentionStats = std::map<std::string, std::map<int64_t, std::map<int64_t, HeadStats>>>;
@@ -52,6 +50,7 @@ struct Run {
   int64_t samples = 0;
   std::vector<HeadAblation> ablations;  // /ablation/<name> (runner ablate), sorted by name
   std::vector<PruningCurve> pruning;    // /pruning/<name> (runner prune), sorted by name
+  std::vector<HeadScoreGrid> head_scores;  // /head_scores (runner heads, trainer.head_scores_every)
 };
 
 /// Reads everything compare needs. ResultsError (from ResultsReader) for files that are not

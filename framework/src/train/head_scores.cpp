@@ -1,10 +1,17 @@
 // Head scores: TransformerLens's head_detector patterns and "mul" score, and the first token's mass.
 #include <attnlab/train/head_scores.hpp>
 
+#include <attnlab/results/tensor.hpp>
 #include <attnlab/train/eval_scope.hpp>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/torch.h>
+
+#include <algorithm>
+#include <limits>
 
 namespace attnlab::train {
 namespace {
@@ -116,6 +123,57 @@ HeadScores measure_heads(nn::LanguageModel& model, const torch::Tensor& tokens, 
   s.induction = pattern_score(recorded.weights, induction_pattern(ids));
   s.first_token_mass = first_token_mass(recorded.weights);
   return s;
+}
+
+TokenRange ordinary_tokens(const data::Dataset& dataset, int64_t vocab_size) {
+  TokenRange r{0, vocab_size, {}};
+  if (const auto said = dataset.info().meta.range("lm.tokens")) {
+    r.low = std::max<int64_t>(0, static_cast<int64_t>(said->first));
+    r.high = std::min<int64_t>(vocab_size, static_cast<int64_t>(said->second));
+    r.text = fmt::format("ids {} to {} of {} (the dataset's lm.tokens)", r.low, r.high - 1, vocab_size);
+    return r;
+  }
+  std::vector<std::string> reserved;
+  if (const auto* vocab = dataset.tgt_vocab()) {
+    r.high = std::min(r.high, vocab->size());
+    const auto is_reserved = [](const std::string& t) { return t.size() > 2 && t.front() == '<' && t.back() == '>'; };
+    while (r.low < r.high && is_reserved(vocab->token(r.low))) reserved.push_back(vocab->token(r.low++));
+  }
+  r.text = fmt::format("ids {} to {} of {}{}", r.low, r.high - 1, vocab_size,
+                       reserved.empty() ? std::string() : fmt::format(" (after {})", fmt::join(reserved, ", ")));
+  return r;
+}
+
+void blank_heads_off(HeadScores& s, const nn::HeadMask& trained) {
+  for (size_t l = 0; l < s.layers.size(); ++l) {
+    const auto xi = trained.get(s.module, s.layers[l]);
+    if (!xi.defined()) continue;
+    const auto off = xi.to(torch::kCPU) == 0;  // [heads]
+    for (const auto& kind : head_score_kinds()) {
+      (s.*kind.scores)[static_cast<int64_t>(l)].masked_fill_(off, std::numeric_limits<double>::quiet_NaN());
+    }
+  }
+}
+
+void write_head_scores(results::Results& out, const std::string& at, const HeadScores& s, const HeadScoreSetup& setup) {
+  out.remove(at);
+  for (const auto& kind : head_score_kinds()) {
+    const auto path = at + "/" + kind.name;
+    out.write_array(path, results::to_float_array(s.*kind.scores));
+    out.set_attr_at(path, "definition", std::string(kind.definition));
+  }
+  out.set_attr_at(at, "module", s.module);
+  out.set_attr_at(at, "sequences", setup.sequences);
+  out.set_attr_at(at, "length", setup.length);
+  out.set_attr_at(at, "seed", static_cast<int64_t>(setup.seed));
+  out.set_attr_at(at, "token_low", setup.ids.low);
+  out.set_attr_at(at, "token_high", setup.ids.high);
+  out.set_attr_at(at, "token_range", setup.ids.text);
+  if (!setup.checkpoint.empty()) out.set_attr_at(at, "checkpoint", setup.checkpoint);
+  out.set_attr_at(at, "error_measure", std::string("mul"));
+  out.set_attr_at(at, "numbering", std::string("[layer, head] from 0: layer 1 head 1 is [0, 0]"));
+  out.set_attr_at(at, "device", setup.device);
+  if (!setup.trained_head_mask.empty()) out.set_attr_at(at, "trained_head_mask", setup.trained_head_mask);
 }
 
 }  // namespace attnlab::train

@@ -5,13 +5,17 @@
 // "epoch" of the results file's /metrics/epoch series, with train/step the steps after it), with
 // Adam, gradient clipping and any learning-rate schedule (cosine with warmup, as GPT-2 and nanoGPT
 // train). Each interval records train/{loss, perplexity, tokens_per_s, seconds, step} and
-// val/{loss, perplexity, accuracy} on up to eval_batches validation batches. It is the framework's
+// val/{loss, perplexity, accuracy} on up to eval_batches validation batches. With head_scores_every
+// it scores every head as `runner heads` does (previous-token, duplicate-token, induction, first-token
+// mass on repeated random tokens) at step 0 and every N steps, into /head_scores/training/step_<s>,
+// so that a study can watch induction heads form. It is the framework's
 // epoch loop (train/epoch_loop.hpp): checkpoints and bit-exact --resume (the data order is a
 // function of the seed and the step), torchrun data parallelism, CUDA graphs and bf16 as the
 // seq2seq trainer has them.
 #include <attnlab/config/binding.hpp>
 #include <attnlab/nn/language_model.hpp>
 #include <attnlab/train/epoch_loop.hpp>
+#include <attnlab/train/head_scores.hpp>
 #include <attnlab/train/loss.hpp>
 #include <attnlab/train/optim.hpp>
 #include <attnlab/train/schedule.hpp>
@@ -22,8 +26,11 @@
 #include <torch/optim/adam.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <limits>
 #include <map>
+#include <optional>
 
 #include "../common/token_hooks.hpp"
 
@@ -41,7 +48,19 @@ struct Config : train::GraphConfig, train::LoopConfig {
   double gradient_clip = 1.0;
   bool validate = true;
   config::Node schedule;
+  int64_t head_scores_every = 0;
+  int64_t head_scores_length = 0;
+  int64_t head_scores_sequences = 16;
 };
+
+/// Where the scores measured during training go: /head_scores/training/step_<s>.
+constexpr const char* kTrainingScores = "head_scores/training";
+
+/// Random tokens repeated once for the head scores: head_scores_length, or half the dataset's
+/// sequence length.
+int64_t head_scores_length(const Config& c, const data::Dataset& dataset) {
+  return c.head_scores_length > 0 ? c.head_scores_length : std::max<int64_t>(1, dataset.info().num_steps / 2);
+}
 
 /// Report intervals of a step-based run: ceil(max_steps / eval_every).
 int64_t intervals(const Config& c) { return (c.max_steps + c.eval_every - 1) / c.eval_every; }
@@ -81,6 +100,28 @@ class LmHooks final : public trainers::TokenHooks {
     return out;
   }
 
+  void begin_epoch(int64_t interval) override {
+    TokenHooks::begin_epoch(interval);
+    if (c_.max_steps > 0) step_ = (interval - 1) * c_.eval_every;
+    heads_seconds_ = 0;
+    if (c_.head_scores_every > 0 && ctx_.results != nullptr && !heads_begun_) {
+      heads_begun_ = true;
+      // A resumed run: the scores after its checkpoint's step are the lost session's; step 0's
+      // are measured by a run that begins.
+      for (const auto& name : ctx_.results->children(kTrainingScores)) {
+        if (const auto s = step_of(name); !s || *s > step_) ctx_.results->remove(std::string(kTrainingScores) + "/" + name);
+      }
+      if (step_ == 0) score_heads();
+    }
+  }
+
+  void after_step(const std::vector<torch::Tensor>& outs, const data::Batch& rows,
+                  const train::StepShare& share) override {
+    TokenHooks::after_step(outs, rows, share);
+    ++step_;
+    if (c_.head_scores_every > 0 && ctx_.results != nullptr && step_ % c_.head_scores_every == 0) score_heads();
+  }
+
   std::vector<torch::Tensor> inputs(const data::Batch& rows, const train::StepShare&, bool graphed) override {
     const auto b = on_device(rows, graphed);
     return {b.tgt_in, b.tgt_out};
@@ -96,13 +137,53 @@ class LmHooks final : public trainers::TokenHooks {
     const auto sums = train_sums(end);
     r.train["loss"] = sums.loss;
     r.train["perplexity"] = std::exp(std::min(sums.loss, 700.0));
-    r.train["tokens_per_s"] = sums.tokens / std::max(sums.seconds, 1e-9);
-    r.train["seconds"] = sums.seconds;
+    const double seconds = std::max(sums.seconds - heads_seconds_, 0.0);  // the steps' time, not the scoring's
+    r.train["tokens_per_s"] = sums.tokens / std::max(seconds, 1e-9);
+    r.train["seconds"] = seconds;
     if (c_.max_steps > 0) r.train["step"] = static_cast<double>(std::min(r.epoch * c_.eval_every, c_.max_steps));
     if (c_.validate && ctx_.dataset->has_split(data::Split::Val)) validate(r.val);
   }
 
  private:
+  /// 200 for "step_200"; nullopt for a name the trainer did not write.
+  static std::optional<int64_t> step_of(const std::string& name) {
+    if (name.rfind("step_", 0) != 0 || name.size() == 5) return std::nullopt;
+    int64_t s = 0;
+    for (size_t i = 5; i < name.size(); ++i) {
+      if (name[i] < '0' || name[i] > '9' || s > (std::numeric_limits<int64_t>::max() - 9) / 10) return std::nullopt;
+      s = 10 * s + (name[i] - '0');
+    }
+    return s;
+  }
+
+  /// Every head scored on the same repeated random tokens (seed 0) after step_ steps, written to
+  /// /head_scores/training/step_<step_>; its time is left out of the interval's train/seconds.
+  void score_heads() {
+    const auto start = std::chrono::steady_clock::now();
+    if (!heads_tokens_.defined()) {
+      heads_ids_ = train::ordinary_tokens(*ctx_.dataset, lm_->vocab_size());
+      heads_tokens_ = train::repeated_random_tokens(c_.head_scores_sequences, head_scores_length(c_, *ctx_.dataset),
+                                                    heads_ids_.low, heads_ids_.high, 0);
+    }
+    auto scores = train::measure_heads(*lm_, heads_tokens_, ctx_.device);
+    const nn::HeadMask* trained = nn::active_head_mask();
+    if (trained != nullptr) train::blank_heads_off(scores, *trained);
+    const auto at = fmt::format("{}/step_{}", kTrainingScores, step_);
+    train::write_head_scores(*ctx_.results, at, scores,
+                             {.sequences = c_.head_scores_sequences,
+                              .length = heads_tokens_.size(1) / 2,
+                              .seed = 0,
+                              .ids = heads_ids_,
+                              .checkpoint = "",
+                              .device = ctx_.device.str(),
+                              .trained_head_mask = trained != nullptr ? std::string("interventions.head_mask") : ""});
+    ctx_.results->set_attr_at(at, "step", step_);
+    ctx_.results->set_attr_at(kTrainingScores, "every", c_.head_scores_every);
+    ctx_.results->set_attr_at(kTrainingScores, "what",
+                              std::string("runner heads' scores during training: step_<s> after s optimizer steps"));
+    heads_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }
+
   /// Step s's batch (step mode), from the cached training epoch that holds it.
   data::Batch batch_at(int64_t s) {
     int64_t start = 0;
@@ -161,6 +242,11 @@ class LmHooks final : public trainers::TokenHooks {
   std::vector<int64_t> epoch_sizes_;
   std::vector<data::Batch> cached_;
   int64_t cached_epoch_ = -1;
+  int64_t step_ = 0;  // optimizer steps done (step mode)
+  bool heads_begun_ = false;
+  double heads_seconds_ = 0;
+  torch::Tensor heads_tokens_;
+  train::TokenRange heads_ids_;
 };
 
 class LmTrainer final : public train::Trainer {
@@ -185,6 +271,17 @@ class LmTrainer final : public train::Trainer {
                   "(rope, alibi, t5_bias) or none (positional_encoding: none)",
                   info.num_steps, lm->max_positions());
     nn::check_causal(*lm, ctx.device, "the model");
+    if (c_.head_scores_every > 0) {
+      const int64_t length = head_scores_length(c_, *ctx.dataset);
+      ATTNLAB_CHECK(lm->max_positions() == 0 || 2 * length <= lm->max_positions(), ConfigError,
+                    "head_scores_length {}: the head scores' sequences of 2 x {} tokens are beyond the {} positions of "
+                    "the model's absolute positional encoding; give head_scores_length {} at most",
+                    length, length, lm->max_positions(), lm->max_positions() / 2);
+      const auto ids = train::ordinary_tokens(*ctx.dataset, lm->vocab_size());
+      ATTNLAB_CHECK(ids.high - ids.low >= 2, ConfigError,
+                    "head_scores_every: the vocabulary has {} ordinary tokens ({}), too few to draw random sequences from",
+                    std::max<int64_t>(ids.high - ids.low, 0), ids.text);
+    }
     train::check_graph_options(c_, ctx);
   }
 
@@ -196,7 +293,9 @@ class LmTrainer final : public train::Trainer {
     check(ctx);
     auto lm = language_model(ctx);
     train::LrSchedule schedule = schedule_;
-    if (c_.max_steps == 0) {  // epoch mode: a cosine schedule over the whole run
+    // Epoch mode: a cosine schedule without total_steps ends with the run (one epoch's batches
+    // counted; only then, since a streaming dataset's epoch can be large).
+    if (c_.max_steps == 0 && schedule.type == train::LrSchedule::Type::Cosine && schedule.total_steps == 0) {
       const auto n = static_cast<int64_t>(ctx.dataset->batches(data::Split::Train, false, 0).size());
       train::fill_total_steps(schedule, std::max<int64_t>(n * c_.max_epochs, schedule.warmup_steps + 1));
     }
@@ -237,6 +336,16 @@ const config::Binding<Config>& binding() {
           .option("gradient_clip", &Config::gradient_clip, "clip gradients to this global L2 norm (0 = off)",
                   {.min = 0.0})
           .option("validate", &Config::validate, "compute the validation metrics at every report")
+          .option("head_scores_every", &Config::head_scores_every,
+                  "with max_steps: score every head as runner heads does (previous-token, duplicate-token, induction, "
+                  "first-token mass) at step 0 and every N steps, into /head_scores/training/step_<s>; 0 = never",
+                  {.min = 0})
+          .option("head_scores_length", &Config::head_scores_length,
+                  "random tokens before the repeat in the head scores' sequences (2 x this long); 0 = half the "
+                  "dataset's sequence length",
+                  {.min = 0})
+          .option("head_scores_sequences", &Config::head_scores_sequences,
+                  "random sequences the head scores are averaged over", {.min = 1, .max = 100000})
           .node("schedule", &Config::schedule, config::Type::Map, "{type: constant}",
                 "learning-rate schedule: {type: constant|linear_warmup|inverse_sqrt|cosine, warmup_steps: N, "
                 "total_steps: T, min_lr: m} (attnlab/train/schedule.hpp); cosine ends at max_steps unless told")
@@ -254,6 +363,9 @@ std::shared_ptr<train::Trainer> make(const config::Options& o, const plugin::Bui
   const auto& b = binding();
   if (c.max_steps > 0 && o.given(b.name_of(&Config::max_epochs))) {
     b.fail(o, &Config::max_epochs, "give max_steps or max_epochs, not both");
+  }
+  if (c.max_steps == 0 && c.head_scores_every > 0) {
+    b.fail(o, &Config::head_scores_every, "head_scores_every counts optimizer steps of a max_steps run; give max_steps");
   }
   if (c.max_steps == 0 && o.given(b.name_of(&Config::eval_every))) {
     b.fail(o, &Config::eval_every, "eval_every counts steps between reports of a max_steps run; without "

@@ -9,8 +9,11 @@
 // Unlike TransformerLens no <bos> is prepended: token 0 is the first random token. As in
 // TransformerLens, queries that cannot match count in sum(A): a perfect induction head scores 0.5
 // on r r (the first half's queries have nothing to match), a perfect previous-token head (T-1)/T.
+#include <attnlab/data/dataset.hpp>
+#include <attnlab/nn/head_mask.hpp>
 #include <attnlab/nn/language_model.hpp>
 #include <attnlab/nn/recorder.hpp>
+#include <attnlab/results/results.hpp>
 
 #include <torch/types.h>
 
@@ -69,5 +72,35 @@ const std::vector<HeadScoreKind>& head_score_kinds();
 /// model records no kDecoderSelf attention or its maps are not [T, T].
 HeadScores measure_heads(nn::LanguageModel& model, const torch::Tensor& tokens, torch::Device device,
                          nn::AttentionRecorder* recorder = nullptr);
+
+/// The ordinary token ids [low, high) random sequences are drawn from.
+struct TokenRange {
+  int64_t low = 0, high = 0;
+  std::string text;  // "ids 2 to 62 of 63 (after <pad>, <unk>)", for the results file and tables
+};
+
+/// The ids the dataset says are ordinary tokens (metadata lm.tokens = [low, high), as lm_tasks
+/// says them); else the model's vocabulary less the reserved tokens ("<pad>", "<unk>": any "<...>")
+/// the dataset's vocabulary starts with; else all of it.
+TokenRange ordinary_tokens(const data::Dataset& dataset, int64_t vocab_size);
+
+/// Heads switched off in `trained` (the run trained without them) get NaN scores.
+void blank_heads_off(HeadScores& s, const nn::HeadMask& trained);
+
+/// What a measurement was made on: the attributes of its /head_scores group (docs/RESULTS.md).
+struct HeadScoreSetup {
+  int64_t sequences = 16, length = 50;
+  uint64_t seed = 0;
+  TokenRange ids;
+  std::string checkpoint;         // "best", "last", ... ("" during training)
+  std::string device;             // where the forward pass ran
+  std::string trained_head_mask;  // the mask the run trained with ("" when none)
+};
+
+/// Writes /<at>/<kind> float32 [layers, heads] for every kind with its definition, and the
+/// group's attributes (module, sequences, length, seed, token_low, token_high, token_range,
+/// error_measure, numbering, device, and checkpoint and trained_head_mask when set). Whatever was
+/// at /<at> is replaced.
+void write_head_scores(results::Results& out, const std::string& at, const HeadScores& s, const HeadScoreSetup& setup);
 
 }  // namespace attnlab::train

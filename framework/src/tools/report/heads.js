@@ -1,7 +1,8 @@
-// runner report's page, the parts of runs that runner ablate, runner prune and runner rollout
-// --write added to: the head grids, the pruning curves and the rollout maps (docs/REPORT.md). This
-// script runs before page.js, which calls parts.heads and parts.rollout with its helpers (lib) in
-// their place in the page. Text from the results files only enters as text nodes or Vega data.
+// runner report's page, the parts of runs that runner ablate, runner prune, runner heads (and the
+// lm trainer's head_scores_every) and runner rollout --write added to: the ablation grids, the
+// pruning curves, the head-score grids and curves, and the rollout maps (docs/REPORT.md). This
+// script runs before page.js, which calls parts.heads, parts.headScores and parts.rollout with its
+// helpers (lib) in their place in the page. Text from the results files only enters as text nodes or Vega data.
 (function () {
   "use strict";
   var parts = (window.attnlabReportParts = window.attnlabReportParts || {});
@@ -168,6 +169,128 @@
       if (g) g.push(c); else groups.push([c]);
     });
     groups.forEach(function (g) { pruningBlock(s, g); });
+  };
+
+  // ---- head scores: runner heads, trainer.head_scores_every --------------------------------------
+  var scoreKinds = ["induction", "previous_token", "duplicate_token", "first_token_mass"];
+  var scoreNames = { induction: "induction", previous_token: "previous-token", duplicate_token: "duplicate-token",
+    first_token_mass: "first-token mass" };
+  function kindsOf(g) { return scoreKinds.filter(function (k) { return g.scores[k]; }); }
+  function scoreText(v) { return v === null ? "off" : v.toFixed(3); }
+  // One kind's layers x heads grid of one measurement, on the fixed scale 0..1 (scores are shares
+  // of attention), so that grids of runs and steps compare by colour.
+  function scoreGridSpec(g, kind) {
+    var cells = [], layers = [], heads = [];
+    for (var l = 0; l < g.layers; ++l) layers.push(String(l + 1));
+    for (var h = 0; h < g.heads; ++h) heads.push(String(h + 1));
+    g.scores[kind].forEach(function (v, i) {
+      var l = Math.floor(i / g.heads) + 1, h = i % g.heads + 1;
+      cells.push({ layer: String(l), head: String(h), v: v, text: scoreText(v),
+        tip: "layer " + l + " head " + h + ": " + scoreNames[kind] + " " + (v === null ? "(off in training)" : v.toFixed(4)) });
+    });
+    var size = Math.max(14, Math.min(40, Math.round(260 / Math.max(g.heads, g.layers, 1))));
+    return {
+      width: size * g.heads, height: size * g.layers, padding: 6, autosize: "pad",
+      title: { text: scoreNames[kind], fontSize: 13, anchor: "start" },
+      data: [{ name: "cells", values: cells }],
+      scales: [{ name: "x", type: "band", domain: heads, range: "width" }, { name: "y", type: "band", domain: layers, range: "height" },
+        { name: "c", type: "linear", domain: [0, 1], range: { scheme: "blues" } }],
+      axes: [{ orient: "top", scale: "x", title: "head" }, { orient: "left", scale: "y", title: "layer" }],
+      legends: [{ fill: "c", type: "gradient", titleFontSize: 10, gradientLength: Math.max(60, size * g.layers), tickCount: 3 }],
+      marks: [
+        { type: "rect", name: "scell", from: { data: "cells" }, encode: { enter: {
+          x: { scale: "x", field: "head" }, width: { scale: "x", band: 1 }, y: { scale: "y", field: "layer" }, height: { scale: "y", band: 1 },
+          stroke: { value: "#fff" }, strokeWidth: { value: 0.5 },
+          fill: { signal: "datum.v === null ? '#ccccd9' : scale('c', datum.v)" }, tooltip: { field: "tip" } } } },
+        { type: "text", name: "sval", from: { data: "cells" }, interactive: false, encode: { enter: {
+          x: { scale: "x", field: "head", band: 0.5 }, y: { scale: "y", field: "layer", band: 0.5 },
+          align: { value: "center" }, baseline: { value: "middle" }, fontSize: { value: Math.min(10, size / 4.2) },
+          fill: { signal: "datum.v !== null && datum.v > 0.6 ? '#fff' : '#222'" },
+          text: { signal: size >= 24 ? "datum.text" : "''" } } } }]
+    };
+  }
+  // Every head's score of one kind against the optimizer step, a line per head.
+  function scoreCurveSpec(points, kind) {
+    var pts = [], names = [];
+    points.forEach(function (g) {
+      g.scores[kind].forEach(function (v, i) {
+        if (v === null) return;
+        var name = "L" + (Math.floor(i / g.heads) + 1) + " H" + (i % g.heads + 1);
+        if (names.indexOf(name) < 0) names.push(name);
+        pts.push({ step: g.step, head: name, v: v, tip: name + " after step " + g.step + ": " + scoreNames[kind] + " " + v.toFixed(4) });
+      });
+    });
+    return {
+      width: 460, height: 220, padding: 6, autosize: "pad",
+      title: { text: scoreNames[kind] + " score over training", fontSize: 13, anchor: "start" },
+      data: [{ name: "pts", values: pts }],
+      scales: [{ name: "x", type: "linear", domain: { data: "pts", field: "step" }, range: "width", zero: false },
+        { name: "y", type: "linear", domain: [0, 1], range: "height" },
+        { name: "color", type: "ordinal", domain: names, range: palette }],
+      axes: [{ orient: "bottom", scale: "x", title: "step" }, { orient: "left", scale: "y", title: scoreNames[kind], grid: true, gridOpacity: 0.35 }],
+      legends: names.length <= 24 ? [{ stroke: "color", title: "head", symbolType: "stroke" }] : [],
+      marks: [
+        { type: "group", from: { facet: { name: "one", data: "pts", groupby: ["head"] } },
+          marks: [{ type: "line", name: "sline", from: { data: "one" }, encode: { enter: { x: { scale: "x", field: "step" },
+            y: { scale: "y", field: "v" }, stroke: { scale: "color", field: "head" }, strokeWidth: { value: 1.6 } } } }] },
+        { type: "symbol", name: "spt", from: { data: "pts" }, encode: { enter: { x: { scale: "x", field: "step" }, y: { scale: "y", field: "v" },
+          fill: { scale: "color", field: "head" }, size: { value: 14 }, tooltip: { field: "tip" } } } }]
+    };
+  }
+  function scoreAbout(g) {
+    var about = g.module + ", " + g.sequences + " sequences of " + g.length + " random tokens repeated once";
+    if (g.token_range) about += ", " + g.token_range;
+    if (g.checkpoint) about += ", " + g.checkpoint + " checkpoint";
+    return about;
+  }
+  function scoreGrids(s, g, r) {
+    var charts = el("div", { className: "charts score-grids", "data-run": r.id, "data-name": g.name });
+    s.appendChild(charts);
+    kindsOf(g).forEach(function (k) {
+      var div = el("div", { className: "chart score-grid", "data-kind": k });
+      charts.appendChild(div);
+      render(div, scoreGridSpec(g, k));
+    });
+  }
+  function trainingBlock(s, points) {
+    var r = data.runs[points[0].run], last = points[points.length - 1];
+    s.appendChild(el("h3", {}, [swatch(points[0].run), "Heads of " + r.id + " " + r.label + " over training"]));
+    s.appendChild(el("p", { className: "muted", text: "trainer.head_scores_every: " + points.length + " measurements from step " +
+      points[0].step + " to " + last.step + "; " + scoreAbout(last) + ". The grids: after step " + last.step + "." }));
+    var kinds = kindsOf(last), pick = el("select", { className: "score-kind" });
+    kinds.forEach(function (k) { pick.appendChild(el("option", { value: k, text: scoreNames[k] })); });
+    s.appendChild(el("div", { className: "controls" }, [el("label", {}, ["show: ", pick])]));
+    var div = el("div", { className: "chart score-curve", "data-run": r.id });
+    s.appendChild(div);
+    var view = null;
+    function draw() {
+      if (view) finalize(view);
+      div.textContent = "";
+      div.setAttribute("data-kind", pick.value);
+      view = render(div, scoreCurveSpec(points, pick.value));
+    }
+    pick.addEventListener("change", draw);
+    if (kinds.length) draw();
+    scoreGrids(s, last, r);
+  }
+  parts.headScores = function (lib) {
+    use(lib);
+    if (!data.head_scores.length) return;
+    var s = section("head-scores", "Head scores");
+    s.appendChild(el("p", { className: "muted", text: "How much of each head's attention falls where a previous-token, " +
+      "duplicate-token or induction head would put it, on random tokens repeated once (TransformerLens's head_detector, " +
+      "\"mul\": a perfect induction head scores 0.5, a perfect previous-token head nearly 1), and its mean attention on the " +
+      "first token (an attention sink). Scale 0 to 1; grey: off in training." }));
+    data.runs.forEach(function (r, i) {
+      var mine = data.head_scores.filter(function (g) { return g.run === i; });
+      mine.filter(function (g) { return g.step === null; }).forEach(function (g) {
+        s.appendChild(el("h3", {}, [swatch(i), "Head scores of " + r.id + " " + r.label + ": '" + g.name + "'"]));
+        s.appendChild(el("p", { className: "muted", text: "runner heads: " + scoreAbout(g) + "." }));
+        scoreGrids(s, g, r);
+      });
+      var points = mine.filter(function (g) { return g.step !== null; });
+      if (points.length) trainingBlock(s, points);
+    });
   };
 
   // ---- rollout: runner rollout --write ---------------------------------------------------------

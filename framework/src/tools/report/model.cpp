@@ -237,6 +237,24 @@ void write_heads(JsonWriter& j, const std::vector<Run>& runs) {
   j.end_array();
 }
 
+/// /head_scores of every run: runner heads' groups and the lm trainer's scores over training
+/// (page.js's part headScores, in heads.js, draws them).
+void write_head_scores(JsonWriter& j, const std::vector<Run>& runs) {
+  j.key("head_scores").begin_array();
+  for (size_t i = 0; i < runs.size(); ++i) {
+    for (const auto& g : runs[i].head_scores) {
+      j.begin_object().key("run").value(i).key("name").value(g.name);
+      write_optional(j, "step", g.step ? std::optional<double>(static_cast<double>(*g.step)) : std::nullopt);
+      j.key("module").value(g.module).key("checkpoint").value(g.checkpoint).key("token_range").value(g.token_range);
+      j.key("sequences").value(g.sequences).key("length").value(g.length);
+      j.key("layers").value(g.layers).key("heads").value(g.heads).key("scores").begin_object();
+      for (const auto& [kind, values] : g.scores) j.key(kind).array(values, 4);
+      j.end_object().end_object();
+    }
+  }
+  j.end_array();
+}
+
 /// runner rollout --write's /rollout/<sample>/<result> of every run.
 void write_rollout(JsonWriter& j, const PageInput& in) {
   j.key("rollout").begin_array();
@@ -277,6 +295,7 @@ std::string page_data(const PageInput& in) {
   write_attention(j, in);
   write_outputs(j, in);
   write_heads(j, in.runs);
+  write_head_scores(j, in.runs);
   write_rollout(j, in);
   j.end_object();
   return j.str();

@@ -51,6 +51,7 @@
       el("a", { href: "#runs", text: "Runs" }), el("a", { href: "#curves", text: "Curves" }),
       el("a", { href: "#tables", text: "Tables" }),
       data.ablations.length || data.pruning.length ? el("a", { href: "#heads", text: "Heads" }) : null,
+      data.head_scores.length ? el("a", { href: "#head-scores", text: "Head scores" }) : null,
       el("a", { href: "#attention", text: "Attention" }),
       data.rollout.length ? el("a", { href: "#rollout", text: "Rollout" }) : null,
       el("a", { href: "#predictions", text: "Translations & figures" })]));
@@ -595,7 +596,7 @@
     if (!any) s.appendChild(el("p", { className: "muted", text: "No translations or figures stored." }));
   }
 
-  // ---- parts drawn by other scripts (heads.js: runner ablate, prune and rollout --write) --------
+  // ---- parts drawn by other scripts (heads.js: runner ablate, prune, heads and rollout --write) --
   var lib = { data: data, el: el, section: section, swatch: swatch, render: render, finalize: finalize,
     palette: palette, tokenLabels: tokenLabels, heatmapFigureSpec: heatmapFigureSpec };
   function part(name) {
@@ -607,6 +608,7 @@
   curves();
   tables();
   part("heads");
+  part("headScores");
   explorer();
   part("rollout");
   outputs();
