@@ -137,6 +137,28 @@ TEST_F(LmRun, GeneratesFromTheCheckpointAndStoresWhatItMade) {
   EXPECT_NE(rollout.out.find("decoder_self_rollout"), std::string::npos) << rollout.out;
 }
 
+TEST_F(LmRun, ABpeModelTrainsOnSentencePiecePiecesAndGeneratesText) {
+  const auto path = tmp_ + "/bpe.h5";
+  const auto r = lm(path, {"dataset.tokenizer={plugin: sentencepiece, vocab_size: 300}", "dataset.max_chars=200000"});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  {
+    results::ResultsReader res(path);
+    EXPECT_EQ(res.attr_string("status"), "completed");
+    const auto val = res.metric("val", "loss");
+    ASSERT_EQ(val.size(), 3u);
+    EXPECT_LT(val.back(), val.front());
+    EXPECT_GT(val.front(), std::log(60.0)) << "a loss per piece: above a character vocabulary's entropy";
+  }
+  const auto g = run({"generate", path, "data_dir=" + data_dir_, "--prompt", "I am", "--tokens", "8", "--temperature",
+                      "0", "--name", "greedy", "-q"});
+  ASSERT_EQ(g.exit_code, 0) << g.err;
+  results::ResultsReader res(path);
+  EXPECT_EQ(res.attr_string_at("generations/greedy", "prompt"), "I am");
+  const auto ids = res.array("generations/greedy/ids").values;
+  EXPECT_EQ(ids.size(), res.array("generations/greedy/prompt_ids").values.size() + 8) << "8 pieces after the prompt's";
+  EXPECT_LT(res.array("generations/greedy/prompt_ids").values.size(), 4u) << "\"I am\" in BPE pieces, not characters";
+}
+
 TEST_F(LmRun, HeadsAreSwitchedOffInTrainingAblatedAndPrunedOnTheLoss) {
   const auto path = tmp_ + "/masked.h5";
   const auto r = lm(path, {"interventions.head_mask={decoder_self: {1: [2]}}"});

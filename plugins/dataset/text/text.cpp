@@ -11,6 +11,12 @@
 // - tokenizer chars: one token per Unicode code point. Vocabulary: <pad> (id 0), <unk> (id 1),
 //   then the distinct characters of the training text in code-point order; a val character not in
 //   training is <unk>.
+// - tokenizer: a tokenizer plugin (e.g. {plugin: sentencepiece, vocab_size: 2000}, a BPE model
+//   learned from the training text's lines, cached under <data dir>/text/tokenizers): each line is
+//   encoded alone and a "\n" token stands between lines. Vocabulary: <pad>, <unk>, "\n", then the
+//   tokenizer's inventory (its pieces), or, for a tokenizer without one (d2l_words), the distinct
+//   tokens of the training text in sorted order; a val token outside it is <unk>. block_size and
+//   the training and val streams count these tokens; the split into train and val stays by characters.
 // - One token stream, the last val_fraction of it val (contiguous, as nanoGPT's train/val split);
 //   multi30k's val is its own file.
 // - A training epoch (batches(Train, true, seed)): a phase offset drawn from the seed in
@@ -26,9 +32,11 @@
 #include <attnlab/data/fetch.hpp>
 #include <attnlab/data/language_model.hpp>
 #include <attnlab/data/text.hpp>
+#include <attnlab/data/tokenizer.hpp>
 #include <attnlab/data/vocab.hpp>
 #include <attnlab/error.hpp>
 #include <attnlab/plugin/plugin.hpp>
+#include <attnlab/plugin/registry.hpp>
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <fmt/format.h>
@@ -52,13 +60,15 @@ using data::Split;
 
 constexpr const char* kPad = "<pad>";
 constexpr const char* kUnk = "<unk>";
-constexpr int64_t kPadId = 0, kUnkId = 1;  // then the characters
+constexpr const char* kNewline = "\n";
+constexpr int64_t kPadId = 0, kUnkId = 1;  // then the characters (chars), or "\n" and the pieces
 constexpr const char* kFile = "file";
+constexpr const char* kChars = "chars";
 
 struct Config {
   std::string source = kFile;  // file | fra_eng.en | fra_eng.fr | multi30k.en | multi30k.de
   std::string path;            // the file, for source: file
-  std::string tokenizer = "chars";
+  config::Node tokenizer;  // "chars", or a tokenizer plugin
   int64_t block_size = 128;
   int64_t batch_size = 32;
   double val_fraction = 0.1;  // (0, 0.5]; file and fra_eng sources
@@ -74,7 +84,10 @@ const config::Binding<Config>& binding() {
                   "fetched as the fra_eng and multi30k datasets fetch them (mirror first, pinned sums)")
           .option("path", &Config::path,
                   "the text file for source: file (UTF-8, plain or .gz; a relative path from the working directory)")
-          .choice("tokenizer", &Config::tokenizer, {"chars"}, "chars: one token per Unicode code point")
+          .node("tokenizer", &Config::tokenizer, config::Type::Any, "chars",
+                "chars: one token per Unicode code point; or a tokenizer plugin (a name or a map with `plugin:` and "
+                "its options, e.g. {plugin: sentencepiece, vocab_size: 2000}) that learns from the training text's "
+                "lines, with a \"\\n\" token between lines")
           .option("block_size", &Config::block_size, "tokens per row: the context a model is trained on",
                   {.min = 1, .max = 1 << 20})
           .option("batch_size", &Config::batch_size, "rows per batch (the last batch may be smaller)", {.min = 1})
@@ -118,9 +131,23 @@ std::vector<std::string> pairs_column(const std::string& pairs_text, size_t colu
   return out;
 }
 
+/// UTF-8 characters -> their lines (split at '\n', which no line keeps).
+std::vector<std::string> lines_of(const std::vector<char32_t>& chars) {
+  std::vector<std::string> lines(1);
+  for (char32_t ch : chars) {
+    if (ch == U'\n') {
+      lines.emplace_back();
+    } else {
+      lines.back() += data::utf8_char(ch);
+    }
+  }
+  return lines;
+}
+
 class TextData final : public data::Dataset, public data::LanguageModelData {
  public:
-  TextData(Config c, config::Options o) : c_(std::move(c)), o_(std::move(o)) {
+  TextData(Config c, config::Options o, std::shared_ptr<data::Tokenizer> tokenizer)
+      : c_(std::move(c)), o_(std::move(o)), tokenizer_(std::move(tokenizer)) {
     const bool file = c_.source == kFile;
     if (file && c_.path.empty()) {
       binding().fail(o_, &Config::path, "source: file reads a text file: give its path (or a corpus as source)");
@@ -157,7 +184,7 @@ class TextData final : public data::Dataset, public data::LanguageModelData {
       train = read(joined(datasets::multi30k::read_lines(Split::Train, lang, dir, bases, true, where_)));
       val = read(joined(datasets::multi30k::read_lines(Split::Val, lang, dir, bases, true, val_path)));
       source_ = c_.source;
-      val_where = fmt::format("{} gives {} val tokens", val_path, val.size());
+      val_where = fmt::format("{} gives {} val {}", val_path, val.size(), tokenizer_ != nullptr ? "characters" : "tokens");
     } else {
       namespace fe = datasets::fra_eng;
       const std::string zip = data::ensure_file(
@@ -167,25 +194,23 @@ class TextData final : public data::Dataset, public data::LanguageModelData {
       source_ = c_.source;
       val_where = split_stream(read(joined(pairs_column(fe::read_pairs(zip), column))), train, val);
     }
-    require_blocks(train, fmt::format("{} gives {} training tokens", where_, train.size()), &Config::block_size,
+    if (tokenizer_ != nullptr) {
+      tokenize(lines_of(train), lines_of(val), dir);
+      // The checks below count the tokenizer's tokens: say so where the counts are.
+      where_ = fmt::format("{} in {} tokens", where_, tokenizer_->name());
+      val_where = fmt::format("{}, {} {} tokens", val_where, val_ids_.size(0), tokenizer_->name());
+    } else {
+      build_characters(train, val);
+    }
+    const int64_t n_train = train_ids_.size(0), n_val = val_ids_.size(0);
+    require_blocks(n_train, fmt::format("{} gives {} training tokens", where_, n_train), &Config::block_size,
                    c_.max_chars > 0 ? "lower block_size or raise max_chars" : "lower block_size or use a longer text");
     if (multi30k()) {
-      require_blocks(val, val_where, &Config::block_size,
+      require_blocks(n_val, val_where, &Config::block_size,
                      c_.max_chars > 0 ? "lower block_size or raise max_chars" : "lower block_size");
     } else {
-      require_blocks(val, val_where, &Config::val_fraction, "raise val_fraction or lower block_size");
+      require_blocks(n_val, val_where, &Config::val_fraction, "raise val_fraction or lower block_size");
     }
-
-    const std::set<char32_t> chars(train.begin(), train.end());  // distinct, in code-point order
-    std::vector<std::string> tokens = {kPad, kUnk};
-    id_of_.clear();
-    for (char32_t ch : chars) {
-      id_of_.emplace(ch, static_cast<int64_t>(tokens.size()));
-      tokens.push_back(data::utf8_char(ch));
-    }
-    vocab_ = data::Vocab::in_order(std::move(tokens));
-    train_ids_ = encode(train);
-    val_ids_ = encode(val);
     prepared_ = true;
   }
 
@@ -199,6 +224,7 @@ class TextData final : public data::Dataset, public data::LanguageModelData {
     d.meta.set("lm.tokens_train", train_ids_.size(0));
     d.meta.set("lm.tokens_val", val_ids_.size(0));
     d.meta.set("lm.source", source_);
+    d.meta.set("lm.tokenizer", tokenizer_ != nullptr ? tokenizer_->description() : std::string(kChars));
     return d;
   }
 
@@ -241,6 +267,7 @@ class TextData final : public data::Dataset, public data::LanguageModelData {
   // --- data::LanguageModelData ---
   std::vector<int64_t> encode_prompt(const std::string& text) const override {
     require_prepared("encode_prompt()");
+    if (tokenizer_ != nullptr) return encode_prompt_pieces(text);
     std::vector<char32_t> chars;
     try {
       chars = data::code_points(text);
@@ -264,15 +291,29 @@ class TextData final : public data::Dataset, public data::LanguageModelData {
     return ids;
   }
 
-  /// The characters; <pad> adds nothing, <unk> is U+FFFD (the replacement character).
+  /// The characters (or each line's pieces decoded by the tokenizer); <pad> adds nothing, <unk>
+  /// is U+FFFD (the replacement character).
   std::string decode(const std::vector<int64_t>& ids) const override {
     require_prepared("decode()");
     std::string out;
+    std::vector<std::string> pieces;  // a tokenizer's, since the last newline or <unk>
+    const auto flush = [&] {
+      if (!pieces.empty()) out += tokenizer_->decode(pieces);
+      pieces.clear();
+    };
     for (int64_t id : ids) {
       const std::string& token = vocab_.token(id);  // DataError for an id out of range
       if (id == kPadId) continue;
-      out += id == kUnkId ? "\uFFFD" : token;
+      if (tokenizer_ == nullptr) {
+        out += id == kUnkId ? "\uFFFD" : token;
+      } else if (id == kUnkId || id == newline_id_) {
+        flush();
+        out += id == kUnkId ? "\uFFFD" : kNewline;
+      } else {
+        pieces.push_back(token);
+      }
     }
+    if (tokenizer_ != nullptr) flush();
     return out;
   }
 
@@ -321,19 +362,101 @@ class TextData final : public data::Dataset, public data::LanguageModelData {
     val.assign(all.begin() + n_train, all.end());
     all.resize(static_cast<size_t>(n_train));
     train = std::move(all);
-    return fmt::format("the last {} of the {} tokens of {} is {} tokens", c_.val_fraction, n, where_, val.size());
+    const char* unit = tokenizer_ != nullptr ? "characters" : "tokens";  // a tokenizer's are counted later
+    return fmt::format("the last {} of the {} {} of {} is {} {}", c_.val_fraction, n, unit, where_, val.size(), unit);
   }
 
   /// A ConfigError at `field` unless `tokens` hold one block (block_size + 1 tokens): "<what>, one
   /// block needs N (...): <fix>".
   template <class V>
-  void require_blocks(const std::vector<char32_t>& tokens, const std::string& what, V Config::*field,
-                      const char* fix) const {
+  void require_blocks(int64_t tokens, const std::string& what, V Config::*field, const char* fix) const {
     const int64_t need = c_.block_size + 1;
-    if (static_cast<int64_t>(tokens.size()) >= need) return;
+    if (tokens >= need) return;
     binding().fail(o_, field,
                    fmt::format("{}, one block needs {} (block_size {} + 1{}): {}", what, need, c_.block_size,
                                c_.max_chars > 0 ? fmt::format("; max_chars {} cut the text", c_.max_chars) : "", fix));
+  }
+
+  /// The character vocabulary of the training text, and both streams' ids.
+  void build_characters(const std::vector<char32_t>& train, const std::vector<char32_t>& val) {
+    const std::set<char32_t> chars(train.begin(), train.end());  // distinct, in code-point order
+    std::vector<std::string> tokens = {kPad, kUnk};
+    id_of_.clear();
+    for (char32_t ch : chars) {
+      id_of_.emplace(ch, static_cast<int64_t>(tokens.size()));
+      tokens.push_back(data::utf8_char(ch));
+    }
+    vocab_ = data::Vocab::in_order(std::move(tokens));
+    train_ids_ = encode(train);
+    val_ids_ = encode(val);
+  }
+
+  /// The tokenizer learns from the training lines (or reuses its cached model), the vocabulary is
+  /// <pad>, <unk>, "\n" and its pieces, and both streams are encoded line by line.
+  void tokenize(const std::vector<std::string>& train, const std::vector<std::string>& val, const std::string& dir) {
+    std::vector<std::string> corpus;
+    for (const auto& line : train) {
+      if (!line.empty()) corpus.push_back(line);
+    }
+    ATTNLAB_CHECK(!corpus.empty(), DataError, "text: {} has no line with text for the tokenizer to learn from", where_);
+    tokenizer_->train(corpus, dir + "/text/tokenizers");
+    std::vector<std::string> tokens = {kPad, kUnk, kNewline};
+    std::set<std::string> seen(tokens.begin(), tokens.end());
+    std::vector<std::string> inventory = tokenizer_->vocabulary();
+    if (inventory.empty()) {  // an open-ended tokenizer: the training text's tokens, sorted
+      std::set<std::string> distinct;
+      for (const auto& line : corpus) {
+        for (auto& t : tokenizer_->encode(line)) distinct.insert(std::move(t));
+      }
+      inventory.assign(distinct.begin(), distinct.end());
+    }
+    for (auto& t : inventory) {
+      if (seen.insert(t).second) tokens.push_back(std::move(t));
+    }
+    vocab_ = data::Vocab::in_order(std::move(tokens));
+    newline_id_ = vocab_[kNewline];
+    train_ids_ = encode_lines(train);
+    val_ids_ = encode_lines(val);
+  }
+
+  /// Lines -> ids [N]: each line's pieces (<unk> for one outside the vocabulary), "\n" between lines.
+  torch::Tensor encode_lines(const std::vector<std::string>& lines) const {
+    std::vector<int64_t> ids;
+    for (size_t i = 0; i < lines.size(); ++i) {
+      if (i > 0) ids.push_back(newline_id_);
+      if (lines[i].empty()) continue;
+      for (const auto& piece : tokenizer_->encode(lines[i])) ids.push_back(vocab_[piece]);  // unk id when absent
+    }
+    return torch::tensor(ids, torch::kLong);
+  }
+
+  /// A prompt in the tokenizer's pieces; a piece outside the vocabulary is a DataError naming it.
+  std::vector<int64_t> encode_prompt_pieces(const std::string& text) const {
+    try {
+      data::code_points(text);
+    } catch (const DataError& e) {
+      throw DataError(fmt::format("text: the prompt is not UTF-8: {}", e.what()));
+    }
+    std::vector<int64_t> ids;
+    size_t start = 0;
+    for (size_t line = 1;; ++line) {
+      const size_t end = text.find('\n', start);
+      const std::string part = text.substr(start, end == std::string::npos ? std::string::npos : end - start);
+      for (const auto& piece : part.empty() ? std::vector<std::string>{} : tokenizer_->encode(part)) {
+        const int64_t id = vocab_[piece];
+        if (id == kUnkId) {
+          throw DataError(fmt::format(
+              "text: the prompt's piece '{}' (line {} of the prompt) is not in the vocabulary of {} ({} tokens, "
+              "learned from {})",
+              label(piece), line, tokenizer_->description(), vocab_.size(), where_));
+        }
+        ids.push_back(id);
+      }
+      if (end == std::string::npos) break;
+      ids.push_back(newline_id_);
+      start = end + 1;
+    }
+    return ids;
   }
 
   /// Characters -> ids [N] (a character not in the vocabulary: <unk>).
@@ -349,6 +472,8 @@ class TextData final : public data::Dataset, public data::LanguageModelData {
 
   Config c_;
   config::Options o_;  // for ConfigErrors found in prepare(), at the option's place
+  std::shared_ptr<data::Tokenizer> tokenizer_;  // none: characters
+  int64_t newline_id_ = -1;                     // with a tokenizer
   bool prepared_ = false;
   std::string where_;   // the training text, for messages
   std::string source_;  // lm.source: "file:<path>" or the corpus
@@ -357,13 +482,20 @@ class TextData final : public data::Dataset, public data::LanguageModelData {
   torch::Tensor train_ids_, val_ids_;            // [N_train], [N_val]
 };
 
-std::shared_ptr<data::Dataset> make(const config::Options& o, const plugin::BuildContext&) {
-  return std::make_shared<TextData>(binding().read(o), o);
+std::shared_ptr<data::Dataset> make(const config::Options& o, const plugin::BuildContext& ctx) {
+  Config c = binding().read(o);
+  std::shared_ptr<data::Tokenizer> tokenizer;
+  if (!(c.tokenizer.is_scalar() && c.tokenizer.str() == kChars)) {
+    ATTNLAB_CHECK(ctx.registry != nullptr, PluginError,
+                  "text needs the plugin registry in its build context to create its tokenizer");
+    tokenizer = ctx.registry->create<data::Tokenizer>(c.tokenizer, ctx);
+  }
+  return std::make_shared<TextData>(std::move(c), o, std::move(tokenizer));
 }
 
 }  // namespace
 
 ATTNLAB_PLUGIN(attnlab::data::Dataset, "text",
-               "character-level language-model text (a file, or one side of fra-eng or Multi30K) in decoder-only "
-               "batches of block_size tokens",
+               "language-model text (a file, or one side of fra-eng or Multi30K), one token per character or a "
+               "tokenizer plugin's (SentencePiece BPE), in decoder-only batches of block_size tokens",
                schema, make)

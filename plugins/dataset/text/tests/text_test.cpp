@@ -55,6 +55,21 @@ class TextTest : public testutil::PluginFileTest {
   static std::string file_options(const std::string& path, const std::string& more) {
     return "source: file, path: '" + path + "'" + (more.empty() ? "" : ", " + more);
   }
+  /// The same with a tokenizer plugin: a registry of every built plugin (ATTNLAB_PLUGIN_PATH, set by
+  /// ctest), as the runner's, so that the text dataset finds its tokenizer.
+  static std::shared_ptr<data::Dataset> make_with_tokenizer(const std::string& options, const std::string& data_dir) {
+    static plugin::Registry* registry = [] {
+      auto* r = new plugin::Registry();
+      r->discover();
+      return r;
+    }();
+    plugin::BuildContext ctx;
+    ctx.registry = registry;
+    auto d = registry->create<data::Dataset>(
+        config::parse_yaml("dataset: {plugin: text, " + options + "}", "test.yaml").at("dataset"), ctx);
+    d->prepare(data_dir);
+    return d;
+  }
   static const data::LanguageModelData& lm(const data::Dataset& d) {
     const auto* l = dynamic_cast<const data::LanguageModelData*>(&d);
     if (l == nullptr) throw std::runtime_error("the text dataset is no data::LanguageModelData");
@@ -303,9 +318,109 @@ TEST_F(TextTest, OptionErrorsAreConfigErrorsAtTheOption) {
   at("path: 'input.txt', val_fraction: 0", "val_fraction", "must be in (0, 0.5]");
   at("path: 'input.txt', val_fraction: 0.6", "val_fraction", "0.5");
   at("source: multi30k.de, val_fraction: 0.2", "val_fraction", "has its own val file");
-  at("path: 'input.txt', tokenizer: words", "tokenizer", "chars");
+  at("path: 'input.txt', tokenizer: words", "tokenizer", "words");
   at("path: 'input.txt', block_size: 0", "block_size", "");
   at("source: wiki", "source", "fra_eng.en");
+}
+
+/// A seeded text of `lines` lines of 3 to 8 words drawn from 40 made-up words, single spaces
+/// between words (which SentencePiece's normalization leaves as they are).
+std::string words_text(int lines, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::vector<std::string> words;
+  for (int w = 0; w < 40; ++w) {
+    std::string word;
+    for (int c = 0, n = 3 + static_cast<int>(rng() % 5); c < n; ++c) word += static_cast<char>('a' + rng() % 12);
+    words.push_back(word);
+  }
+  std::string out;
+  for (int l = 0; l < lines; ++l) {
+    if (l > 0) out += '\n';
+    for (int w = 0, n = 3 + static_cast<int>(rng() % 6); w < n; ++w) {
+      if (w > 0) out += ' ';
+      out += words[rng() % words.size()];
+    }
+  }
+  return out;
+}
+
+TEST_F(TextTest, ASentencePieceTokenizerLearnsFromTheTrainingLinesAndRoundTrips) {
+  const std::string text = words_text(400, 7);
+  const std::string data_dir = testutil::temp_dir("attnlab-text-spm");
+  const auto d = make_with_tokenizer(file_options(file_with(text), "block_size: 16, batch_size: 4, val_fraction: 0.1, "
+                                                                  "tokenizer: {plugin: sentencepiece, vocab_size: 80}"),
+                                     data_dir);
+  // The model is cached under the data dir, keyed by the training lines and the options.
+  bool cached = false;
+  for (const auto& e : fs::directory_iterator(fs::path(data_dir) / "text/tokenizers")) {
+    cached = cached || e.path().extension() == ".model";
+  }
+  EXPECT_TRUE(cached);
+  const auto* vocab = d->tgt_vocab();
+  ASSERT_NE(vocab, nullptr);
+  const auto tokens = vocab->tokens();
+  ASSERT_GT(tokens.size(), 20u);
+  EXPECT_EQ(std::vector<std::string>(tokens.begin(), tokens.begin() + 3),
+            (std::vector<std::string>{"<pad>", "<unk>", "\n"}));
+  EXPECT_LE(d->info().tgt_vocab_size, 83) << "<pad>, <unk>, \\n and at most the model's 80 pieces";
+  const auto info = d->info();
+  EXPECT_NE(info.meta.get<std::string>("lm.tokenizer")->find("sentencepiece(model_type bpe, vocab_size 80"),
+            std::string::npos);
+
+  // Fewer tokens than characters, and the stream decodes back to the text: train, "\n", val.
+  const int64_t n_chars = static_cast<int64_t>(data::code_points(text).size());
+  const int64_t n_train = *info.meta.get<int64_t>("lm.tokens_train"), n_val = *info.meta.get<int64_t>("lm.tokens_val");
+  EXPECT_LT(n_train + n_val, n_chars * 2 / 3) << "BPE pieces are longer than one character";
+  const auto& l = lm(*d);
+  std::vector<int64_t> stream;
+  for (const auto& b : d->batches(Split::Train, false, 0)) {
+    for (int64_t r = 0; r < b.tgt_in.size(0); ++r) {
+      const auto in = row(b.tgt_in[r]);
+      stream.insert(stream.end(), in.begin(), in.end());
+    }
+  }
+  const std::string decoded = l.decode(stream);
+  EXPECT_EQ(text.rfind(decoded, 0), 0u) << "the training windows in order are the text's start:\n" << decoded.substr(0, 200);
+  EXPECT_GT(decoded.size(), text.size() / 2);
+
+  // A prompt: its lines' pieces with "\n" between; decoded back to itself.
+  const std::string first_line = text.substr(0, text.find('\n'));
+  const std::string prompt = first_line + "\n" + first_line.substr(0, first_line.find(' '));
+  const auto ids = l.encode_prompt(prompt);
+  EXPECT_EQ(std::count(ids.begin(), ids.end(), 2), 1) << "one newline token";
+  EXPECT_EQ(l.decode(ids), prompt);
+  EXPECT_EQ(l.decode({0, 1}), "\uFFFD");
+  const std::string msg = testutil::message_of<DataError>([&] { l.encode_prompt(first_line + " Q"); });
+  EXPECT_NE(msg.find("is not in the vocabulary of sentencepiece"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("line 1 of the prompt"), std::string::npos) << msg;
+
+  // The same corpus and options again: the cached model, the same vocabulary.
+  const auto again = make_with_tokenizer(
+      file_options(file_with(text), "block_size: 16, batch_size: 4, val_fraction: 0.1, "
+                                    "tokenizer: {plugin: sentencepiece, vocab_size: 80}"),
+      data_dir);
+  EXPECT_EQ(again->tgt_vocab()->tokens(), tokens);
+}
+
+TEST_F(TextTest, AWordTokenizerCountsItsVocabularyAndBlocksCountTokens) {
+  const auto d = make_with_tokenizer(file_options(file_with("the cat sat\nthe dog sat on the cat\nthe end is near now"),
+                                                 "block_size: 2, batch_size: 2, val_fraction: 0.2, tokenizer: d2l_words"),
+                                    "");
+  const auto* vocab = d->tgt_vocab();
+  ASSERT_NE(vocab, nullptr);
+  const auto tokens = vocab->tokens();
+  ASSERT_GE(tokens.size(), 5u);
+  EXPECT_EQ(std::vector<std::string>(tokens.begin(), tokens.begin() + 3),
+            (std::vector<std::string>{"<pad>", "<unk>", "\n"}));
+  EXPECT_TRUE(std::is_sorted(tokens.begin() + 3, tokens.end())) << "the training text's words, sorted";
+  EXPECT_NE(std::find(tokens.begin(), tokens.end(), "cat"), tokens.end());
+  EXPECT_EQ(d->info().num_steps, 2);
+  const std::string msg = testutil::message_of<ConfigError>([&] {
+    make_with_tokenizer(file_options(file_with("one two\nthree four five six"), "block_size: 8, tokenizer: d2l_words"),
+                        "");
+  });
+  EXPECT_NE(msg.find("d2l_words tokens gives"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("one block needs 9"), std::string::npos) << msg;
 }
 
 std::string mirror() { return testutil::env_or("ATTNLAB_DATA_MIRROR", ""); }
