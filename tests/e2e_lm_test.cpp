@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <string>
@@ -101,6 +102,9 @@ TEST_F(LmRun, RefusesWhatItCannotTrainWithOneClearError) {
   expect_error({"trainer.max_steps=0"}, "eval_every");
   // Heads that do not divide the width.
   expect_error({"model.num_heads=3"}, "num_heads");
+  // An in-context score of one position, or beyond the sequences.
+  expect_error({"trainer.in_context_late=15"}, "give both");
+  expect_error({"trainer.in_context_early=2", "trainer.in_context_late=17"}, "the dataset's sequences have 16 positions");
 }
 
 TEST_F(LmRun, GeneratesFromTheCheckpointAndStoresWhatItMade) {
@@ -159,6 +163,55 @@ TEST_F(LmRun, ABpeModelTrainsOnSentencePiecePiecesAndGeneratesText) {
   EXPECT_LT(res.array("generations/greedy/prompt_ids").values.size(), 4u) << "\"I am\" in BPE pieces, not characters";
 }
 
+TEST_F(LmRun, EvalMeasuresASplitsLossWithAndWithoutHeads) {
+  const auto path = tmp_ + "/eval.h5";
+  ASSERT_EQ(lm(path, {"trainer.eval_batches=0", "trainer.in_context_early=2", "trainer.in_context_late=15"}).exit_code,
+            0);  // val over the whole split, as eval
+  auto r = run({"eval", path, "data_dir=" + data_dir_});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_TRUE(testutil::contains(r.out, "val: loss ")) << "val unless told:\n" << r.out;
+  r = run({"eval", path, "data_dir=" + data_dir_, "--head-mask", "decoder_self:1:*", "-q"});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  results::ResultsReader res(path);
+  EXPECT_EQ(res.children("eval"), (std::vector<std::string>{"val", "val_masked"}));
+  const std::string at = "eval/val";
+  EXPECT_EQ(res.attr_string_at(at, "kind"), "language_model");
+  EXPECT_EQ(res.attr_string_at(at, "checkpoint"), "best");
+  const double loss = res.attr_double_at(at, "loss");
+  const auto val = res.metric("val", "loss");
+  EXPECT_NEAR(loss, *std::min_element(val.begin(), val.end()), 1e-5) << "the best checkpoint's val loss, as trained";
+  EXPECT_NEAR(res.attr_double_at(at, "perplexity"), std::exp(loss), 1e-9 * std::exp(loss));
+  // The loss at each position, weighted by its scored labels, is the loss.
+  const auto per = res.array(at + "/position_loss").values;
+  const auto n = res.array(at + "/position_tokens").values;
+  ASSERT_EQ(per.size(), 16u) << "block_size positions";
+  double sum = 0, count = 0;
+  for (size_t t = 0; t < per.size(); ++t) sum += per[t] * n[t], count += n[t];
+  EXPECT_NEAR(sum / count, loss, 1e-4);
+  EXPECT_EQ(count, res.attr_double_at(at, "tokens"));
+  // The trainer's in-context score at the best report: the loss at position 15 minus position 2's.
+  const size_t best = static_cast<size_t>(std::min_element(val.begin(), val.end()) - val.begin());
+  const auto early = res.metric("val", "loss_early"), late = res.metric("val", "loss_late");
+  const auto score = res.metric("val", "in_context_score");
+  ASSERT_EQ(score.size(), val.size());
+  EXPECT_NEAR(score[best], late[best] - early[best], 1e-12);
+  EXPECT_NEAR(early[best], per[1], 1e-4);
+  EXPECT_NEAR(late[best], per[14], 1e-4);
+  EXPECT_EQ(res.attr_string_at("eval/val_masked", "head_mask"), "decoder_self:1:*");
+  EXPECT_GT(res.attr_double_at("eval/val_masked", "loss"), loss) << "every head off costs loss";
+  // What does not apply to a language model, and a split it lacks: one error each.
+  for (const auto& [args, needle] : std::vector<std::pair<std::vector<std::string>, std::string>>{
+           {{"--beam", "2"}, "--beam: run "},
+           {{"--split", "test"}, "has no test split; it has train, val"},
+           {{"--ensemble", path}, "--ensemble: run "}}) {
+    std::vector<std::string> a{"eval", path, "data_dir=" + data_dir_};
+    a.insert(a.end(), args.begin(), args.end());
+    const auto bad = run(a);
+    EXPECT_NE(bad.exit_code, 0) << needle;
+    EXPECT_TRUE(testutil::contains(bad.err, needle)) << needle << "\n" << bad.err;
+  }
+}
+
 TEST_F(LmRun, HeadsAreSwitchedOffInTrainingAblatedAndPrunedOnTheLoss) {
   const auto path = tmp_ + "/masked.h5";
   const auto r = lm(path, {"interventions.head_mask={decoder_self: {1: [2]}}"});
@@ -201,8 +254,8 @@ TEST_F(LmRun, GenerateRefusesBadInputWithoutTouchingTheFile) {
   expect_error({"--prompt", ""}, "--prompt is empty");
   expect_error({"--prompt", "I", "--top-p", "nan"}, "--top-p");
   expect_error({"--prompt", "I", "--name", "a/b"}, "--name");
-  // The translation commands name the one that works on a language model.
-  const auto e = run({"eval", path, "data_dir=" + data_dir_});
+  // A decoding option of runner eval names the command that decodes from a language model.
+  const auto e = run({"eval", path, "data_dir=" + data_dir_, "--beam", "3"});
   EXPECT_NE(e.exit_code, 0);
   EXPECT_NE(e.err.find("runner generate"), std::string::npos) << e.err;
 }

@@ -1,7 +1,8 @@
 // `runner eval RUN.h5 [--split test | --source F --reference F] [--beam N] ...`: rebuild a finished
 // run's dataset and model from its stored /config, load its best checkpoint, translate a split (or
 // the user's own parallel text), score it (sacreBLEU-exact) and record it under /eval/<name> of the
-// same results file.
+// same results file. On a decoder-only language model it measures the split's loss, perplexity and
+// accuracy instead (cli/lm_eval.hpp).
 #include "cli/commands.hpp"
 
 #include <attnlab/config/load.hpp>
@@ -27,6 +28,7 @@
 #include <regex>
 #include <iostream>
 
+#include "cli/lm_eval.hpp"
 #include "cli/run_loading.hpp"
 #include "run/interventions.hpp"
 #include "run/setup.hpp"
@@ -152,13 +154,13 @@ int cmd_eval(int argc, char** argv) {
       app.add_option("--reference", reference_file, "the reference translations of --source, line by line");
   source_opt->needs(reference_opt)->excludes(split_opt);
   reference_opt->needs(source_opt);
-  app.add_option("--batch-size", batch_size, "sentences per batch with --source")
+  auto* batch_size_opt = app.add_option("--batch-size", batch_size, "sentences per batch with --source")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{1}, int64_t{1000000}));
-  app.add_option("--beam", to.beam_size, "beam size (1 = greedy decoding)")
+  auto* beam_opt = app.add_option("--beam", to.beam_size, "beam size (1 = greedy decoding)")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{1}, int64_t{1000000}));
-  app.add_option("--length-penalty", to.length_penalty, "GNMT length penalty alpha for beam search")
+  auto* length_penalty_opt = app.add_option("--length-penalty", to.length_penalty, "GNMT length penalty alpha for beam search")
       ->capture_default_str()
       ->check(CLI::Validator(
           [](std::string& text) -> std::string {
@@ -168,19 +170,19 @@ int cmd_eval(int argc, char** argv) {
           },
           "NUMBER in [0 - 100]"));
   std::vector<double> tune_lp;
-  app.add_option("--tune-length-penalty", tune_lp,
+  auto* tune_opt = app.add_option("--tune-length-penalty", tune_lp,
                  "length penalties to try on the val split (e.g. 0.6,1,1.5,2,3); the one with the best val BLEU "
                  "decodes --split / --source")
       ->delimiter(',')
       ->allow_extra_args(false);  // "0.6,1,2" is one argument: overrides after it stay overrides
-  app.add_option("--max-steps", to.max_steps, "tokens per output (0 = the dataset's num_steps)")
+  auto* max_steps_opt = app.add_option("--max-steps", to.max_steps, "tokens per output (0 = the dataset's num_steps)")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{0}, int64_t{1000000}));
   app.add_option("--checkpoint", which,
                  "best, last, epoch-N (trainer.keep_checkpoints) or a runner average's name (average)")
       ->capture_default_str();
   std::vector<std::string> ensemble_specs;
-  app.add_option("--ensemble", ensemble_specs,
+  auto* ensemble_opt = app.add_option("--ensemble", ensemble_specs,
                  "decode together with another run of the same dataset and vocabulary, RUN.h5 (its --checkpoint) or "
                  "RUN.h5:CHECKPOINT; repeat for more: each step takes the mean of the models' next-token "
                  "probabilities")
@@ -242,6 +244,25 @@ int cmd_eval(int argc, char** argv) {
   }
   run::HeadMaskSpec trained_mask;  // the heads the run trained without stay off
   run::Setup setup = load_run(run, which, overrides, plugin_dirs, trained_mask);
+  if (auto lm = std::dynamic_pointer_cast<nn::LanguageModel>(setup.custom)) {
+    // A language model: its loss on a split (val unless told), nothing to decode.
+    for (const auto* opt : {source_opt, batch_size_opt, beam_opt, length_penalty_opt, tune_opt, max_steps_opt,
+                            ensemble_opt}) {
+      ATTNLAB_CHECK(opt->count() == 0, ConfigError,
+                    "{}: run {} is a decoder-only language model, which runner eval scores by its loss, perplexity "
+                    "and accuracy on a split (--split, --head-mask, --checkpoint); `runner generate` decodes from it",
+                    opt->get_name(), run);
+    }
+    LmEvalOptions lo{.run = run,
+                     .checkpoint = which,
+                     .split_name = split_opt->count() > 0 ? split_name : std::string("val"),
+                     .name = name,
+                     .trained = trained_mask,
+                     .asked = head_mask_spec,
+                     .quiet = quiet};
+    if (!name_given) lo.name = lo.split_name + (masked ? "_masked" : "");
+    return eval_language_model(setup, *lm, lo);
+  }
   require_translation_model(setup, run, "eval");
   // A beam holds beam_size copies of every sentence's state: one wider than the vocabulary gains
   // nothing at its first step and ran out of memory (or was killed) at 100,000.

@@ -51,6 +51,7 @@ struct Config : train::GraphConfig, train::LoopConfig {
   int64_t head_scores_every = 0;
   int64_t head_scores_length = 0;
   int64_t head_scores_sequences = 16;
+  int64_t in_context_early = 0, in_context_late = 0;  // positions from 1; both 0 = no score
 };
 
 /// Where the scores measured during training go: /head_scores/training/step_<s>.
@@ -213,6 +214,7 @@ class LmHooks final : public trainers::TokenHooks {
     train::TokenLoss sum = objective_;
     sum.reduce = train::TokenLoss::Reduce::sum;
     auto sums = torch::zeros({2}, torch::dtype(torch::kDouble).device(ctx_.device));  // loss, correct
+    in_context_ = torch::zeros({2, 2}, torch::dtype(torch::kDouble).device(ctx_.device));  // [early, late] x [loss, n]
     int64_t tokens = 0, seen = 0;
     train::Distributed* dist = ctx_.distributed;
     for (const auto& global : ctx_.dataset->batches(data::Split::Val, false, 0)) {
@@ -223,6 +225,7 @@ class LmHooks final : public trainers::TokenHooks {
       auto logits = lm_->forward(b.tgt_in);  // [B, T, V]
       sums[0] += train::token_loss(logits, b.tgt_out, sum).to(torch::kDouble);
       sums[1] += (logits.argmax(-1).eq(b.tgt_out) & b.tgt_out.ne(objective_.pad)).sum().to(torch::kDouble);
+      if (in_context()) add_in_context(logits, b.tgt_out);
       tokens += cpu_batch.tgt_valid_lens.sum().item<int64_t>();
     }
     lm_->train();
@@ -234,6 +237,34 @@ class LmHooks final : public trainers::TokenHooks {
     out["loss"] = loss;
     out["perplexity"] = std::exp(std::min(loss, 700.0));
     out["accuracy"] = totals[1] / totals[2];
+    if (in_context()) {
+      const auto at = in_context_.cpu();
+      std::vector<double> pos = {at[0][0].item<double>(), at[0][1].item<double>(), at[1][0].item<double>(),
+                                 at[1][1].item<double>()};
+      if (dist != nullptr) pos = dist->sum(pos);
+      if (pos[1] > 0 && pos[3] > 0) {
+        out["loss_early"] = pos[0] / pos[1];
+        out["loss_late"] = pos[2] / pos[3];
+        out["in_context_score"] = out["loss_late"] - out["loss_early"];
+      }
+    }
+  }
+
+  bool in_context() const { return c_.in_context_late > 0; }
+
+  /// Adds the loss and the count of the labels scored at in_context_early and in_context_late
+  /// (positions from 1) to in_context_ [2, 2].
+  void add_in_context(const torch::Tensor& logits, const torch::Tensor& labels) {
+    const int64_t pad = objective_.pad;
+    for (int k = 0; k < 2; ++k) {
+      const int64_t t = (k == 0 ? c_.in_context_early : c_.in_context_late) - 1;
+      if (t >= labels.size(1)) continue;
+      train::TokenLoss sum = objective_;
+      sum.reduce = train::TokenLoss::Reduce::sum;
+      const auto y = labels.narrow(1, t, 1);  // [B, 1]
+      in_context_[k][0] += train::token_loss(logits.narrow(1, t, 1), y, sum).to(torch::kDouble);
+      in_context_[k][1] += y.ne(pad).sum().to(torch::kDouble);
+    }
   }
 
   const Config& c_;
@@ -243,6 +274,7 @@ class LmHooks final : public trainers::TokenHooks {
   std::vector<data::Batch> cached_;
   int64_t cached_epoch_ = -1;
   int64_t step_ = 0;  // optimizer steps done (step mode)
+  torch::Tensor in_context_;  // validation: [early, late] x [summed loss, scored labels]
   bool heads_begun_ = false;
   double heads_seconds_ = 0;
   torch::Tensor heads_tokens_;
@@ -271,6 +303,8 @@ class LmTrainer final : public train::Trainer {
                   "(rope, alibi, t5_bias) or none (positional_encoding: none)",
                   info.num_steps, lm->max_positions());
     nn::check_causal(*lm, ctx.device, "the model");
+    ATTNLAB_CHECK(c_.in_context_late <= info.num_steps, ConfigError,
+                  "in_context_late {}: the dataset's sequences have {} positions", c_.in_context_late, info.num_steps);
     if (c_.head_scores_every > 0) {
       const int64_t length = head_scores_length(c_, *ctx.dataset);
       ATTNLAB_CHECK(lm->max_positions() == 0 || 2 * length <= lm->max_positions(), ConfigError,
@@ -344,6 +378,14 @@ const config::Binding<Config>& binding() {
                   "random tokens before the repeat in the head scores' sequences (2 x this long); 0 = half the "
                   "dataset's sequence length",
                   {.min = 0})
+          .option("in_context_early", &Config::in_context_early,
+                  "with in_context_late: a position (from 1) early in the context; val/in_context_score is the val "
+                  "loss at in_context_late minus the loss here (Olsson et al. 2022: tokens 500 and 50)",
+                  {.min = 0})
+          .option("in_context_late", &Config::in_context_late,
+                  "a position (from 1) late in the context for val/in_context_score (also val/loss_early, "
+                  "val/loss_late); 0 = no score",
+                  {.min = 0})
           .option("head_scores_sequences", &Config::head_scores_sequences,
                   "random sequences the head scores are averaged over", {.min = 1, .max = 100000})
           .node("schedule", &Config::schedule, config::Type::Map, "{type: constant}",
@@ -366,6 +408,12 @@ std::shared_ptr<train::Trainer> make(const config::Options& o, const plugin::Bui
   }
   if (c.max_steps == 0 && c.head_scores_every > 0) {
     b.fail(o, &Config::head_scores_every, "head_scores_every counts optimizer steps of a max_steps run; give max_steps");
+  }
+  if ((c.in_context_late > 0) != (c.in_context_early > 0) || (c.in_context_late > 0 && c.in_context_early >= c.in_context_late)) {
+    b.fail(o, &Config::in_context_late,
+           fmt::format("in_context_early {} and in_context_late {}: give both, the early position before the late "
+                       "one (positions from 1)",
+                       c.in_context_early, c.in_context_late));
   }
   if (c.max_steps == 0 && o.given(b.name_of(&Config::eval_every))) {
     b.fail(o, &Config::eval_every, "eval_every counts steps between reports of a max_steps run; without "

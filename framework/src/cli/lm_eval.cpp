@@ -1,0 +1,127 @@
+// `runner eval` on a decoder-only language model (cli/lm_eval.hpp).
+#include "cli/lm_eval.hpp"
+
+#include <attnlab/data/dataset.hpp>
+#include <attnlab/error.hpp>
+#include <attnlab/nn/head_mask.hpp>
+#include <attnlab/results/results.hpp>
+#include <attnlab/results/tensor.hpp>
+#include <attnlab/train/eval_scope.hpp>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <spdlog/spdlog.h>
+#include <torch/torch.h>
+
+#include <chrono>
+#include <cmath>
+#include <iostream>
+#include <limits>
+
+#include "cli/commands.hpp"
+
+namespace attnlab::cli {
+namespace {
+
+/// Summed loss, scored labels and correct argmaxes at each position, over a split's batches.
+struct PositionSums {
+  torch::Tensor loss, tokens, correct;  // [T] float64 on the CPU
+};
+
+PositionSums measure(nn::LanguageModel& lm, const std::vector<data::Batch>& batches, int64_t pad,
+                     torch::Device device) {
+  const train::EvalScope eval(lm);
+  const torch::NoGradGuard no_grad;
+  int64_t T = 0;
+  for (const auto& b : batches) T = std::max(T, b.tgt_out.size(1));
+  const auto on = torch::dtype(torch::kDouble).device(device);
+  PositionSums s{torch::zeros({T}, on), torch::zeros({T}, on), torch::zeros({T}, on)};
+  for (const auto& cpu : batches) {
+    const auto b = cpu.to(device, true);
+    const auto logits = lm.forward(b.tgt_in);  // [B, t, V]
+    const int64_t t = logits.size(1);
+    const auto scored = b.tgt_out.ne(pad);  // [B, t]
+    const auto ce = torch::nn::functional::cross_entropy(
+                        logits.flatten(0, 1).to(torch::kFloat), b.tgt_out.flatten(),
+                        torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kNone).ignore_index(pad))
+                        .view({-1, t});  // [B, t]: 0 where not scored
+    s.loss.narrow(0, 0, t) += ce.to(torch::kDouble).sum(0);
+    s.tokens.narrow(0, 0, t) += scored.to(torch::kDouble).sum(0);
+    s.correct.narrow(0, 0, t) += (logits.argmax(-1).eq(b.tgt_out) & scored).to(torch::kDouble).sum(0);
+  }
+  return {s.loss.cpu(), s.tokens.cpu(), s.correct.cpu()};
+}
+
+std::string splits_of(const data::Dataset& d) {
+  std::vector<std::string> have;
+  for (auto split : {data::Split::Train, data::Split::Val, data::Split::Test}) {
+    if (d.has_split(split)) have.push_back(data::split_name(split));
+  }
+  return fmt::format("{}", fmt::join(have, ", "));
+}
+
+}  // namespace
+
+int eval_language_model(run::Setup& setup, nn::LanguageModel& lm, const LmEvalOptions& o) {
+  const auto split = parse_split(o.split_name);
+  auto& dataset = *setup.dataset;
+  ATTNLAB_CHECK(dataset.has_split(split), ConfigError,
+                "run {}: its dataset ({}) has no {} split; it has {}: give --split with one of them", o.run,
+                setup.dataset_name, o.split_name, splits_of(dataset));
+  const auto device = setup.ctx.device;
+  run::HeadMaskSpec all_off = o.trained;
+  all_off.items.insert(all_off.items.end(), o.asked.items.begin(), o.asked.items.end());
+  run::ResolvedHeadMask mask;
+  if (!all_off.empty()) {
+    mask = run::resolve_head_mask(all_off, nn::attention_sites(lm), device);
+    if (!o.quiet) spdlog::info("head mask {}: {} of {} heads off", mask.text, mask.heads_off, mask.heads_total);
+  }
+  const nn::HeadMaskScope scope(all_off.empty() ? nullptr : &mask.mask);
+
+  const auto start = std::chrono::steady_clock::now();
+  const auto batches = dataset.batches(split, false, 0);
+  ATTNLAB_CHECK(!batches.empty(), DataError, "run {}: the {} split has no batches", o.run, o.split_name);
+  const auto sums = measure(lm, batches, dataset.info().pad_id, device);
+  const double tokens = sums.tokens.sum().item<double>();
+  ATTNLAB_CHECK(tokens > 0, DataError, "run {}: the {} split scores no label (every target is <pad>)", o.run,
+                o.split_name);
+  const double loss = sums.loss.sum().item<double>() / tokens;
+  const double accuracy = sums.correct.sum().item<double>() / tokens;
+  // The mean loss at each position (NaN where no row scores a label there).
+  const auto nan = torch::full_like(sums.loss, std::numeric_limits<double>::quiet_NaN());
+  const auto position_loss = torch::where(sums.tokens > 0, sums.loss / sums.tokens.clamp_min(1), nan);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+
+  {
+    results::Results out(o.run, results::Results::Open::Existing);
+    const std::string at = "eval/" + o.name;
+    out.remove(at);
+    out.write_array(at + "/position_loss", results::to_float_array(position_loss.to(torch::kFloat)));
+    out.set_attr_at(at + "/position_loss", "definition",
+                    std::string("the mean next-token loss (nats) of the labels scored at each position, from 0"));
+    out.write_array(at + "/position_tokens", results::to_int_array(sums.tokens.to(torch::kLong)));
+    out.set_attr_at(at, "kind", std::string("language_model"));
+    out.set_attr_at(at, "split", o.split_name);
+    out.set_attr_at(at, "checkpoint", o.checkpoint);
+    out.set_attr_at(at, "loss", loss);
+    out.set_attr_at(at, "perplexity", std::exp(std::min(loss, 700.0)));
+    out.set_attr_at(at, "accuracy", accuracy);
+    out.set_attr_at(at, "tokens", static_cast<int64_t>(tokens));
+    out.set_attr_at(at, "seconds", seconds);
+    out.set_attr_at(at, "device", device.str());
+    if (!all_off.empty()) {
+      out.set_attr_at(at, "head_mask", mask.text);
+      out.set_attr_at(at, "heads_off", mask.heads_off);
+      out.set_attr_at(at, "heads_total", mask.heads_total);
+    }
+    out.flush();
+  }
+  std::cout << fmt::format("{}{}: loss {:.4f}, perplexity {:.3f}, accuracy {:.4f} over {} tokens ({} checkpoint) "
+                           "in {:.1f}s -> /eval/{}\n",
+                           o.split_name, all_off.empty() ? std::string() : fmt::format(" (head mask {})", mask.text),
+                           loss, std::exp(std::min(loss, 700.0)), accuracy, static_cast<int64_t>(tokens), o.checkpoint,
+                           seconds, o.name);
+  return 0;
+}
+
+}  // namespace attnlab::cli

@@ -1,0 +1,27 @@
+#pragma once
+// `runner eval` on a decoder-only language model: the loss, perplexity and next-token accuracy of a
+// split's scored labels, and the mean loss at each position (from which the in-context learning
+// score of Olsson et al. 2022 is read: the loss late in the context minus the loss early in it),
+// with heads switched off when asked; stored as /eval/<name> (docs/RESULTS.md).
+#include <attnlab/nn/language_model.hpp>
+
+#include <memory>
+#include <string>
+
+#include "run/interventions.hpp"
+#include "run/setup.hpp"
+
+namespace attnlab::cli {
+
+struct LmEvalOptions {
+  std::string run, checkpoint, split_name, name;
+  run::HeadMaskSpec trained;  // the heads the run trained without: off
+  run::HeadMaskSpec asked;    // --head-mask: off as well
+  bool quiet = false;
+};
+
+/// Measures and writes /eval/<name> (replacing a group of that name), prints one line. ConfigError
+/// naming the splits the dataset has when it lacks `split_name`.
+int eval_language_model(run::Setup& setup, nn::LanguageModel& lm, const LmEvalOptions& o);
+
+}  // namespace attnlab::cli
