@@ -5,6 +5,7 @@
 #include <functional>
 #include <string>
 
+#include "config/json.hpp"
 #include "testing/testing.hpp"
 
 // A namespace of its own: the file shares a translation unit with its neighbours (tests/CMakeLists.txt).
@@ -271,6 +272,24 @@ TEST(ConfigNode, DidYouMean) {
   EXPECT_EQ(did_you_mean("nrom", known), "norm");
   EXPECT_EQ(did_you_mean("learning_rate", known), std::nullopt);
   EXPECT_EQ(did_you_mean("x", {}), std::nullopt);
+}
+
+// The JSON stored beside /config (config/json.hpp): each scalar typed as a YAML 1.2 reader of the
+// stored YAML types it, so that the Python package reads the same values from either.
+TEST(ConfigNode, ToJsonTypesScalarsAsYaml12) {
+  const auto root = parse_yaml(
+      "s: first\nno_: no\non_: on\nyes_: yes\nt: true\nf: FALSE\ni: 32\nneg: -7\nplus: +5\nlead: 007\n"
+      "big: 123456789012345678901234567890\nfl: 0.005\nexp: 1e-05\nwhole: 2.\nhalf: .5\nhex: 0x1F\noct: 0o17\n"
+      "inf: .inf\nninf: -.Inf\nnan: .nan\nnull_: ~\nempty:\nquoted_null: \"null\"\nquoted_empty: \"\"\n"
+      "date: 2026-11-27\ntext: \"a \\\"b\\\" \\\\ c\\n\\t\\u0001 ü\"\n"
+      "list: [1, x, 2.5, [true]]\nmap: {b: 1, a: {c: null}}\n",
+      "t.yaml");
+  EXPECT_EQ(to_json(root),
+            R"({"s": "first", "no_": "no", "on_": "on", "yes_": "yes", "t": true, "f": false, "i": 32, "neg": -7, )"
+            R"("plus": 5, "lead": 7, "big": 123456789012345678901234567890, "fl": 0.005, "exp": 1e-05, "whole": 2.0, )"
+            R"("half": 0.5, "hex": 31, "oct": 15, "inf": Infinity, "ninf": -Infinity, "nan": NaN, "null_": null, )"
+            R"("empty": null, "quoted_null": "null", "quoted_empty": "", "date": "2026-11-27", )"
+            R"("text": "a \"b\" \\ c\n\t\u0001 ü", "list": [1, "x", 2.5, [true]], "map": {"b": 1, "a": {"c": null}}})");
 }
 
 }  // namespace config_test

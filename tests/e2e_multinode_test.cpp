@@ -198,4 +198,21 @@ TEST_F(Distributed, TheSlurmScriptRunsOneAgentPerNode) {
   EXPECT_TRUE(contains(outside.err, "not inside a Slurm allocation")) << outside.err;
 }
 
+// scontrol's own errors are several lines; the script says them in one (the command, its exit
+// status, the lines joined) and starts nothing. A stand-in scontrol prints two lines and exits 1.
+TEST_F(Distributed, TheSlurmScriptSaysAFailedScontrolInOneLine) {
+  const auto bin = tmp_ + "/scontrol-bin";
+  fs::create_directories(bin);
+  std::ofstream(bin + "/scontrol") << "#!/usr/bin/env bash\necho 'scontrol: error: Invalid node name specified' >&2\n"
+                                      "echo 'scontrol: error: Unable to resolve node[1-2]' >&2\nexit 1\n";
+  fs::permissions(bin + "/scontrol", fs::perms::owner_all);
+  testutil::ScopedEnv p("PATH", bin + ":" + testutil::env_or("PATH", "/usr/bin:/bin")),
+      list("SLURM_JOB_NODELIST", "node[1-2]"), tr("TORCHRUN", torchrun_.c_str()), rn("RUNNER", runner_.c_str());
+  const auto r = testutil::run_process(
+      "/bin/bash", {source_ + "/scripts/slurm/attnlab.sbatch", "experiments/tests/tiny_synthetic.yaml"}, source_, tmp_);
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_EQ(r.err, "attnlab.sbatch: scontrol show hostnames node[1-2] failed (exit 1): Invalid node name specified; "
+                   "Unable to resolve node[1-2]\n");
+}
+
 }  // namespace

@@ -392,6 +392,46 @@ TEST_F(Sweep, SlurmDryRunPrintsOneArrayScript) {
   EXPECT_EQ(std::system(("bash -n " + tmp_ + "/s.sh").c_str()), 0);
 }
 
+// Runs that all fail at once with one error, past the sweep's own checks (a layer the model lacks
+// in a head mask; a device the machine lacks): the sweep stops after the first wave (two runs at
+// --jobs 2) and says the error once, with no progress line before it; the rest stay pending.
+TEST_F(Sweep, RunsThatAllFailAtOnceEndWithTheirOneError) {
+  const auto dir = tmp_ + "/all-fail";
+  auto r = run({"sweep", kTiny, "seed=0,1,2,3", "interventions.head_mask={encoder_self: {9: [1]}}", "--jobs", "2",
+                "-o", dir});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_EQ(testutil::count_lines(r.err), 2u) << r.err;  // "runner sweep: 4 runs in DIR (2 at a time)" and this
+  EXPECT_FALSE(contains(r.err, "sweep: 0/4")) << r.err;
+  EXPECT_EQ(count(r.err, "encoder_self has no layer 9"), 1u) << r.err;
+  EXPECT_TRUE(contains(r.err, "runner sweep: the first 2 runs all failed at once with the same error, so the sweep "
+                              "ran no more (2 of 4 not run; once it is fixed, runner sweep " +
+                                  fs::absolute(dir).lexically_normal().string() + " --resume runs them all): config error: "))
+      << r.err;
+  const auto m = manifest(dir);
+  EXPECT_EQ(count(m, "status: failed"), 2u) << m;
+  EXPECT_EQ(count(m, "status: pending"), 2u) << m;
+}
+
+// Slurm's own errors are several lines ("sbatch: error: ..." twice); the sweep says it in one: the
+// command, its exit status and the lines joined. A stand-in sbatch on PATH prints two and exits 1.
+TEST_F(Sweep, SlurmSubmitFailureIsOneLine) {
+  const auto bin = tmp_ + "/slurm-bin";
+  fs::create_directories(bin);
+  std::ofstream(bin + "/sbatch") << "#!/bin/sh\necho 'sbatch: error: invalid partition specified: gpu' >&2\n"
+                                    "echo 'sbatch: error: Batch job submission failed: Invalid partition name "
+                                    "specified' >&2\nexit 1\n";
+  fs::permissions(bin + "/sbatch", fs::perms::owner_all);
+  testutil::ScopedEnv path("PATH", bin + ":" + testutil::env_or("PATH", "/usr/bin:/bin"));
+  const auto dir = tmp_ + "/slurm-fails";
+  auto r = run({"sweep", kTiny, "seed=0,1", "--launcher", "slurm", "-o", dir});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_EQ(testutil::count_lines(r.err), 1u) << r.err;
+  EXPECT_TRUE(contains(r.err, "runner sweep: sbatch --parsable " + fs::absolute(dir).lexically_normal().string() +
+                                  "/sweep.sbatch failed (exit 1): invalid partition specified: gpu; Batch job "
+                                  "submission failed: Invalid partition name specified\n"))
+      << r.err;
+}
+
 TEST_F(Sweep, MistakesStopItBeforeAnythingRuns) {
   const auto dir = tmp_ + "/never";
   auto expect_error = [&](const std::vector<std::string>& args, const std::string& message) {

@@ -15,5 +15,5 @@ from .attention import Attention, AttentionMap
 from .runs import Runs, runs
 
 __version__ = "0.1.0"
-from .runner import Report, find_runner, report, run, sweep
+from .runner import Report, data_dir, find_runner, report, repository, resolve_experiment, run, sweep
 from .interventions import ablate, prune, rollout

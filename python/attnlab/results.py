@@ -21,7 +21,7 @@ import h5py
 import numpy as np
 import pandas as pd
 
-from . import _check, _yaml
+from . import _check, _config
 from .errors import ResultsError
 
 __all__ = ["Run", "load", "register_section", "flatten"]
@@ -312,6 +312,10 @@ class Run:
         with self._open() as f:
             self.attrs = {k: _attr(v) for k, v in f.attrs.items()}
             self._config_text = _text(f["config"][()]) if "config" in f else ""
+            # The same config as JSON (runners since /config_json: a one-string dataset); None before.
+            js = f.get("config_json")
+            self._config_json = (_text(js[()] if js.shape == () else js[0])
+                                 if isinstance(js, h5py.Dataset) and js.shape in ((), (1,)) else None)
         self._config = None
 
     # -- opening -------------------------------------------------------------------------------
@@ -356,12 +360,16 @@ class Run:
 
     @property
     def config(self) -> dict:
-        """The resolved config as nested dicts and lists."""
+        """The resolved config as nested dicts and lists: /config_json, or /config (YAML, read with
+        PyYAML by YAML 1.2's core schema) in a file from before /config_json."""
         if self._config is None:
             try:
-                self._config = _yaml.load(self._config_text, f"{self.path}:/config") or {}
-            except _yaml.YamlError as e:
-                raise ResultsError(f"results file {self.path}: /config is not YAML attnlab reads: {e}") from e
+                if self._config_json is not None:
+                    self._config = _config.load_json(self._config_json, f"{self.path}:/config_json") or {}
+                else:
+                    self._config = _config.load_yaml(self._config_text, f"{self.path}:/config") or {}
+            except _config.ConfigFormatError as e:
+                raise ResultsError(f"results file {e}") from None
         return self._config
 
     @property

@@ -7,7 +7,9 @@
     attnlab.report(runs.path)
 
 The runner is found through ATTNLAB_RUNNER, the repository's build (build/bin/runner in the current
-folder or a folder above it), or PATH. Its progress lines become a progress bar
+folder or a folder above it, else in the checkout the package was installed from), or PATH; a
+relative experiment file not found under the current folder is taken from that repository
+(resolve_experiment), and the runs keep their datasets in one place (data_dir()). Its progress lines become a progress bar
 in Jupyter (tqdm, when installed) and stay plain lines elsewhere; its other lines are printed as
 they come (log=False keeps them in the exception only). Stopping the cell (KeyboardInterrupt)
 stops the runner the way Ctrl-C does: the results file says `interrupted`, and RunInterrupted
@@ -27,38 +29,149 @@ import sys
 
 from .errors import ConfigError, RunFailed, RunInterrupted, RunnerNotFound
 
-__all__ = ["find_runner", "run", "sweep", "report", "command_for"]
+__all__ = ["find_runner", "repository", "resolve_experiment", "data_dir", "run", "sweep", "report", "command_for"]
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
 
+def _is_repository(folder) -> bool:
+    return bool(folder) and os.path.isdir(os.path.join(folder, "experiments")) and \
+        os.path.isfile(os.path.join(folder, "python", "pyproject.toml"))
+
+
+def _package_repository() -> str | None:
+    """The attnlab checkout this package came from: the one it lives in (PYTHONPATH, an editable
+    install), else the folder `pip install ./python` was given (pip records it in the package's
+    direct_url.json), when that checkout is still there."""
+    here = os.path.dirname(_HERE)
+    if _is_repository(os.path.dirname(here)):
+        return os.path.dirname(here)
+    try:
+        import importlib.metadata
+        import json
+        import urllib.parse
+        import urllib.request
+        dist = importlib.metadata.distribution("attnlab")
+        if os.path.realpath(str(dist.locate_file("attnlab"))) != os.path.realpath(_HERE):
+            return None  # another attnlab installed; this copy is not that one
+        url = json.loads(dist.read_text("direct_url.json") or "{}").get("url", "")
+    except Exception:  # not installed by pip, or no record: no repository known
+        return None
+    if not url.startswith("file://"):
+        return None
+    checkout = os.path.dirname(os.path.normpath(urllib.request.url2pathname(urllib.parse.urlparse(url).path)))
+    return checkout if _is_repository(checkout) else None
+
+
+def _runner_in(folder: str) -> str | None:
+    candidate = os.path.join(folder, "build", "bin", "runner")
+    return candidate if os.path.isfile(candidate) and os.access(candidate, os.X_OK) else None
+
+
 def find_runner() -> str:
-    """The runner executable: $ATTNLAB_RUNNER; else build/bin/runner in the current folder or the
-    nearest folder above it that has one (a notebook in examples/notebooks/ finds the repository's
-    build), then above this package's source; else `runner` on PATH."""
+    """The runner executable, looked for in this order: $ATTNLAB_RUNNER; build/bin/runner in the
+    current folder or the nearest folder above it that has one (a notebook in examples/notebooks/
+    finds the repository's build); build/bin/runner of the checkout this package was installed from
+    (`pip install ./python` remembers it); `runner` on PATH. RunnerNotFound lists each place."""
     env = os.environ.get("ATTNLAB_RUNNER")
     if env:
         if not (os.path.isfile(env) and os.access(env, os.X_OK)):
             raise RunnerNotFound(f"ATTNLAB_RUNNER={env} is not an executable file")
         return env
-    looked = []
-    for start in (os.getcwd(), _HERE):
-        folder = os.path.abspath(start)
-        while True:
-            candidate = os.path.join(folder, "build", "bin", "runner")
-            if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
-                return candidate
-            parent = os.path.dirname(folder)
-            if parent == folder:
-                break
-            folder = parent
-        looked.append(f"build/bin/runner in {os.path.abspath(start)} and the folders above it")
+    folder = os.path.abspath(os.getcwd())
+    while True:
+        found = _runner_in(folder)
+        if found:
+            return found
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            break
+        folder = parent
+    looked = ["$ATTNLAB_RUNNER (unset)", f"build/bin/runner in {os.getcwd()} and the folders above it"]
+    repo = _package_repository()
+    if repo:
+        found = _runner_in(repo)
+        if found:
+            return found
+        looked.append(f"build/bin/runner in {repo}, the checkout this package was installed from (not built "
+                      f"yet: scripts/build build runtime there)")
+    else:
+        looked.append("the checkout this package was installed from (none known: it was not installed from one "
+                      "with `pip install ./python`)")
     on_path = shutil.which("runner")
     if on_path:
         return on_path
-    raise RunnerNotFound("no attnlab runner found: set ATTNLAB_RUNNER to the runner (build/bin/runner in the "
-                         "repository; scripts/build build runtime builds it); looked for " + "; ".join(looked) +
-                         "; and `runner` on PATH")
+    looked.append("`runner` on PATH")
+    raise RunnerNotFound("no attnlab runner found; looked at " + "; ".join(looked) +
+                         ". Set ATTNLAB_RUNNER to the runner (build/bin/runner in the repository)")
+
+
+def repository() -> str | None:
+    """The attnlab checkout runs resolve experiment files and data against: the one whose
+    build/bin/runner find_runner() finds, else the one this package was installed from; None when
+    neither is known (an installed runner and package)."""
+    try:
+        runner = os.path.abspath(find_runner())
+    except RunnerNotFound:
+        runner = None
+    for path in (runner, os.path.realpath(runner)) if runner else ():  # as found, then a link followed
+        if os.path.basename(os.path.dirname(path)) == "bin":  # <checkout>/<build>/bin/runner
+            checkout = os.path.dirname(os.path.dirname(os.path.dirname(path)))
+            if _is_repository(checkout):
+                return checkout
+    return _package_repository()
+
+
+def _inside(path: str, folder: str) -> bool:
+    path, folder = os.path.realpath(path), os.path.realpath(folder)
+    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
+
+
+def resolve_experiment(experiment, cwd=None) -> str:
+    """An experiment file as given when it exists (relative to cwd); else, for a relative name, the
+    repository's file of that name: `experiments/x.yaml` under the repository, or a bare `x.yaml`
+    (or `x`, or `tests/x.yaml`) under its experiments/. FileNotFoundError says where it looked."""
+    experiment = _path_arg(experiment, "experiment")
+    base = os.getcwd() if cwd is None else os.path.abspath(cwd)
+    here = experiment if os.path.isabs(experiment) else os.path.join(base, experiment)
+    if os.path.exists(here) or os.path.isabs(experiment):
+        return experiment
+    looked = [here]
+    repo = repository()
+    if repo:
+        names = [experiment] if os.path.splitext(experiment)[1] else [experiment, experiment + ".yaml"]
+        for name in names:
+            for candidate in (os.path.join(repo, name), os.path.join(repo, "experiments", name)):
+                if os.path.isfile(candidate):
+                    return candidate
+                if candidate not in looked:
+                    looked.append(candidate)
+    raise FileNotFoundError(f"experiment file {experiment!r} not found: looked at {', '.join(looked)}"
+                            + ("" if repo else " (no attnlab repository known: give the file's path)"))
+
+
+def data_dir(cwd=None) -> str:
+    """Where the runs this package starts keep their datasets (the runner's data_dir default,
+    passed as ATTNLAB_DATA_DIR): $ATTNLAB_DATA_DIR; else the repository's datasets/ when the run
+    starts inside the repository (where README's commands keep them); else one cache for every
+    folder, ${ATTNLAB_CACHE:-~/.cache/attnlab}/data. An experiment's own `data_dir:` wins."""
+    env = os.environ.get("ATTNLAB_DATA_DIR")
+    if env:
+        return env
+    base = os.getcwd() if cwd is None else os.path.abspath(cwd)
+    repo = repository()
+    if repo and _inside(base, repo):
+        return os.path.join(repo, "datasets")
+    cache = os.environ.get("ATTNLAB_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "attnlab")
+    return os.path.join(cache, "data")
+
+
+def _run_env(env, cwd):
+    """The runner's extra environment: the caller's env, and ATTNLAB_DATA_DIR (data_dir())."""
+    extra = dict(env or {})
+    if "ATTNLAB_DATA_DIR" not in extra:
+        extra["ATTNLAB_DATA_DIR"] = data_dir(cwd)
+    return extra
 
 
 def _value(v) -> str:
@@ -118,7 +231,7 @@ def _written_path(lines, cwd) -> str | None:
 def command_for(experiment, overrides=None, *, results=None, resume=None, plugin_path=(),
                 overwrite: bool = False) -> list[str]:
     """The runner's command line for run()'s arguments."""
-    cmd = [find_runner(), os.fspath(experiment), *_overrides(overrides)]
+    cmd = [find_runner(), resolve_experiment(experiment), *_overrides(overrides)]
     if resume is not None:
         cmd += ["--resume", os.fspath(resume)]
     elif results is not None:
@@ -286,12 +399,13 @@ def run(experiment, overrides=None, *, results=None, resume=None, if_exists: str
         else:
             raise FileExistsError(f"checkpoint folder {path}.ckpt already exists (an earlier run's, without its "
                                   f"results file): pass if_exists='overwrite' to replace it, or another results=")
-    cmd = command_for(experiment, overrides, results=results, resume=resume, plugin_path=plugin_path,
-                      overwrite=overwrite)
+    find_runner()  # a missing runner is what to say first
+    cmd = command_for(resolve_experiment(experiment, cwd), overrides, results=results, resume=resume,
+                      plugin_path=plugin_path, overwrite=overwrite)
     lines = collections.deque(maxlen=200)
     try:
         code, tail = _stream(cmd, progress=progress, log=log, desc=os.path.basename(os.fspath(experiment)),
-                             cwd=cwd, env=env, tail=lines)
+                             cwd=cwd, env=_run_env(env, cwd), tail=lines)
     except KeyboardInterrupt:
         path = path or _written_path(lines, cwd)
         if path is None or not os.path.exists(path):
@@ -312,10 +426,8 @@ def run(experiment, overrides=None, *, results=None, resume=None, if_exists: str
 
 def _same_sweep(folder: str, experiment: str, axes: dict, overrides: list[str]) -> str | None:
     """None when the sweep folder holds this very sweep, else what differs."""
-    from . import _yaml
-    with open(os.path.join(folder, "sweep.yaml"), encoding="utf-8") as f:
-        manifest = _yaml.load(f.read(), os.path.join(folder, "sweep.yaml"))
-    spec = (manifest or {}).get("sweep", {}) or {}
+    from .runs import _read_manifest
+    spec = _read_manifest(folder).get("sweep", {}) or {}
     if os.path.realpath(str(spec.get("experiment", ""))) != os.path.realpath(experiment):
         return f"its experiment is {spec.get('experiment')}"
     have = {k: [_value(v) for v in (vs if isinstance(vs, list) else [vs])] for k, vs in (spec.get("axes") or {}).items()}
@@ -357,6 +469,8 @@ def sweep(experiment, axes: dict, overrides=None, *, output=None, jobs: int = 1,
     if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
         raise ValueError(f"jobs must be a whole number of at least 1; got {jobs!r}")
     runner = find_runner()
+    if not resume:
+        experiment = resolve_experiment(experiment, cwd)
     if not resume and output is not None and if_exists == "resume":
         folder = os.fspath(output) if os.path.isabs(os.fspath(output)) or cwd is None else os.path.join(cwd, output)
         if os.path.exists(os.path.join(folder, "sweep.yaml")):
@@ -382,7 +496,8 @@ def sweep(experiment, axes: dict, overrides=None, *, output=None, jobs: int = 1,
         cmd += _overrides(overrides) + ["-o", os.fspath(output), "--jobs", str(jobs)]
     folder = output if os.path.isabs(output) or cwd is None else os.path.join(cwd, output)
     try:
-        code, tail = _stream(cmd, progress=progress, log=log, desc="sweep", cwd=cwd, env=env, unit="run")
+        code, tail = _stream(cmd, progress=progress, log=log, desc="sweep", cwd=cwd, env=_run_env(env, cwd),
+                             unit="run")
     except KeyboardInterrupt:
         raise RunInterrupted(f"stopped: the sweep in {folder} marked its running runs interrupted",
                              run=read_runs(folder) if os.path.isdir(folder) else None) from None

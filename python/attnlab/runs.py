@@ -9,7 +9,7 @@
 One row per run: path, name, experiment, status, started, wall_seconds, num_parameters, the
 flattened config (one column per key, as `runner compare` flattens it), each series' final value
 ("val/loss") and each registered section's summary columns ("eval/test/bleu"). A sweep folder's
-manifest (sweep.yaml) adds the runs it lists that have no file yet (pending, failed before
+manifest (sweep.json; sweep.yaml from older runners) adds the runs it lists that have no file yet (pending, failed before
 writing) and its own columns: sweep_status, exit_code, attempts, seconds.
 
 A file that cannot be read (damaged, truncated, not a results file) is a row too: status
@@ -25,7 +25,7 @@ import warnings
 
 import pandas as pd
 
-from . import _check, _yaml
+from . import _check, _config
 from .errors import ResultsError
 from .results import Run, flatten
 
@@ -132,9 +132,8 @@ def runs(source, *, pattern: str = "*.h5", strict: bool = False) -> Runs:
         s = os.fspath(s)
         if os.path.isdir(s):
             folder = s if len(sources) == 1 else None
-            manifest_path = os.path.join(s, "sweep.yaml")
-            if os.path.exists(manifest_path):
-                manifests[s] = _read_manifest(manifest_path)
+            if os.path.exists(os.path.join(s, "sweep.yaml")) or os.path.exists(os.path.join(s, "sweep.json")):
+                manifests[s] = _read_manifest(s)
             found = sorted(glob.glob(os.path.join(glob.escape(s), pattern)))
             paths += found
             if not found and s not in manifests:
@@ -170,7 +169,7 @@ def runs(source, *, pattern: str = "*.h5", strict: bool = False) -> Runs:
                 row = {"path": path, "name": entry.get("name"), "status": entry.get("status")}
                 for o in entry.get("overrides", []) or []:
                     k, _, v = str(o).partition("=")
-                    row[k] = _hashable(_yaml.scalar(v))
+                    row[k] = _hashable(_config.scalar(v))
                 rows.append(row)
             row["sweep_status"] = entry.get("status")
             for k in ("exit_code", "attempts", "seconds"):
@@ -195,13 +194,11 @@ def _differing(table: pd.DataFrame) -> list[str]:
     return sorted(out)
 
 
-def _read_manifest(path: str) -> dict:
-    with open(path, encoding="utf-8") as f:
-        text = f.read()
+def _read_manifest(folder: str) -> dict:
     try:
-        manifest = _yaml.load(text, path)
-    except _yaml.YamlError as e:
-        raise ResultsError(f"sweep manifest {path} is not YAML attnlab reads: {e}") from e
+        manifest = _config.read_manifest(folder)
+    except _config.ConfigFormatError as e:
+        raise ResultsError(f"sweep manifest {e}") from None
     if not isinstance(manifest, dict) or "runs" not in manifest:
-        raise ResultsError(f"{path} is not a sweep manifest (no 'runs' list)")
+        raise ResultsError(f"{os.path.join(folder, 'sweep.yaml')} is not a sweep manifest (no 'runs' list)")
     return manifest

@@ -14,11 +14,17 @@ def experiment(name: str) -> str:
 
 @pytest.fixture(scope="session", autouse=True)
 def _scratch_cwd(tmp_path_factory):
-    """The runs' relative paths (datasets/, results/) land in a scratch folder, never in the folder
-    pytest was started from (a checkout's python/tests/ once got the fra-eng corpus that way)."""
+    """The runs' relative paths (results/) land in a scratch folder, never in the folder pytest was
+    started from (a checkout's python/tests/ once got the fra-eng corpus that way)."""
     before = os.getcwd()
     os.chdir(tmp_path_factory.mktemp("cwd"))
+    # One data folder for the session's runs (the runner's data_dir default; attnlab.run passes it
+    # on), not the user's cache (docs/PYTHON.md, "Working outside the repository").
+    data = os.environ.get("ATTNLAB_DATA_DIR")
+    os.environ["ATTNLAB_DATA_DIR"] = data or str(tmp_path_factory.mktemp("data"))
     yield
+    if data is None:
+        del os.environ["ATTNLAB_DATA_DIR"]
     os.chdir(before)
 
 

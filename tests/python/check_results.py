@@ -6,6 +6,7 @@
 Prints OK and exits 0, or prints what is wrong and exits 1. Run by results_test
 (H5pySeesTheDocumentedLayout) with the venv python in $ATTNLAB_PYTHON.
 """
+import json
 import re
 import sys
 
@@ -62,6 +63,14 @@ def check_config(f):
     if expect(isinstance(d, h5py.Dataset) and d.shape == () and is_vlen_utf8(d.dtype),
               f"/config: expected a scalar vlen UTF-8 string dataset, found {d}"):
         expect(isinstance(d.asstr()[()], str), "/config: asstr() does not give a str")
+    if "config_json" in f:  # the same config as JSON (docs/RESULTS.md, "The config as JSON")
+        j = f["config_json"]
+        if expect(isinstance(j, h5py.Dataset) and j.shape == (1,) and is_vlen_utf8(j.dtype),
+                  f"/config_json: expected a one-element vlen UTF-8 string dataset, found {j}"):
+            try:
+                expect(isinstance(json.loads(j.asstr()[0]), dict), "/config_json: not a JSON object")
+            except ValueError as e:
+                expect(False, f"/config_json: not JSON: {e}")
 
 
 def check_metrics(f):

@@ -19,6 +19,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <thread>
 
 #include "core/duration.hpp"
@@ -122,6 +123,13 @@ pid_t spawn(ForkServer*& server, const std::string& program, const std::vector<s
 
 /// Failed runs named (with their error) when a sweep ends.
 constexpr size_t kFailuresNamed = 5;
+
+/// How long a sweep shows no progress line while its first runs have neither completed nor all
+/// ended (run_local).
+constexpr auto kQuietStart = std::chrono::seconds(5);
+/// A run that fails within this many seconds of its start failed "at once": when every run of the
+/// first wave does, with the same error line, the sweep stops there (run_local).
+constexpr double kAtOnceSeconds = 60;
 
 /// The line of a run's log that says why it failed: the last line of its last attempt that names an
 /// error (the runner ends with one: `config error: ...`, `data error: ...`), else its last line.
@@ -251,11 +259,65 @@ int run_local(const std::string& dir, Manifest& m, const std::vector<Job>& jobs,
     }
   };
 
+  // The first wave: the first max(2, --jobs) runs. Until it is decided (a run of it completed, or
+  // each one ended) or kQuietStart has passed, no progress line is shown; and when each of them
+  // failed at once with the same error line (a device the machine lacks, a file every run needs),
+  // the sweep starts no other run and ends with that one line.
+  const size_t wave = std::min(jobs.size(), std::max<size_t>(2, static_cast<size_t>(options.jobs)));
+  std::set<size_t> wave_runs;  // their indices in m.runs
+  for (size_t i = 0; i < wave; ++i) wave_runs.insert(jobs[i].run);
+  const auto started = Clock::now();
+  bool loud = false;
+  const auto show = [&](bool final_line = false) {
+    if (!loud) {
+      size_t ended = 0, succeeded = 0;
+      for (size_t i = 0; i < wave; ++i) {
+        const auto& status = m.runs[jobs[i].run].status;
+        ended += status != "pending" && status != "running";
+        succeeded += status == "completed" || status == "diverged";
+      }
+      const bool decided = succeeded > 0 || (ended == wave && !final_line);
+      loud = decided || Clock::now() - started > kQuietStart || g_signal.load() != 0;
+    }
+    if (loud) progress.show(m, running, jobs.size() - next, final_line);
+  };
+  std::string same_error;  // set when every run of the first wave failed with this one error line
+  const auto wave_failed_alike = [&] {
+    if (wave < 2) return false;
+    std::string first;
+    for (size_t i = 0; i < wave; ++i) {
+      const auto& r = m.runs[jobs[i].run];
+      if (r.status != "failed" || r.seconds > kAtOnceSeconds) return false;
+      const auto line = last_error_line((fs::path(dir) / r.log).string());
+      if (i == 0) first = line;
+      if (line != first) return false;
+    }
+    same_error = first;
+    return true;
+  };
+
+  // While the first wave may still fail alike (every run of it that ended failed at once, and one
+  // is still in its first kAtOnceSeconds), no run after it starts: it would be stopped half-begun.
+  const auto wave_undecided = [&] {
+    if (wave < 2 || next < wave) return false;
+    bool young = false;
+    for (const auto& [pid, child] : running) {
+      if (wave_runs.count(child.run) == 0) continue;
+      if (std::chrono::duration<double>(Clock::now() - child.start).count() > kAtOnceSeconds) return false;
+      young = true;
+    }
+    for (const size_t i : wave_runs) {
+      const auto& r = m.runs[i];
+      if (r.status != "running" && (r.status != "failed" || r.seconds > kAtOnceSeconds)) return false;
+    }
+    return young;
+  };
+
   auto last_show = Clock::now();
-  progress.show(m, running, jobs.size());
+  show();
   while (true) {
-    const bool halted = g_signal.load() != 0 || (options.fail_fast && any_failed);
-    while (!halted && running.size() < static_cast<size_t>(options.jobs) && next < jobs.size()) {
+    const bool halted = g_signal.load() != 0 || (options.fail_fast && any_failed) || !same_error.empty();
+    while (!halted && running.size() < static_cast<size_t>(options.jobs) && next < jobs.size() && !wave_undecided()) {
       const Job& job = jobs[next++];
       auto& r = m.runs[job.run];
       r.status = "running";
@@ -268,7 +330,7 @@ int run_local(const std::string& dir, Manifest& m, const std::vector<Job>& jobs,
       const pid_t pid =
           spawn(server, program, run_command(runner, dir, m, job), (fs::path(dir) / r.log).string(), r.attempts);
       running[pid] = {job.run, Clock::now()};
-      progress.show(m, running, jobs.size() - next);
+      show();
     }
     if (halted) {
       stop_all();
@@ -279,17 +341,24 @@ int run_local(const std::string& dir, Manifest& m, const std::vector<Job>& jobs,
     const pid_t pid = waitpid(-1, &wstatus, WNOHANG);
     if (pid > 0) {
       reap(pid, wstatus);
-      progress.show(m, running, jobs.size() - next);
+      if (!wave_failed_alike()) show();
       continue;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(100));  // a signal wakes it early
     if (Clock::now() - last_show > std::chrono::seconds(1)) {
-      progress.show(m, running, jobs.size() - next);
+      show();
       last_show = Clock::now();
     }
   }
-  progress.show(m, running, jobs.size() - next, true);
+  show(true);
   save();
+  if (!same_error.empty() && g_signal.load() == 0) {
+    std::fprintf(stderr,
+                 "runner sweep: the first %zu runs all failed at once with the same error, so the sweep ran no more "
+                 "(%zu of %zu not run; once it is fixed, runner sweep %s --resume runs them all): %s\n",
+                 wave, jobs.size() - wave, jobs.size(), dir.c_str(), same_error.c_str());
+    return 1;
+  }
   if (const int sig = g_signal.load(); sig != 0) {
     std::fprintf(stderr, "runner sweep: stopped by signal %d; running runs were interrupted. Resume with: "
                          "runner sweep %s --resume\n", sig, dir.c_str());

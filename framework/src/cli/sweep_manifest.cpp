@@ -15,6 +15,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "config/json.hpp"
+
 namespace attnlab::cli::sweep {
 namespace {
 namespace fs = std::filesystem;
@@ -79,6 +81,37 @@ std::string emit(const Manifest& m) {
                      e.c_str());
 }
 
+/// The manifest as JSON (sweep.json), written from the struct (a parse of the YAML would meet the
+/// config tree's size limit in a sweep of thousands of runs); each value typed as a YAML 1.2 reader
+/// of sweep.yaml types it (config/json.hpp).
+std::string emit_json(const Manifest& m) {
+  using config::json_scalar;
+  using config::json_string;
+  const auto list = [](const std::vector<std::string>& v) {
+    std::string s = "[";
+    for (size_t i = 0; i < v.size(); ++i) s += (i > 0 ? ", " : "") + json_scalar(v[i]);
+    return s + "]";
+  };
+  const auto optional = [](const std::optional<int>& v) { return v ? std::to_string(*v) : std::string("null"); };
+  std::string axes;
+  for (const auto& axis : m.spec.axes) axes += (axes.empty() ? "" : ", ") + json_string(axis.key) + ": " + list(axis.values);
+  std::string s = fmt::format(
+      R"({{"sweep": {{"experiment": {}, "axes": {{{}}}, "overrides": {}}}, "command_line": {}, "created": {}, )"
+      R"("jobs": {}, "launcher": {}, "slurm_job": {}, "threads": {}, "plugin_path": {}, "runs": [)",
+      json_scalar(m.spec.experiment), axes, list(m.spec.overrides), json_scalar(m.command_line), json_scalar(m.created),
+      m.jobs, json_scalar(m.launcher), json_scalar(m.slurm_job), optional(m.threads), list(m.plugin_dirs));
+  for (size_t i = 0; i < m.runs.size(); ++i) {
+    const auto& r = m.runs[i];
+    s += fmt::format(
+        R"({}{{"name": {}, "overrides": {}, "results": {}, "log": {}, "status": {}, "exit_code": {}, "started": {}, )"
+        R"("finished": {}, "seconds": {}, "attempts": {}}})",
+        i > 0 ? ", " : "", json_scalar(r.name), list(r.overrides), json_scalar(r.results), json_scalar(r.log),
+        json_scalar(r.status), optional(r.exit_code), json_scalar(r.started), json_scalar(r.finished),
+        json_scalar(fmt::format("{:.3f}", r.seconds)), r.attempts);
+  }
+  return s + "]}\n";
+}
+
 std::vector<std::string> strings(const config::Node& n) {
   std::vector<std::string> out;
   ATTNLAB_CHECK(n.is_seq(), ConfigError, "{}: expected a list", n.where());
@@ -99,17 +132,21 @@ std::string utc_now() {
 }
 
 void write_manifest(const std::string& dir, const Manifest& m) {
-  const auto path = fs::path(dir) / kManifestName;
-  const auto tmp = fs::path(dir) / (std::string(kManifestName) + ".tmp");
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out << emit(m);
-    out.flush();
-    ATTNLAB_CHECK(out.good(), ResultsError, "cannot write the sweep manifest {}", tmp.string());
-  }
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  ATTNLAB_CHECK(!ec, ResultsError, "cannot replace the sweep manifest {}: {}", path.string(), ec.message());
+  const auto replace = [&](const char* name, const std::string& text) {
+    const auto path = fs::path(dir) / name;
+    const auto tmp = fs::path(dir) / (std::string(name) + ".tmp");
+    {
+      std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+      out << text;
+      out.flush();
+      ATTNLAB_CHECK(out.good(), ResultsError, "cannot write the sweep manifest {}", tmp.string());
+    }
+    std::error_code ec;
+    fs::rename(tmp, path, ec);
+    ATTNLAB_CHECK(!ec, ResultsError, "cannot replace the sweep manifest {}: {}", path.string(), ec.message());
+  };
+  replace(kManifestName, emit(m));
+  replace(kManifestJsonName, emit_json(m));
 }
 
 Manifest read_manifest(const std::string& dir) {

@@ -38,8 +38,12 @@ struct Manifest {
 };
 
 inline constexpr const char* kManifestName = "sweep.yaml";
+/// The same manifest as JSON (config/json.hpp), written after sweep.yaml on every change, so that a
+/// reader needs no YAML library (the Python package; docs/RESULTS.md). The runner reads sweep.yaml.
+inline constexpr const char* kManifestJsonName = "sweep.json";
 
-/// Writes <dir>/sweep.yaml through <dir>/sweep.yaml.tmp + rename. ResultsError when it cannot.
+/// Writes <dir>/sweep.yaml, then <dir>/sweep.json, each through a .tmp file + rename. ResultsError
+/// when it cannot.
 void write_manifest(const std::string& dir, const Manifest& m);
 
 /// Reads <dir>/sweep.yaml; ConfigError naming the place for anything malformed.

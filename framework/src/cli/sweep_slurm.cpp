@@ -8,6 +8,7 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <sstream>
 
 namespace attnlab::cli::sweep {
 namespace fs = std::filesystem;
@@ -34,19 +35,54 @@ std::string slurm_script(const std::string& runner, const std::string& dir, cons
   return s;
 }
 
-std::string submit_slurm(const std::string& script_path) {
-  const auto command = fmt::format("sbatch --parsable {} 2>&1", shell_quote(script_path));
-  FILE* p = popen(command.c_str(), "r");
-  ATTNLAB_CHECK(p != nullptr, Error, "runner sweep: cannot run sbatch");
+namespace {
+
+/// A Slurm command's output in one line: its lines trimmed and joined with "; ", each without the
+/// "sbatch: error: " prefix Slurm puts on them, cut at 300 characters.
+std::string gist(const std::string& out, const std::string& tool) {
+  std::string joined, line;
+  std::istringstream in(out);
+  while (std::getline(in, line)) {
+    const auto first = line.find_first_not_of(" \t\r"), last = line.find_last_not_of(" \t\r");
+    if (first == std::string::npos) continue;
+    line = line.substr(first, last - first + 1);
+    for (const auto& prefix : {tool + ": ", std::string("error: ")}) {
+      if (line.rfind(prefix, 0) == 0) line = line.substr(prefix.size());
+    }
+    if (!line.empty()) joined += (joined.empty() ? "" : "; ") + line;
+  }
+  return joined.size() > 300 ? joined.substr(0, 297) + "..." : joined;
+}
+
+}  // namespace
+
+std::string run_slurm_command(const std::string& tool, const std::vector<std::string>& args) {
+  std::string command = tool;
+  for (const auto& a : args) command += " " + shell_quote(a);
+  FILE* p = popen((command + " 2>&1").c_str(), "r");
+  ATTNLAB_CHECK(p != nullptr, Error, "runner sweep: cannot run {}", tool);
   std::string out;
   char buf[256];
   while (fgets(buf, sizeof buf, p)) out += buf;
   const int status = pclose(p);
-  while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
-  ATTNLAB_CHECK(status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == 0, Error,
-                "runner sweep: sbatch failed ({}): {}", WIFEXITED(status) ? WEXITSTATUS(status) : -1,
-                out.empty() ? std::string("no output (is Slurm installed?)") : out);
-  return out.substr(0, out.find(';'));  // "jobid" or "jobid;cluster"
+  if (status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == 0) return out;
+  const int code = status != -1 && WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  const auto why = code == 127 ? fmt::format("{} is not installed or not on PATH", tool)
+                   : gist(out, tool).empty() ? std::string("no output")
+                                             : gist(out, tool);
+  throw Error(fmt::format("runner sweep: {} failed (exit {}): {}", command, code, why));
+}
+
+std::string submit_slurm(const std::string& script_path) {
+  const auto out = run_slurm_command("sbatch", {"--parsable", script_path});
+  // The job id is the last line ("jobid" or "jobid;cluster"); warnings may come before it.
+  std::string id, line;
+  std::istringstream in(out);
+  while (std::getline(in, line)) {
+    if (line.find_first_not_of(" \t\r") != std::string::npos) id = line;
+  }
+  while (!id.empty() && (id.back() == '\r' || id.back() == ' ')) id.pop_back();
+  return id.substr(0, id.find(';'));
 }
 
 }  // namespace attnlab::cli::sweep

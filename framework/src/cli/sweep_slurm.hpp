@@ -16,8 +16,13 @@ namespace attnlab::cli::sweep {
 std::string slurm_script(const std::string& runner, const std::string& dir, const Manifest& m,
                          const std::vector<Job>& jobs, const std::vector<std::string>& extra);
 
-/// Writes <dir>/sweep.sbatch and submits it with `sbatch --parsable`; returns the job id. Error
-/// with sbatch's output when it fails or is not installed.
+/// Runs a Slurm command (`tool args...`, its stderr with its stdout) and returns its output. When it
+/// fails: one line, Error "runner sweep: <command> failed (exit N): <its lines joined with '; '>"
+/// (Slurm's own "sbatch: error: " prefixes dropped), or that it is not installed (exit 127).
+std::string run_slurm_command(const std::string& tool, const std::vector<std::string>& args);
+
+/// Submits <dir>/sweep.sbatch with `sbatch --parsable`; returns the job id. Error as
+/// run_slurm_command says when sbatch fails or is not installed.
 std::string submit_slurm(const std::string& script_path);
 
 }  // namespace attnlab::cli::sweep

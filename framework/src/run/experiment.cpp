@@ -17,6 +17,7 @@
 #include <memory>
 #include <optional>
 
+#include "config/json.hpp"
 #include "run/distributed_run.hpp"
 #include "run/evaluate.hpp"
 #include "run/interventions.hpp"
@@ -260,7 +261,9 @@ RunAttributes run_attributes(const Plan& plan, const Built& b, const Group& g, c
   a.threads_choice = b.threads_choice;
   a.world_size = g.dist ? g.dist->world_size() : 1;
   a.backend = g.dist ? g.dist->backend() : std::string("none");
-  a.config_yaml = config::to_yaml(resolved_config(plan.top, *b.setup.registry));
+  const Node resolved = resolved_config(plan.top, *b.setup.registry);
+  a.config_yaml = config::to_yaml(resolved);
+  a.config_json = config::to_json(resolved);
   if (a.resumed && a.config_yaml != g.stored_config && !ro.quiet) {
     spdlog::warn("resuming {} with a configuration that differs from the stored one; /config now holds the new one",
                  g.path);

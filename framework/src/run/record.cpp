@@ -138,6 +138,7 @@ void RunRecord::record(const RunAttributes& a) {
   res.set_attr("distributed_world_size", a.world_size);
   res.set_attr("distributed_backend", a.backend);
   res.write_config(a.config_yaml);
+  res.write_strings("config_json", {a.config_json});
   res.flush();
 }
 

@@ -39,6 +39,7 @@ struct RunAttributes {
   int64_t world_size = 1;        // distributed_world_size
   std::string backend = "none";  // distributed_backend
   std::string config_yaml;       // /config: the experiment as it ran, every default filled in
+  std::string config_json;       // /config_json: the same as JSON (config/json.hpp), for readers without YAML
 };
 
 class RunRecord {

@@ -3,10 +3,16 @@
 
 #include <attnlab/run/experiment.hpp>
 
+#include <cstdlib>
 #include <utility>
 #include <vector>
 
 namespace attnlab::run {
+
+std::string default_data_dir() {
+  const char* dir = std::getenv("ATTNLAB_DATA_DIR");
+  return dir != nullptr && *dir != '\0' ? std::string(dir) : std::string("datasets");
+}
 
 const config::Binding<ExperimentConfig>& experiment_binding() {
   using E = ExperimentConfig;
@@ -29,7 +35,8 @@ const config::Binding<ExperimentConfig>& experiment_binding() {
         .option("threads", &E::threads,
                 "intra-op CPU threads: N (capped at the cores), 0 = torch's default (one per core), or auto (one "
                 "thread below 250,000 parameters, else one per core; recorded as the threads attribute)")
-        .option("data_dir", &E::data_dir, "where datasets are fetched to and read from")
+        .option("data_dir", &E::data_dir,
+                "where datasets are fetched to and read from (default: $ATTNLAB_DATA_DIR, else datasets)")
         .node("dataset", &E::dataset, Type::Map, std::nullopt, "dataset plugin and its options ({plugin: name, ...})")
         .node("model", &E::model, Type::Map, "{}",
               "{encoder: {plugin: ...}, decoder: {plugin: ...}}, or {plugin: <model plugin>, ...}, or {} when "

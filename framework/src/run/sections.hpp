@@ -13,6 +13,11 @@
 
 namespace attnlab::run {
 
+/// `data_dir`'s default: $ATTNLAB_DATA_DIR when set (one folder for every run, wherever it starts:
+/// the Python package sets it for runs outside the repository, docs/PYTHON.md), else "datasets"
+/// under the current folder.
+std::string default_data_dir();
+
 /// The experiment file's top level.
 struct ExperimentConfig {
   std::string experiment;  // required: the results file's prefix
@@ -21,7 +26,7 @@ struct ExperimentConfig {
   std::string device = "cpu";  // cpu | cuda | auto
   train::Precision precision = train::Precision::fp32;
   std::string threads = "0";  // N, 0 (torch's default) or auto
-  std::string data_dir = "datasets";
+  std::string data_dir = default_data_dir();
   config::Node dataset, model, trainer, evaluate, results;  // dataset and trainer required
   config::Node interventions;  // run/interventions.hpp
 };
