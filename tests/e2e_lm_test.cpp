@@ -62,6 +62,20 @@ TEST_F(LmRun, TrainsForStepsReportedEveryEvalEvery) {
   }
 }
 
+TEST_F(LmRun, ReportAndPlotDrawTheCurvesAgainstTheOptimizerStep) {
+  const auto path = tmp_ + "/curves.h5";
+  ASSERT_EQ(lm(path).exit_code, 0);
+  const auto r = run({"report", path, "-o", tmp_ + "/curves.html"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto html = testutil::read_file(tmp_ + "/curves.html");
+  // Reports after steps 10, 20 and 25: the val curve's x is the step, not the report's number.
+  EXPECT_TRUE(testutil::contains(html, R"({"name":"val/loss","per_step":true)")) << html.substr(0, 2000);
+  EXPECT_TRUE(testutil::contains(html, R"("x":[10,20,25])")) << html.substr(0, 2000);
+  const auto p = run({"plot", path, "-o", tmp_ + "/plots"});
+  ASSERT_EQ(p.exit_code, 0) << p.err;
+  EXPECT_GT(fs::file_size(tmp_ + "/plots/losses.png"), 10000u);
+}
+
 TEST_F(LmRun, SummaryPrintsTheModelAndItsOutputShape) {
   const auto r = run({"summary", "experiments/tests/tiny_lm.yaml", "data_dir=" + data_dir_, "--depth", "1"});
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;

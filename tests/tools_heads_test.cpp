@@ -373,7 +373,7 @@ TEST_F(Heads, ReportDrawsGridsCurvesAndRolloutInChromium) {
   auto p = runner({"report", plain_, "-o", plain_page});
   ASSERT_EQ(p.exit_code, 0) << p.err;
   const auto html = testutil::read_file(plain_page);
-  EXPECT_TRUE(contains(html, "\"ablations\":[],\"pruning\":[],\"rollout\":[]")) << html.substr(html.size() - 400);
+  EXPECT_TRUE(contains(html, "\"ablations\":[],\"pruning\":[],\"head_scores\":[],\"rollout\":[]")) << html.substr(html.size() - 400);
 }
 
 }  // namespace

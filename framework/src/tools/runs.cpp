@@ -309,6 +309,15 @@ int64_t row_epoch(const Run& run, size_t rows, size_t row) {
   return static_cast<int64_t>(row + 1);
 }
 
+const std::vector<double>* report_steps(const Run& run, size_t rows) {
+  const auto it = run.metrics.find("train/step");
+  if (it == run.metrics.end() || it->second.size() != rows || rows == 0) return nullptr;
+  for (double s : it->second) {
+    if (!std::isfinite(s)) return nullptr;
+  }
+  return &it->second;
+}
+
 MetricSummary summarize(const Run& run, const std::string& metric) {
   MetricSummary s;
   auto it = run.metrics.find(metric);

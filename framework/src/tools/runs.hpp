@@ -96,6 +96,11 @@ MetricSummary summarize(const Run& run, const std::string& metric);
 /// per epoch, the last epoch for a single value (a test loss), else row + 1 (optimizer steps).
 int64_t row_epoch(const Run& run, size_t rows, size_t row);
 
+/// A step-counted run's optimizer step after each report (its train/step series, the lm trainer's
+/// with max_steps), when a per-epoch series of `rows` rows has one value per report; nullptr
+/// otherwise (an epoch-counted run). The curves of such a run are drawn against it.
+const std::vector<double>* report_steps(const Run& run, size_t rows);
+
 /// Every module/layer/head that any run recorded (runs may differ in depth or heads).
 AttentionStats union_of_heads(const std::vector<Run>& runs);
 /// One head's statistics in a run, nullptr when the run did not record it.

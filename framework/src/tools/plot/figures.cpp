@@ -92,6 +92,26 @@ Axes epoch_axes(const std::string& metric, bool log_losses) {
   return a;
 }
 
+/// Whether every run that has `metric` counts its reports in optimizer steps (report_steps), so
+/// that its panel is drawn against the step.
+bool by_step(const std::vector<Run>& runs, const std::string& metric) {
+  if (per_step(metric) || metric == "train/step") return false;
+  bool any = false;
+  for (const auto& r : runs) {
+    const auto it = r.metrics.find(metric);
+    if (it == r.metrics.end()) continue;
+    if (report_steps(r, it->second.size()) == nullptr) return false;
+    any = true;
+  }
+  return any;
+}
+
+/// The x of a run's per-epoch series of `rows` values: its steps when `steps`, else its epochs.
+std::vector<double> x_of(const Run& run, size_t rows, bool steps) {
+  if (steps) return *report_steps(run, rows);
+  return run.epochs;
+}
+
 /// Curves only: a metric with one value per run (a test loss) is left to the table, unless
 /// nothing else was chosen.
 std::vector<std::string> curve_metrics(const std::vector<Run>& runs, const std::vector<std::string>& metrics) {
@@ -133,7 +153,8 @@ Series group_series(const Group& g, const std::string& metric, Color color) {
       hi[i] = d.mean + d.sd;
     }
   }
-  Series s = metric_series(g.label, mean, longest ? longest->epochs : std::vector<double>{}, color);
+  const bool steps = longest != nullptr && report_steps(*longest, rows) != nullptr;
+  Series s = metric_series(g.label, mean, longest ? x_of(*longest, rows, steps) : std::vector<double>{}, color);
   s.lo = std::move(lo);
   s.hi = std::move(hi);
   return s;
@@ -150,6 +171,7 @@ void group_figure(const std::vector<Group>& groups, const std::vector<std::strin
   std::vector<Axes> panels;
   for (const auto& m : curve_metrics(runs, metrics)) {
     Axes a = epoch_axes(m, log_losses);
+    if (by_step(runs, m)) a.xlabel = "optimizer step";
     for (size_t i = 0; i < groups.size(); ++i)
       a.series.push_back(group_series(groups[i], m, palette(static_cast<int>(i))));
     panels.push_back(std::move(a));
@@ -170,11 +192,13 @@ void compare_figure(const std::vector<Run>& runs, const std::vector<std::string>
   std::vector<Axes> panels;
   for (const auto& m : curve_metrics(runs, metrics)) {
     Axes a = epoch_axes(m, log_losses);
+    const bool steps = by_step(runs, m);
+    if (steps) a.xlabel = "optimizer step";
     for (size_t i = 0; i < runs.size(); ++i) {
       auto it = runs[i].metrics.find(m);
       if (it == runs[i].metrics.end()) continue;
       a.series.push_back(metric_series(run_label(runs[i], differing), it->second,
-                                       per_step(m) ? std::vector<double>{} : runs[i].epochs,
+                                       per_step(m) ? std::vector<double>{} : x_of(runs[i], it->second.size(), steps),
                                        palette(static_cast<int>(i))));
     }
     panels.push_back(std::move(a));
@@ -194,6 +218,11 @@ void compare_figure(const std::vector<Run>& runs, const std::vector<std::string>
 bool losses_figure(const results::ResultsReader& in, const std::string& path, PixelSize size, bool log_losses) {
   std::vector<double> epochs;
   if (in.metric_groups().size() && in.has("metrics/epoch/index")) epochs = in.metric("epoch", "index");
+  // A step-counted run (the lm trainer with max_steps): its reports drawn at their optimizer step.
+  std::vector<double> steps;
+  if (in.has("metrics/train/step")) steps = in.metric("train", "step");
+  const bool by_steps = !steps.empty() && steps.size() == epochs.size() &&
+                        std::all_of(steps.begin(), steps.end(), [](double s) { return std::isfinite(s); });
   // Panel key -> series, in a stable order: train/val of a name together, *_train_mode/*_eval_mode together.
   std::map<std::string, Axes> panels;
   std::vector<std::string> order;
@@ -203,7 +232,7 @@ bool losses_figure(const results::ResultsReader& in, const std::string& path, Pi
   for (const auto& group : in.metric_groups()) {
     if (group == "epoch") continue;
     for (const auto& name : in.metric_names(group)) {
-      if (name == "seconds") continue;
+      if (name == "seconds" || (by_steps && group == "train" && name == "step")) continue;
       std::string key = name, label = group;
       for (const char* mode : {"_train_mode", "_eval_mode"}) {
         if (name.ends_with(mode)) {
@@ -215,14 +244,15 @@ bool losses_figure(const results::ResultsReader& in, const std::string& path, Pi
         order.push_back(key);
         Axes a;
         a.title = key;
-        a.xlabel = group == "step" ? "optimizer step" : "epoch";
+        a.xlabel = group == "step" || by_steps ? "optimizer step" : "epoch";
         a.integer_x = true;
         a.logy = log_losses && is_loss(key);
         panels[key] = std::move(a);
       }
       if (!colour_of.count(label)) colour_of[label] = colour++;
       panels[key].series.push_back(metric_series(
-          label, in.metric(group, name), group == "step" ? std::vector<double>{} : epochs, palette(colour_of[label])));
+          label, in.metric(group, name), group == "step" ? std::vector<double>{} : by_steps ? steps : epochs,
+          palette(colour_of[label])));
     }
   }
   if (order.empty()) return false;

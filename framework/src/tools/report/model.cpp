@@ -49,7 +49,14 @@ void write_runs(JsonWriter& j, const PageInput& in, const std::vector<std::strin
 void write_curves(JsonWriter& j, const std::vector<Run>& runs) {
   j.key("metrics").begin_array();
   for (const auto& m : all_metrics(runs)) {
-    j.begin_object().key("name").value(m).key("per_step").value(per_step(m));
+    // Step-counted runs (every run with the metric has train/step beside it) are drawn against
+    // the optimizer step; per-step series (step/lr) are.
+    bool by_step = !per_step(m) && m != "train/step";
+    for (const auto& r : runs) {
+      const auto it = r.metrics.find(m);
+      if (it != r.metrics.end() && report_steps(r, it->second.size()) == nullptr) by_step = false;
+    }
+    j.begin_object().key("name").value(m).key("per_step").value(per_step(m) || by_step);
     j.key("higher_is_better").value(higher_is_better(m)).key("series").begin_array();
     for (size_t i = 0; i < runs.size(); ++i) {
       const auto it = runs[i].metrics.find(m);
@@ -58,7 +65,9 @@ void write_curves(JsonWriter& j, const std::vector<Run>& runs) {
       std::vector<int64_t> x;
       std::vector<double> y;
       for (size_t row : curve_rows(v.size())) {
-        x.push_back(per_step(m) ? static_cast<int64_t>(row + 1) : row_epoch(runs[i], v.size(), row));
+        x.push_back(per_step(m) ? static_cast<int64_t>(row + 1)
+                    : by_step  ? static_cast<int64_t>((*report_steps(runs[i], v.size()))[row])
+                               : row_epoch(runs[i], v.size(), row));
         y.push_back(v[row]);
       }
       j.begin_object().key("run").value(i).key("x").array(x).key("y").array(y).end_object();
