@@ -2,25 +2,10 @@
 // Batch's decoder-only layout (no source; tgt_out the next token of tgt_in, '<pad>' where a label
 // is not scored; tgt_valid_lens the count of scored labels of a row). Every row is drawn from the
 // data's own seed in prepare(); `fresh: true` draws new training rows for every epoch from (seed,
-// the epoch's seed) instead. Tasks (`task`):
-//
-// - repeated: [<bos>] r r, r of half_len tokens drawn uniformly from the ordinary tokens, the
-//   setting in which induction heads form (Elhage et al. 2021, Olsson et al. 2022). Scored: the
-//   tokens of the second copy (loss_on: second_half; its first token can only be known from its
-//   position), or every label (loss_on: all). With min_half_len, r's length is drawn per row from
-//   [min_half_len, half_len] and rows are right-padded: with one length for all rows, the answer
-//   always stands half_len - 1 tokens back, and one layer learns that offset (no induction).
-// - mqar: multi-query associative recall as Zoology draws it (Arora, Eyuboglu et al. 2023;
-//   HazyResearch/zoology, data/associative_recall.py, _mqar): num_kv_pairs keys drawn without
-//   replacement from [1, V/2) and values from [V/2, V), interleaved at the start (k v k v ...);
-//   then each key queried once, at 2 kv + 2 gap, the gaps drawn without replacement from
-//   [0, (L - 2 kv) / 2) with probability proportional to a i^(a - 1) (i = gap + 1, a = power_a);
-//   the label at a query is its key's value, no other label is scored. Other positions are token
-//   0, or uniform over [0, V) with random_non_queries. Token ids are Zoology's (0 .. V-1), '<pad>'
-//   is the extra id V.
-// - copy, reverse, sort: x <sep> f(x) <eos>, x of a length drawn from train_len (test_len for the
-//   test split, for length generalisation), f the identity, reversal or sorting by id; scored:
-//   f(x) and <eos>; rows right-padded with <pad>.
+// the epoch's seed) instead. Tasks (`task`): repeated ([<bos>] r r, induction heads), mqar
+// (Zoology's multi-query associative recall), copy, reverse, sort (x <sep> f(x) <eos>); tasks.hpp
+// describes each task's rows, tasks.cpp draws them. This file: the options and their checks, the
+// vocabulary, the splits and their batches, data::LanguageModelData, the registration.
 //
 // Token names: an ordinary token is named by its id ("17"), the specials by their own names
 // ("<sep>"); a prompt (data::LanguageModelData) is space-separated names or ids.
@@ -31,6 +16,8 @@
 #include <attnlab/data/vocab.hpp>
 #include <attnlab/error.hpp>
 #include <attnlab/plugin/plugin.hpp>
+
+#include "tasks.hpp"
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <fmt/format.h>
@@ -51,26 +38,7 @@ namespace {
 
 using namespace attnlab;
 using data::Split;
-
-enum class Task { Repeated, Mqar, Copy, Reverse, Sort };
-
-const char* task_name(Task t) {
-  switch (t) {
-    case Task::Repeated:
-      return "repeated";
-    case Task::Mqar:
-      return "mqar";
-    case Task::Copy:
-      return "copy";
-    case Task::Reverse:
-      return "reverse";
-    case Task::Sort:
-      return "sort";
-  }
-  return "?";
-}
-
-bool transduction(Task t) { return t == Task::Copy || t == Task::Reverse || t == Task::Sort; }
+using namespace datasets::lm_tasks;
 
 constexpr int64_t kMaxLen = 1 << 16;   // most tokens of x in copy, reverse, sort
 constexpr int64_t kMqarVocab = 8192;   // Zoology's default vocab_size
@@ -147,52 +115,6 @@ const config::Binding<Config>& binding() {
 }
 
 config::Schema schema() { return binding().schema(); }
-
-/// x lengths of copy, reverse, sort: [min, max], both included.
-struct Lengths {
-  int64_t min = 1, max = 1;
-};
-
-/// One split's rows: tgt_in and tgt_out [N, T], scored labels [N].
-struct Rows {
-  torch::Tensor in, out, lens;
-};
-
-uint64_t splitmix64(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ULL;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
-  return x ^ (x >> 31);
-}
-/// A generator seed from two numbers (distinct streams for the splits and the fresh epochs).
-uint64_t mix(uint64_t a, uint64_t b) { return splitmix64(splitmix64(a) ^ b); }
-
-/// [n, k] ids of [lo, hi), distinct within a row, in a uniformly random order (k <= hi - lo):
-/// Floyd's algorithm draws the set, a Fisher-Yates shuffle orders it. O(n k^2), whatever the pool.
-torch::Tensor sample_distinct(int64_t n, int64_t k, int64_t lo, int64_t hi, at::Generator& gen) {
-  const int64_t pool = hi - lo;
-  const auto u = torch::rand({n, 2 * k}, gen, torch::kDouble);  // [n, 2k]: Floyd's draws, the shuffle's
-  auto out = torch::empty({n, k}, torch::kLong);                // [n, k]
-  const auto ua = u.accessor<double, 2>();
-  auto oa = out.accessor<int64_t, 2>();
-  const auto below = [](double x, int64_t m) {
-    return std::min(static_cast<int64_t>(x * static_cast<double>(m)), m - 1);
-  };
-  std::vector<int64_t> chosen;
-  chosen.reserve(static_cast<size_t>(k));
-  for (int64_t i = 0; i < n; ++i) {
-    chosen.clear();
-    for (int64_t j = pool - k, m = 0; j < pool; ++j, ++m) {
-      const int64_t t = below(ua[i][m], j + 1);  // in [0, j]
-      chosen.push_back(std::find(chosen.begin(), chosen.end(), t) == chosen.end() ? t : j);
-    }
-    for (int64_t m = k - 1; m > 0; --m) {
-      std::swap(chosen[static_cast<size_t>(m)], chosen[static_cast<size_t>(below(ua[i][k + m], m + 1))]);
-    }
-    for (int64_t m = 0; m < k; ++m) oa[i][m] = lo + chosen[static_cast<size_t>(m)];
-  }
-  return out;
-}
 
 class LmTasks final : public data::Dataset, public data::LanguageModelData {
  public:
@@ -419,9 +341,12 @@ class LmTasks final : public data::Dataset, public data::LanguageModelData {
       vocab_ = data::Vocab::in_order(names_);
     }
     for (size_t i = 0; i < names_.size(); ++i) id_of_name_.emplace(names_[i], static_cast<int64_t>(i));
-    if (c_.task == Task::Repeated) num_steps_ = 2 * c_.half_len + (c_.bos ? 1 : 0) - 1;
+    if (c_.task == Task::Repeated) num_steps_ = repeated_params().steps();
     if (c_.task == Task::Mqar) num_steps_ = c_.seq_len;
-    if (transduction(c_.task)) num_steps_ = 2 * std::max(lens_[0].max, lens_[2].max) + 1;
+    // Val's lengths are train's.
+    if (transduction(c_.task)) {
+      num_steps_ = std::max(transduced_params(Split::Train).steps(), transduced_params(Split::Test).steps());
+    }
   }
 
   const std::string& name(int64_t id) const {
@@ -454,95 +379,48 @@ class LmTasks final : public data::Dataset, public data::LanguageModelData {
 
   // --- rows ---
 
+  /// n rows of the task (tasks.hpp), drawn from a generator seeded with `seed`.
   Rows make_rows(int64_t n, uint64_t seed, Split split) const {
     auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
     switch (c_.task) {
       case Task::Repeated:
-        return repeated(n, gen);
+        return repeated(n, repeated_params(), gen);
       case Task::Mqar:
-        return mqar(n, gen);
+        return mqar(n, mqar_params(), gen);
       default:
-        return transduced(n, gen, lens_[static_cast<size_t>(split)]);
+        return transduced(n, transduced_params(split), gen);
     }
   }
 
-  /// [<bos>] r r, right-padded: tgt_in the row less its last token, tgt_out the row less its first.
-  Rows repeated(int64_t n, at::Generator& gen) const {
-    const int64_t most = c_.half_len, least = c_.min_half_len.value_or(most), b = bos_ >= 0 ? 1 : 0;
-    const auto r = torch::randint(low_, high_, {n, most}, gen, torch::kLong);  // [N, most]
-    const auto halves = least == most ? torch::full({n}, most, torch::kLong)
-                                      : torch::randint(least, most + 1, {n}, gen, torch::kLong);  // [N]
-    Rows d;
-    d.in = torch::full({n, num_steps_}, pad_, torch::kLong);   // [N, T]
-    d.out = torch::full({n, num_steps_}, pad_, torch::kLong);  // [N, T]
-    auto in = d.in.accessor<int64_t, 2>(), out = d.out.accessor<int64_t, 2>();
-    const auto ra = r.accessor<int64_t, 2>();
-    const auto ha = halves.accessor<int64_t, 1>();
-    std::vector<int64_t> row;
-    for (int64_t i = 0; i < n; ++i) {
-      const int64_t h = ha[i], inputs = 2 * h + b - 1;
-      row.assign(static_cast<size_t>(b), bos_);
-      for (int copy = 0; copy < 2; ++copy) {
-        for (int64_t t = 0; t < h; ++t) row.push_back(ra[i][t]);
-      }
-      for (int64_t t = 0; t < inputs; ++t) {
-        in[i][t] = row[static_cast<size_t>(t)];
-        // second_half: the last h labels, the tokens of the second copy.
-        if (c_.loss_on_all || t >= inputs - h) out[i][t] = row[static_cast<size_t>(t + 1)];
-      }
-    }
-    d.lens = c_.loss_on_all ? halves * 2 + (b - 1) : halves;
-    return d;
+  // The generators' parameters: the options with the vocabulary's ids (build_vocabulary()).
+
+  RepeatedParams repeated_params() const {
+    return {.low = low_,
+            .high = high_,
+            .half_len = c_.half_len,
+            .min_half_len = c_.min_half_len.value_or(c_.half_len),
+            .pad = pad_,
+            .bos = bos_,
+            .loss_on_all = c_.loss_on_all};
   }
 
-  /// Zoology's _mqar: k v k v ... then the queries at 2 kv + 2 gap, their values the labels there.
-  Rows mqar(int64_t n, at::Generator& gen) const {
-    const int64_t V = vocab_ordinary_, L = c_.seq_len, kv = c_.num_kv_pairs;
-    const int64_t context = 2 * kv, space = (L - context) / 2;
-    const auto keys = sample_distinct(n, kv, 1, V / 2, gen);    // [N, kv] from [1, V/2)
-    const auto values = sample_distinct(n, kv, V / 2, V, gen);  // [N, kv] from [V/2, V)
-    const double a = c_.power_a;
-    const auto p = a * torch::arange(1, space + 1, torch::kDouble).pow(a - 1.0);                          // [space]
-    const auto gaps = torch::multinomial((p / p.sum()).expand({n, space}).contiguous(), kv, false, gen);  // [N, kv]
-    const auto at = context + 2 * gaps;  // [N, kv] query positions
-    Rows d;
-    d.in = torch::zeros({n, L}, torch::kLong);  // [N, L]
-    d.in.slice(1, 0, context, 2).copy_(keys);
-    d.in.slice(1, 1, context, 2).copy_(values);
-    d.in.scatter_(1, at, keys);
-    d.out = torch::full({n, L}, pad_, torch::kLong).scatter_(1, at, values);  // [N, L]
-    if (c_.random_non_queries) {  // Zoology: every 0 left becomes a uniform token of [0, V)
-      const auto fill = torch::randint(0, V, {n, L}, gen, torch::kLong);
-      d.in = torch::where(d.in == 0, fill, d.in);
-    }
-    d.lens = torch::full({n}, kv, torch::kLong);
-    return d;
+  MqarParams mqar_params() const {
+    return {.vocab_size = vocab_ordinary_,
+            .seq_len = c_.seq_len,
+            .num_kv_pairs = c_.num_kv_pairs,
+            .power_a = c_.power_a,
+            .random_non_queries = c_.random_non_queries,
+            .pad = pad_};
   }
 
-  /// x <sep> f(x) <eos>, right-padded to 2 range.max + 1 inputs; labels from <sep> on.
-  Rows transduced(int64_t n, at::Generator& gen, Lengths range) const {
-    const int64_t T = 2 * range.max + 1;
-    const auto x = torch::randint(low_, high_, {n, range.max}, gen, torch::kLong);       // [N, max]
-    const auto lens = torch::randint(range.min, range.max + 1, {n}, gen, torch::kLong);  // [N]
-    Rows d;
-    d.in = torch::full({n, T}, pad_, torch::kLong);
-    d.out = torch::full({n, T}, pad_, torch::kLong);
-    auto in = d.in.accessor<int64_t, 2>(), out = d.out.accessor<int64_t, 2>();
-    const auto xa = x.accessor<int64_t, 2>();
-    const auto la = lens.accessor<int64_t, 1>();
-    std::vector<int64_t> y;
-    for (int64_t i = 0; i < n; ++i) {
-      const int64_t len = la[i];
-      y.resize(static_cast<size_t>(len));
-      for (int64_t t = 0; t < len; ++t) y[static_cast<size_t>(t)] = in[i][t] = xa[i][t];
-      if (c_.task == Task::Reverse) std::reverse(y.begin(), y.end());
-      if (c_.task == Task::Sort) std::sort(y.begin(), y.end());
-      in[i][len] = sep_;
-      for (int64_t t = 0; t < len; ++t) in[i][len + 1 + t] = out[i][len + t] = y[static_cast<size_t>(t)];
-      out[i][2 * len] = eos_;
-    }
-    d.lens = lens + 1;  // f(x) and <eos>
-    return d;
+  TransducedParams transduced_params(Split split) const {
+    return {.task = c_.task,
+            .low = low_,
+            .high = high_,
+            .lengths = lens_[static_cast<size_t>(split)],
+            .pad = pad_,
+            .sep = sep_,
+            .eos = eos_};
   }
 
   Config c_;
