@@ -174,7 +174,8 @@ constexpr const char* kReportHarness = R"js(
     var r = { ready: start.ready, nav: texts("nav a"), grids: count("#head-scores .score-grid"),
       cells: count("#head-scores .score-grid g.scell path"), values: texts("#head-scores .score-grid g.sval text"),
       lines: count("#head-scores .score-curve g.sline path"), points: count("#head-scores .score-curve g.spt path"),
-      headings: texts("#head-scores h3") };
+      headings: texts("#head-scores h3"), generated: texts("#predictions pre.generated"),
+      generatedBold: texts("#predictions pre.generated b"), generatedHow: texts("#predictions .generation .muted") };
     r.tips = [];
     window.attnlabReport.views.forEach(function (v) {
       try { v.data("pts").forEach(function (d) { if (d.tip) r.tips.push(d.tip); }); } catch (e) {}
@@ -196,6 +197,9 @@ TEST_F(HeadsRun, ReportDrawsTheHeadScoreGridsAndTheirCurvesOverTraining) {
                 "trainer.head_scores_every=10", "trainer.head_scores_length=8", "trainer.head_scores_sequences=4"});
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   ASSERT_EQ(heads(path, {"--length", "8", "--sequences", "4", "-q"}).exit_code, 0);
+  const auto g = run({"generate", path, "data_dir=" + data_dir_, "--prompt", "I am ", "--tokens", "12", "--temperature",
+                      "0", "--name", "greedy"});
+  ASSERT_EQ(g.exit_code, 0) << g.err;
   const auto page = tmp_ + "/lm.html";
   r = run({"report", path, "-o", page});
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -214,6 +218,10 @@ TEST_F(HeadsRun, ReportDrawsTheHeadScoreGridsAndTheirCurvesOverTraining) {
   EXPECT_TRUE(testutil::contains(json, "L1 H2 after step 20: induction 0.")) << json;
   EXPECT_TRUE(testutil::contains(json, "over training")) << json;
   EXPECT_TRUE(testutil::contains(json, "'repeated_random'")) << json;
+  // The generation under "Outputs": the prompt in bold, then what followed it, and how.
+  EXPECT_TRUE(testutil::contains(json, "\"generated\":[\"I am ")) << json;
+  EXPECT_TRUE(testutil::contains(json, "\"generatedBold\":[\"I am \"]")) << json;
+  EXPECT_TRUE(testutil::contains(json, "greedy: greedy, 12 tokens, best checkpoint")) << json;
 }
 
 TEST_F(HeadsRun, HeadScoresDuringTrainingRefuseWhatTheyCannotMeasure) {

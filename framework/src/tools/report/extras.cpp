@@ -150,6 +150,22 @@ RunExtras read_extras(const std::string& path, int64_t max_tokens) {
     x.attention.push_back(std::move(s));
   }
   x.samples = in.samples();
+  for (const auto& name : in.children("generations")) {
+    const std::string at = "generations/" + name;
+    const auto text = [&](const char* a) { return in.has_attr_at(at, a) ? in.attr_string_at(at, a) : std::string(); };
+    const auto number = [&](const char* a) { return in.has_attr_at(at, a) ? in.attr_double_at(at, a) : 0.0; };
+    if (!in.has_attr_at(at, "prompt") || !in.has_attr_at(at, "continuation")) continue;  // not a generation
+    std::string how = text("decoding");
+    if (how == "sampled") {
+      how += fmt::format(" (temperature {:g}", number("temperature"));
+      if (number("top_k") > 0) how += fmt::format(", top-k {:g}", number("top_k"));
+      if (number("top_p") < 1) how += fmt::format(", top-p {:g}", number("top_p"));
+      how += fmt::format(", seed {:g})", number("seed"));
+    }
+    how += fmt::format(", {:g} tokens", number("tokens"));
+    if (const auto ckpt = text("checkpoint"); !ckpt.empty()) how += fmt::format(", {} checkpoint", ckpt);
+    x.generations.push_back({name, text("prompt"), text("continuation"), how});
+  }
   for (const auto& group : in.children("rollout")) {
     const std::string at = "rollout/" + group;
     RolloutSample s{in.has_attr_at(at, "text") ? in.attr_string_at(at, "text") : group, {}};

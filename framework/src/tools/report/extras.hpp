@@ -51,12 +51,20 @@ struct HeadsOff {
   std::vector<std::pair<int64_t, int64_t>> off;
 };
 
+/// One /generations/<name> (runner generate, the lm trainer's samples): the prompt, what followed
+/// it, and how it was decoded.
+struct GenerationText {
+  std::string name, prompt, continuation;
+  std::string how;  // "greedy, 200 tokens, best checkpoint" / "sampled (temperature 0.8, top-k 40, seed 1), ..."
+};
+
 struct RunExtras {
   std::string config_yaml;  // /config as stored ("" when absent)
   std::string detail;       // the root attribute error, diverged or interrupted_during ("" when none)
   std::vector<AttentionSample> attention;
   int64_t maps_cut = 0;                  // maps with more than max_tokens real tokens on an axis (cut)
   std::vector<results::Sample> samples;  // /samples: source, reference, hypothesis, sentence BLEU
+  std::vector<GenerationText> generations;  // /generations, in name order
   std::vector<FigureData> figures;          // the figures the run's plugins declared, read for the page
   std::vector<std::string> figure_problems;  // one line per declared figure that could not be read
   std::vector<RolloutSample> rollout;        // /rollout, each map cut to max_tokens per axis

@@ -189,6 +189,13 @@ void write_outputs(JsonWriter& j, const PageInput& in) {
     }
     j.end_array().end_object();
   }
+  j.end_array().key("generations").begin_array();
+  for (size_t i = 0; i < in.extras.size(); ++i) {
+    for (const auto& g : in.extras[i].generations) {
+      j.begin_object().key("run").value(i).key("name").value(g.name).key("prompt").value(g.prompt);
+      j.key("continuation").value(g.continuation).key("how").value(g.how).end_object();
+    }
+  }
   j.end_array().key("figures").begin_array();
   for (size_t i = 0; i < in.extras.size(); ++i) {
     for (const auto& f : in.extras[i].figures) write_figure(j, i, f);
