@@ -155,6 +155,34 @@ TEST_F(LmRun, GeneratesFromTheCheckpointAndStoresWhatItMade) {
   EXPECT_NE(rollout.out.find("decoder_self_rollout"), std::string::npos) << rollout.out;
 }
 
+TEST_F(LmRun, ACompletedRunContinuesItsSamplePromptsWithItsFinalWeights) {
+  const auto path = tmp_ + "/samples.h5";
+  auto r = lm(path, {"trainer.sample_prompts=[\"I am \", \"He \"]", "trainer.sample_tokens=20",
+                     "trainer.sample_temperature=0"});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  {
+    results::ResultsReader res(path);
+    EXPECT_EQ(res.children("generations"), (std::vector<std::string>{"sample-1", "sample-2"}));
+    EXPECT_EQ(res.attr_string_at("generations/sample-1", "prompt"), "I am ");
+    EXPECT_EQ(res.attr_string_at("generations/sample-2", "prompt"), "He ");
+    EXPECT_EQ(res.attr_string_at("generations/sample-1", "checkpoint"), "final");
+    EXPECT_EQ(res.attr_string_at("generations/sample-1", "decoding"), "greedy");
+    EXPECT_EQ(res.array("generations/sample-1/ids").values.size(), 5u + 20u);
+  }
+  // Greedy from the last checkpoint, which holds the final weights: the same text.
+  const auto g = run({"generate", path, "data_dir=" + data_dir_, "--prompt", "I am ", "--tokens", "20", "--temperature",
+                      "0", "--checkpoint", "last", "-q"});
+  ASSERT_EQ(g.exit_code, 0) << g.err;
+  results::ResultsReader res(path);
+  EXPECT_EQ(res.attr_string_at("generations/sample-1", "text") + "\n", g.out);
+  // A prompt the vocabulary cannot write is refused before training.
+  const auto bad = tmp_ + "/bad_samples.h5";
+  r = lm(bad, {"trainer.sample_prompts=[\"I am \xce\xa9\"]"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_TRUE(testutil::contains(r.err, "(U+03A9)")) << r.err;
+  EXPECT_FALSE(fs::exists(bad));
+}
+
 TEST_F(LmRun, ABpeModelTrainsOnSentencePiecePiecesAndGeneratesText) {
   const auto path = tmp_ + "/bpe.h5";
   const auto r = lm(path, {"dataset.tokenizer={plugin: sentencepiece, vocab_size: 300}", "dataset.max_chars=200000"});

@@ -135,24 +135,8 @@ int cmd_generate(int argc, char** argv) {
   {
     results::Results out(run, results::Results::Open::Existing);
     const std::string at = "generations/" + name;
-    out.remove(at);  // a generation asked for again by its name replaces it
-    out.write_array(at + "/prompt_ids", results::to_int_array(torch::tensor(prompt_ids, torch::kLong)));
-    out.write_array(at + "/ids", results::to_int_array(torch::tensor(g.ids, torch::kLong)));
-    out.set_attr_at(at, "prompt", prompt);
-    out.set_attr_at(at, "continuation", continuation_text);
-    out.set_attr_at(at, "text", whole_text);
-    out.set_attr_at(at, "tokens", o.tokens);
-    out.set_attr_at(at, "temperature", o.temperature);
-    out.set_attr_at(at, "decoding", std::string(o.temperature == 0 ? "greedy" : "sampled"));
-    out.set_attr_at(at, "top_k", o.top_k);
-    out.set_attr_at(at, "top_p", o.top_p);
-    out.set_attr_at(at, "seed", seed);
-    out.set_attr_at(at, "checkpoint", which);
-    out.set_attr_at(at, "cache", g.cache);
-    out.set_attr_at(at, "cache_bytes", g.cache_bytes);
-    out.set_attr_at(at, "seconds", g.seconds);
-    out.set_attr_at(at, "tokens_per_s", static_cast<double>(o.tokens) / std::max(g.seconds, 1e-9));
-    out.set_attr_at(at, "device", device.str());
+    // A generation asked for again by its name replaces it.
+    train::write_generation(out, name, g, o, {prompt, continuation_text, whole_text}, which, device);
     if (attention) {
       out.remove("attention/" + name);
       train::write_attention(out, name, recorder, 0, {{nn::Side::Target, text->token_labels(g.ids)}});

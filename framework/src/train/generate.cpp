@@ -2,6 +2,7 @@
 #include <attnlab/train/generate.hpp>
 
 #include <attnlab/nn/transformer.hpp>
+#include <attnlab/results/tensor.hpp>
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/torch.h>
@@ -74,6 +75,30 @@ Generation generate(nn::LanguageModel& model, const std::vector<int64_t>& prompt
   }
   model.train(training);
   return g;
+}
+
+void write_generation(results::Results& out, const std::string& name, const Generation& g, const GenerateOptions& o,
+                      const GenerationTexts& texts, const std::string& checkpoint, torch::Device device) {
+  const std::string at = "generations/" + name;
+  out.remove(at);
+  const std::vector<int64_t> prompt_ids(g.ids.begin(), g.ids.begin() + g.prompt_tokens);
+  out.write_array(at + "/prompt_ids", results::to_int_array(torch::tensor(prompt_ids, torch::kLong)));
+  out.write_array(at + "/ids", results::to_int_array(torch::tensor(g.ids, torch::kLong)));
+  out.set_attr_at(at, "prompt", texts.prompt);
+  out.set_attr_at(at, "continuation", texts.continuation);
+  out.set_attr_at(at, "text", texts.text);
+  out.set_attr_at(at, "tokens", o.tokens);
+  out.set_attr_at(at, "temperature", o.temperature);
+  out.set_attr_at(at, "decoding", std::string(o.temperature == 0 ? "greedy" : "sampled"));
+  out.set_attr_at(at, "top_k", o.top_k);
+  out.set_attr_at(at, "top_p", o.top_p);
+  out.set_attr_at(at, "seed", static_cast<int64_t>(o.seed));
+  out.set_attr_at(at, "checkpoint", checkpoint);
+  out.set_attr_at(at, "cache", g.cache);
+  out.set_attr_at(at, "cache_bytes", g.cache_bytes);
+  out.set_attr_at(at, "seconds", g.seconds);
+  out.set_attr_at(at, "tokens_per_s", static_cast<double>(o.tokens) / std::max(g.seconds, 1e-9));
+  out.set_attr_at(at, "device", device.str());
 }
 
 }  // namespace attnlab::train

@@ -14,7 +14,9 @@
 // seq2seq trainer has them.
 #include <attnlab/config/binding.hpp>
 #include <attnlab/nn/language_model.hpp>
+#include <attnlab/data/language_model.hpp>
 #include <attnlab/train/epoch_loop.hpp>
+#include <attnlab/train/generate.hpp>
 #include <attnlab/train/head_scores.hpp>
 #include <attnlab/train/loss.hpp>
 #include <attnlab/train/optim.hpp>
@@ -52,6 +54,11 @@ struct Config : train::GraphConfig, train::LoopConfig {
   int64_t head_scores_length = 0;
   int64_t head_scores_sequences = 16;
   int64_t in_context_early = 0, in_context_late = 0;  // positions from 1; both 0 = no score
+  config::Node sample_prompts;  // texts continued after training into /generations/sample-<i>
+  int64_t sample_tokens = 200;
+  double sample_temperature = 0.8;
+  int64_t sample_top_k = 0;
+  int64_t sample_seed = 0;
 };
 
 /// Where the scores measured during training go: /head_scores/training/step_<s>.
@@ -291,6 +298,21 @@ class LmTrainer final : public train::Trainer {
 
   void check(const train::TrainContext& ctx) const override {
     auto lm = language_model(ctx);
+    if (c_.sample_prompts.size() > 0) {
+      const auto* text = dynamic_cast<const data::LanguageModelData*>(ctx.dataset);
+      ATTNLAB_CHECK(text != nullptr, ConfigError,
+                    "sample_prompts: the dataset cannot turn a prompt into tokens (it does not implement "
+                    "data::LanguageModelData)");
+      for (size_t i = 0; i < c_.sample_prompts.size(); ++i) {
+        const auto ids = text->encode_prompt(c_.sample_prompts[i].str());  // DataError naming a bad character
+        ATTNLAB_CHECK(!ids.empty(), ConfigError, "sample_prompts[{}] is empty: give at least one character", i);
+        const int64_t total = static_cast<int64_t>(ids.size()) + c_.sample_tokens;
+        ATTNLAB_CHECK(lm->max_positions() == 0 || total <= lm->max_positions(), ConfigError,
+                      "sample_prompts[{}]: its {} tokens and sample_tokens {} make {} positions, beyond the {} of the "
+                      "model's absolute positional encoding",
+                      i, ids.size(), c_.sample_tokens, total, lm->max_positions());
+      }
+    }
     ATTNLAB_CHECK(ctx.dataset != nullptr && ctx.dataset->info().tgt_vocab_size > 0, ConfigError,
                   "it trains on token sequences, but the dataset has no vocabulary");
     const auto info = ctx.dataset->info();
@@ -336,16 +358,38 @@ class LmTrainer final : public train::Trainer {
     train::FusedAdam opt(lm->parameters(),
                          torch::optim::AdamOptions(schedule.at(1)).betas({c_.adam_beta1, c_.adam_beta2}));
     LmHooks hooks(c_, ctx, lm);
-    return train::run_epochs(ctx, hooks, &opt,
+    const auto result = train::run_epochs(ctx, hooks, &opt,
                              {.who = "lm",
                               .max_epochs = max_epochs(),
                               .loop = c_,
                               .step = train::step_options(c_, c_.gradient_clip, ctx.precision),
                               .schedule = schedule,
                               .record_lr = true});
+    if (result == train::FitResult::Completed) write_samples(ctx, *lm);
+    return result;
   }
 
  private:
+  /// After a completed run: each of sample_prompts continued by the final weights, stored as
+  /// /generations/sample-<i> (from 1), as `runner generate` stores its texts.
+  void write_samples(train::TrainContext& ctx, nn::LanguageModel& lm) const {
+    if (ctx.results == nullptr || c_.sample_prompts.size() == 0) return;
+    const auto& text = dynamic_cast<const data::LanguageModelData&>(*ctx.dataset);  // check() made sure
+    train::GenerateOptions o;
+    o.tokens = c_.sample_tokens;
+    o.temperature = c_.sample_temperature;
+    o.top_k = c_.sample_top_k;
+    for (size_t i = 0; i < c_.sample_prompts.size(); ++i) {
+      o.seed = static_cast<uint64_t>(c_.sample_seed) + i;  // prompt i's own sampler stream
+      const std::string prompt = c_.sample_prompts[i].str();
+      const auto g = train::generate(lm, text.encode_prompt(prompt), o, ctx.device);
+      const std::vector<int64_t> continuation(g.ids.begin() + g.prompt_tokens, g.ids.end());
+      train::write_generation(*ctx.results, fmt::format("sample-{}", i + 1), g, o,
+                              {prompt, text.decode(continuation), text.decode(g.ids)}, "final", ctx.device);
+    }
+    ctx.results->flush();
+  }
+
   Config c_;
   train::LrSchedule schedule_;
 };
@@ -388,6 +432,17 @@ const config::Binding<Config>& binding() {
                   {.min = 0})
           .option("head_scores_sequences", &Config::head_scores_sequences,
                   "random sequences the head scores are averaged over", {.min = 1, .max = 100000})
+          .node("sample_prompts", &Config::sample_prompts, config::Type::List, "[]",
+                "texts the trained model continues when the run completes (its final weights), stored as "
+                "/generations/sample-<i> as runner generate stores them (e.g. [\"I am \", \"The \"])")
+          .option("sample_tokens", &Config::sample_tokens, "tokens generated after each sample prompt",
+                  {.min = 1, .max = 1000000})
+          .option("sample_temperature", &Config::sample_temperature,
+                  "the samples' temperature (0 = greedy)", {.min = 0.0, .max = 100.0})
+          .option("sample_top_k", &Config::sample_top_k, "sample among the k most likely tokens only (0 = all)",
+                  {.min = 0})
+          .option("sample_seed", &Config::sample_seed, "the first sample's sampler seed (sample i: sample_seed + i - 1)",
+                  {.min = 0})
           .node("schedule", &Config::schedule, config::Type::Map, "{type: constant}",
                 "learning-rate schedule: {type: constant|linear_warmup|inverse_sqrt|cosine, warmup_steps: N, "
                 "total_steps: T, min_lr: m} (attnlab/train/schedule.hpp); cosine ends at max_steps unless told")

@@ -4,6 +4,7 @@
 // linear scorer's recurrent state) or by recomputing the whole prefix at every step (the reference
 // the cache is tested and benchmarked against).
 #include <attnlab/nn/language_model.hpp>
+#include <attnlab/results/results.hpp>
 
 #include <torch/types.h>
 
@@ -39,5 +40,19 @@ int64_t pick_token(const torch::Tensor& logits, const GenerateOptions& o, at::Ge
 /// has no end token.
 Generation generate(nn::LanguageModel& model, const std::vector<int64_t>& prompt, const GenerateOptions& o,
                     torch::Device device);
+
+/// The texts a generation is stored with, as the dataset writes them (data::LanguageModelData).
+struct GenerationTexts {
+  std::string prompt;        // as given
+  std::string continuation;  // the generated tokens decoded
+  std::string text;          // prompt and continuation decoded together
+};
+
+/// Writes /generations/<name> (docs/RESULTS.md), replacing a group of that name: prompt_ids, ids,
+/// the texts, the options (tokens, temperature, decoding, top_k, top_p, seed), checkpoint (what
+/// weights: "best", ..., or "final" for the weights a trainer holds), cache, cache_bytes, seconds,
+/// tokens_per_s and device.
+void write_generation(results::Results& out, const std::string& name, const Generation& g, const GenerateOptions& o,
+                      const GenerationTexts& texts, const std::string& checkpoint, torch::Device device);
 
 }  // namespace attnlab::train
