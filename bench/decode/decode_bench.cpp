@@ -7,11 +7,17 @@
 // Multi30K model's shape (3+3 blocks, width 256, FFN 512, 8 heads, 8000 tokens): the time of a
 // step does not depend on the values. Every row decodes exactly `length` steps greedily (no
 // <eos> stop), so tokens/s = batch * length / seconds.
+// --suite gpt: text generation with a decoder-only language model (nn::TransformerLM as the gpt
+// plugin builds it, random GPT-2-initialised weights) through train::generate, what `runner
+// generate` calls: with the KV cache, and with --no-cache's recomputation of the whole sequence at
+// every step; batch 1, greedy, `length` new tokens after a random prompt of each --prompts length.
 #include <attnlab/config/node.hpp>
 #include <attnlab/nn/dot_product.hpp>
 #include <attnlab/nn/transformer.hpp>
+#include <attnlab/nn/transformer_lm.hpp>
 #include <attnlab/plugin/registry.hpp>
 #include <attnlab/train/decode.hpp>
+#include <attnlab/train/generate.hpp>
 
 #include <torch/utils.h>
 
@@ -42,6 +48,9 @@ std::vector<int64_t> int_list(const std::string& text) {
 }
 
 struct Args {
+  std::string suite = "seq2seq";  // seq2seq (the Transformer decoder's caches) or gpt (runner generate's)
+  bool lengths_given = false;
+  std::vector<int64_t> prompts{16};  // gpt: prompt lengths
   std::vector<int64_t> lengths{16, 32, 64, 128, 256};
   std::vector<int64_t> batches{1, 32};
   std::vector<int64_t> kv_heads{8, 2, 1};
@@ -55,6 +64,11 @@ Args parse(int argc, char** argv) {
     const std::string flag = argv[i], value = argv[i + 1];
     if (flag == "--lengths") {
       a.lengths = int_list(value);
+      a.lengths_given = true;
+    } else if (flag == "--suite") {
+      a.suite = value;
+    } else if (flag == "--prompts") {
+      a.prompts = int_list(value);
     } else if (flag == "--batches") {
       a.batches = int_list(value);
     } else if (flag == "--kv-heads") {
@@ -72,12 +86,13 @@ Args parse(int argc, char** argv) {
       std::exit(2);
     }
   }
-  if (argc % 2 == 0) {
+  if (argc % 2 == 0 || (a.suite != "seq2seq" && a.suite != "gpt")) {
     std::fprintf(stderr,
-                 "usage: decode_bench [--lengths 16,32] [--batches 1,32] [--kv-heads 8,2,1] "
-                 "[--scorers dot_product,linear] [--source-length 24] [--reps 3] [--threads 1]\n");
+                 "usage: decode_bench [--suite seq2seq|gpt] [--lengths 16,32] [--batches 1,32] [--kv-heads 8,2,1] "
+                 "[--scorers dot_product,linear] [--source-length 24] [--prompts 16,256] [--reps 3] [--threads 1]\n");
     std::exit(2);
   }
+  if (a.suite == "gpt" && !a.lengths_given) a.lengths = {16, 64, 256};
   return a;
 }
 
@@ -143,11 +158,107 @@ std::pair<int64_t, int64_t> cache_bytes(nn::EncoderDecoder& m, int64_t source_le
   return {per_token, after - per_token * steps};
 }
 
+/// A decoder-only model's shape; the rest is the gpt plugin's defaults (experiments/gpt_char.yaml).
+struct LmShape {
+  const char* name;
+  int64_t vocab, hiddens, ffn, heads, blocks;
+};
+
+/// gpt_char's model, and nanoGPT's shakespeare_char shape (6 blocks of width 384, 6 heads) on the
+/// same 92-character vocabulary.
+const LmShape kLmShapes[] = {{"gpt_char (4 x 128, 4 heads, FFN 512)", 92, 128, 512, 4, 4},
+                             {"6 x 384, 6 heads, FFN 1536 (nanoGPT shakespeare_char's shape)", 92, 384, 1536, 6, 6}};
+
+/// nn::TransformerLM as plugins/model/gpt builds it at its defaults: norm-first, biases, GELU,
+/// GPT-2's initialisation, the output layer tied to the embedding, sinusoidal positions
+/// (positional_encoding auto with dot_product), max_len 1024, dot-product attention.
+nn::TransformerLM lm_model(const LmShape& s) {
+  torch::manual_seed(0);
+  auto o = nn::TransformerOptions(s.vocab, s.hiddens, s.ffn, s.heads, s.blocks)
+               .dropout(0.1)
+               .bias(true)
+               .norm(nn::NormPlacement::First)
+               .max_len(1024)
+               .positional_encoding(nn::AbsolutePositions::Auto)
+               .init(nn::TransformerInit::Gpt2)
+               .activation(nn::Activation::GELU)
+               .tie_embeddings(true)
+               .scale_embeddings(false)
+               .output_bias(false);
+  nn::TransformerLM m(o, [](const nn::ScorerContext&) { return std::make_shared<nn::DotProductScorerImpl>(); });
+  m->eval();
+  return m;
+}
+
+struct Timed {
+  double seconds = 0;          // median over the repetitions
+  int64_t cache_bytes = 0;     // what the state held at the end
+  std::vector<int64_t> ids;    // the prompt and the tokens generated
+};
+
+/// Median train::generate over `reps` runs: seconds (the prompt's pass included, as runner
+/// generate times it), the cache's bytes at the end and the tokens.
+Timed generate_seconds(nn::TransformerLM& m, const std::vector<int64_t>& prompt, int64_t tokens, bool cache,
+                       int64_t reps) {
+  train::GenerateOptions o;
+  o.temperature = 0;  // greedy: no sampling cost beyond the argmax
+  o.cache = cache;
+  o.tokens = std::min<int64_t>(tokens, 4);
+  train::generate(*m, prompt, o, torch::kCPU);  // warm-up
+  o.tokens = tokens;
+  std::vector<double> times;
+  Timed out;
+  for (int64_t r = 0; r < reps; ++r) {
+    auto g = train::generate(*m, prompt, o, torch::kCPU);
+    times.push_back(g.seconds);
+    out.cache_bytes = g.cache_bytes;
+    out.ids = std::move(g.ids);
+  }
+  std::sort(times.begin(), times.end());
+  out.seconds = times[times.size() / 2];
+  return out;
+}
+
+int gpt_suite(const Args& a) {
+  std::printf("- models: nn::TransformerLM as the gpt plugin builds it (norm-first, biases, GELU, GPT-2 init, tied "
+              "output layer, sinusoidal positions, dot-product attention), random weights (seed 0); train::generate "
+              "as `runner generate` calls it, greedy, batch 1; a random prompt (seed 1) of each length\n\n");
+  std::printf("## Generation, tokens/s with the KV cache and without (runner generate --no-cache: the whole sequence "
+              "again at every step); threads %lld, median of %lld, the prompt's pass included\n\n",
+              static_cast<long long>(a.threads), static_cast<long long>(a.reps));
+  std::printf("| model | parameters | prompt | new tokens | KV cache tok/s | no cache tok/s | speed-up | KV cache bytes "
+              "at the end | same tokens |\n|---|---:|---:|---:|---:|---:|---:|---:|---|\n");
+  for (const auto& shape : kLmShapes) {
+    auto m = lm_model(shape);
+    int64_t params = 0;
+    for (const auto& p : m->parameters()) params += p.numel();
+    for (int64_t prompt_length : a.prompts) {
+      torch::manual_seed(1);
+      const auto ids = torch::randint(2, shape.vocab, {prompt_length}, torch::kLong);
+      const std::vector<int64_t> prompt(ids.data_ptr<int64_t>(), ids.data_ptr<int64_t>() + prompt_length);
+      for (int64_t length : a.lengths) {
+        const auto cached = generate_seconds(m, prompt, length, true, a.reps);
+        const auto recomputed = generate_seconds(m, prompt, length, false, a.reps);
+        const double tokens = static_cast<double>(length), c = cached.seconds, r = recomputed.seconds;
+        std::printf("| %s | %lld | %lld | %lld | %.0f | %.0f | %.2fx | %lld | %s |\n", shape.name,
+                    static_cast<long long>(params), static_cast<long long>(prompt_length),
+                    static_cast<long long>(length), tokens / c, tokens / r, r / c,
+                    static_cast<long long>(cached.cache_bytes), cached.ids == recomputed.ids ? "yes" : "NO");
+        std::fflush(stdout);
+      }
+    }
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   const Args a = parse(argc, argv);
   torch::set_num_threads(static_cast<int>(a.threads));
+  if (a.suite == "gpt") return gpt_suite(a);
+  std::printf("- model: random weights of the Multi30K Transformer's shape (3+3 blocks, width 256, FFN 512, 8 heads of "
+              "32, 8000 tokens), each scorer in every attention module, greedy decoding of exactly N steps\n\n");
   const int64_t longest = *std::max_element(a.lengths.begin(), a.lengths.end());
   std::printf("## Greedy decoding, tokens/s (threads %lld, source length %lld, median of %lld)\n\n",
               static_cast<long long>(a.threads), static_cast<long long>(a.source_length),

@@ -33,9 +33,21 @@ PEER = os.path.join(HERE, "peer.py")
 
 
 class Workload:
-    def __init__(self, name, experiment, peer, epochs, overrides=()):
+    def __init__(self, name, experiment, peer, epochs, overrides=(), steps_per_epoch=None):
         self.name, self.experiment, self.peer, self.epochs = name, experiment, peer, epochs
         self.overrides = list(overrides)  # extra key=value for both sides
+        # A trainer that counts optimizer steps (lm: max_steps, a report every eval_every steps):
+        # one report interval of this many steps is the bench's "epoch".
+        self.steps_per_epoch = steps_per_epoch
+
+    def length(self, epochs):
+        """The overrides that make a run `epochs` epochs (report intervals) long."""
+        if self.steps_per_epoch:
+            return [f"trainer.max_steps={epochs * self.steps_per_epoch}", f"trainer.eval_every={self.steps_per_epoch}"]
+        return [f"trainer.max_epochs={epochs}"]
+
+    def run_overrides(self, epochs, seed):
+        return [*self.length(epochs), f"seed={seed}", "evaluate={}", *self.overrides]
 
 
 # Validation and evaluation are switched off for the timed runs (only train steps are timed).
@@ -48,6 +60,11 @@ WORKLOADS = [
              ["trainer.validate=false", "trainer.attention_samples=0"]),
     Workload("Multi30K Transformer (3+3, H 256), 2000 pairs", "experiments/transformer_multi30k_de_en.yaml",
              "transformer_multi30k", 3, ["trainer.validate=false", "dataset.num_train=2000"]),
+    # The first steps of the experiment's 2000-step run (its cosine schedule: total_steps fixed at
+    # 2000 whatever max_steps), a report every 25 steps; no validation, no checkpoints.
+    Workload("character GPT (4 blocks, H 128), 25-step intervals", "experiments/gpt_char.yaml", "gpt_char", 4,
+             ["trainer.validate=false", "trainer.checkpoints=false", "trainer.schedule.total_steps=2000"],
+             steps_per_epoch=25),
 ]
 
 
@@ -136,7 +153,8 @@ class Bench:
         sides = ["attnlab", "python"] + ([] if self.a.skip_compile else ["compile"])
         runs = {side: [] for side in sides}
         for rep in range(self.a.reps):
-            ov = [f"trainer.max_epochs={epochs}", f"seed={cfg.get('seed', 0) + rep}", "evaluate={}", *w.overrides]
+            seed = cfg.get('seed', 0) + rep
+            ov = w.run_overrides(epochs, seed)
             order = sides[rep % len(sides):] + sides[:rep % len(sides)]  # rotating: each side first in turn
             for side in order:
                 tag = f"{w.peer}-{side}-{rep}"
@@ -149,7 +167,7 @@ class Bench:
                     r = run(w, ov, tag)
                     # CPU time per steady epoch, robust to load: (CPU of this run - CPU of a
                     # 1-epoch run) / (epochs - 1); startup, the warm-up epoch and compilation cancel.
-                    short = run(w, [*ov, "trainer.max_epochs=1"], tag + "-short")
+                    short = run(w, w.run_overrides(1, seed), tag + "-short")
                 except RuntimeError as e:
                     if side == "compile":  # the peer's compiler failing is the peer's result, not ours
                         row["compile_status"] = f"failed: {e}"[:300]
@@ -190,7 +208,7 @@ class Bench:
             tol = max(0.05 * abs(la + lp) / 2, 3 * max(row["attnlab_final_loss_sd"], row[f"{side}_final_loss_sd"]))
             row[key] = "ok" if abs(la - lp) <= tol else f"CHECK (|diff| {abs(la - lp):.3f} > {tol:.3f})"
         row["epochs"], row["reps"], row["status"] = epochs, self.a.reps, "ok"
-        fl = self.flops_of(cfg)
+        fl = self.flops_of(cfg, w)
         if fl:
             row["train_flops_per_epoch"], row["train_flops_per_step"] = fl
             for side in ("attnlab", "python"):
@@ -211,7 +229,7 @@ class Bench:
         runs = {name: [] for name, *_ in self.GRAPH_VARIANTS}
         row = {"workload": w.name, "precision": precision, "epochs": epochs, "reps": self.a.reps}
         for rep in range(self.a.reps):
-            ov = [f"trainer.max_epochs={epochs}", f"seed={cfg.get('seed', 0) + rep}", "evaluate={}", *w.overrides]
+            ov = w.run_overrides(epochs, cfg.get('seed', 0) + rep)
             order = self.GRAPH_VARIANTS[rep % 4:] + self.GRAPH_VARIANTS[:rep % 4]
             for name, side, side_ov, extra in order:
                 if self.a.skip_compile and extra:
@@ -291,7 +309,7 @@ class Bench:
         epoch of a 2-epoch run (attnlab: ATTNLAB_OP_COUNTS; the peer: --op-counts, the same rules),
         divided by the peer's steps in that epoch (the same batches on both sides)."""
         cfg = config.load_experiment(os.path.join(ROOT, w.experiment))
-        ov = ["trainer.max_epochs=2", f"seed={cfg.get('seed', 0)}", "evaluate={}", *w.overrides]
+        ov = w.run_overrides(2, cfg.get('seed', 0))
         counts = {}
         for side in ("attnlab", "python"):
             path = os.path.join(self.tmp, f"{w.peer}-{side}-ops.jsonl")
@@ -319,7 +337,9 @@ class Bench:
             row[f"{side}_top_ops"] = " ".join(f"{n}:{k / steps:g}" for n, k in c["top"][:8])
 
     @staticmethod
-    def flops_of(cfg):
+    def flops_of(cfg, w=None):
+        if w is not None and w.steps_per_epoch and cfg.get("model", {}).get("plugin") == "gpt":
+            return flops.for_gpt(cfg, w.steps_per_epoch)
         if cfg.get("dataset", {}).get("plugin") != "fra_eng":
             return None
         data = fra_eng.FraEng(cfg["dataset"], os.path.join(ROOT, cfg.get("data_dir", "datasets")))
@@ -485,18 +505,18 @@ class Bench:
         perf_summary.py; plus the torch profiler's top ops for the Python peer (seed000 only)."""
         cfg = config.load_experiment(os.path.join(ROOT, w.experiment))
         epochs = max(2, round(w.epochs * self.a.epoch_scale))
-        ov = [f"trainer.max_epochs={epochs}", f"seed={cfg.get('seed', 0)}", "evaluate={}", *w.overrides]
         out = []
         for side in ("attnlab", "python"):
             reports = []
             for n in (epochs, 1):  # the 1-epoch run is subtracted: startup and warm-up cancel
                 data = os.path.join(self.tmp, f"perf-{w.peer}-{side}-{n}.data")
-                run_ov = [*ov, f"trainer.max_epochs={n}"]
+                run_ov = w.run_overrides(n, cfg.get('seed', 0))
                 if side == "attnlab":
                     cmd = [self.a.runner, w.experiment, *run_ov, f"threads={self.a.threads}", "-q", "--results",
                            data + ".h5"]
                 else:
-                    cmd = [self.a.python, PEER, "run", w.peer, w.experiment, *run_ov, "--threads", str(self.a.threads)]
+                    cmd = [self.a.python, PEER, "run", w.peer, w.experiment, *run_ov, "--threads", str(self.a.threads),
+                           "--runner", self.a.runner]
                 rc, _, _, _ = run_child(["perf", "record", "-F", "999", "-o", data, "--", *cmd], data + ".log")
                 if rc != 0:
                     return [f"perf failed ({tail(data + '.log')})"]

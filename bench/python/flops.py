@@ -39,3 +39,26 @@ def for_experiment(cfg, data):
     rows = [min(data.batch_size, data.train_rows - b) for b in range(0, data.train_rows, data.batch_size)]
     args = (S, T, H, F, enc.get("num_blks", 2), dec.get("num_blks", 2), V)
     return transformer_epoch_flops(rows, *args), 3 * transformer_forward_flops(data.batch_size, *args)
+
+
+def gpt_forward_flops(B, T, H, F, L, V):
+    """Forward FLOPs of a decoder-only transformer (gpt) on B rows of T tokens: L blocks of causal
+    self-attention (the scores over all T x T pairs, as the kernels compute them, future included)
+    and an FFN, then the tied output layer."""
+    block = (8 * B * T * H * H     # W_q, W_k, W_v, W_o
+             + 4 * B * T * T * H   # Q K^T and weights x V over all heads
+             + 4 * B * T * H * F)  # FFN: H -> F -> H
+    return L * block + 2 * B * T * H * V
+
+
+def for_gpt(cfg, steps, vocab=None):
+    """(training FLOPs of `steps` full-batch steps, of one step) for a gpt experiment on a text
+    dataset; without `vocab`, only for the English characters of fra-eng (gpt_char's 92 tokens:
+    <pad>, <unk> and 90 characters), else None."""
+    m, d = cfg["model"], cfg["dataset"]
+    if vocab is None and (d.get("plugin"), d.get("source"), d.get("max_chars", 0)) != ("text", "fra_eng.en", 0):
+        return None
+    args = (d.get("batch_size", 32), d.get("block_size", 128), m.get("num_hiddens", 128),
+            m.get("ffn_num_hiddens", 512), m.get("num_blks", 4), vocab or 92)
+    step = 3 * gpt_forward_flops(*args)
+    return steps * step, step

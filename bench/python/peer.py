@@ -11,9 +11,7 @@ import argparse
 import json
 import os
 import resource
-import subprocess
 import sys
-import tempfile
 import time
 
 import torch
@@ -23,7 +21,9 @@ import config  # noqa: E402
 import corners  # noqa: E402
 import d2l017  # noqa: E402
 import d2l103  # noqa: E402
+import gpt  # noqa: E402
 import fra_eng  # noqa: E402
+from exported import ExportedBatches  # noqa: E402
 
 
 def fra_eng_data(cfg, args):
@@ -32,32 +32,6 @@ def fra_eng_data(cfg, args):
 
 def corners_data(cfg, args):
     return corners.Corners(cfg["dataset"])
-
-
-class ExportedBatches:
-    """The runner's own training batches (`runner batches`), for datasets whose pipeline
-    (SentencePiece, length bucketing) the peer does not re-implement: the same rows in the same
-    order by construction. Exporting happens before training and is not timed."""
-
-    def __init__(self, cfg, args):
-        import h5py
-        epochs = args.epochs or cfg["trainer"].get("max_epochs", 1)
-        path = os.path.join(tempfile.mkdtemp(prefix="attnlab-peer-"), "batches.h5")
-        overrides = list(args.overrides) + ([f"seed={args.seed}"] if args.seed is not None else [])
-        subprocess.run([args.runner, "batches", args.experiment, *overrides, "--epochs", str(epochs), "-o", path],
-                       check=True, stdout=subprocess.DEVNULL)
-        names = ("src", "src_valid_lens", "tgt_in", "tgt_out", "tgt_valid_lens")
-        with h5py.File(path, "r") as f:
-            a = f.attrs
-            self.seed, self.pad_id = int(a["seed"]), int(a["pad_id"])
-            self.src_vocab, self.tgt_vocab = range(int(a["src_vocab_size"])), range(int(a["tgt_vocab_size"]))
-            self.epochs = {e: [tuple(torch.from_numpy(f[f"epoch_{e}/{i}/{n}"][()]) for n in names)
-                               for i in range(int(a["batches_per_epoch"]))] for e in range(1, epochs + 1)}
-        self.has_val = False
-
-    def batches(self, split, seed):
-        assert split == "train", "exported batches are the training split's"
-        return self.epochs[seed - self.seed]
 
 
 # name -> (make the data from the experiment, build the model, the training loop)
@@ -69,6 +43,8 @@ WORKLOADS = {
     "corners": (corners_data, lambda cfg, data, a: corners.build(cfg, data), corners.fit),
     # the seed-000 architecture at Multi30K's sizes (3 + 3 blocks, 8 heads, biases) on the runner's batches
     "transformer_multi30k": (ExportedBatches, lambda cfg, data, a: d2l103.build(cfg, data, a.fused), d2l103.fit),
+    # nanoGPT's model at attnlab's gpt plugin settings, the lm trainer's steps, on the runner's batches
+    "gpt_char": (gpt.data, lambda cfg, data, a: gpt.build(cfg, data), gpt.fit),
 }
 
 
