@@ -231,6 +231,16 @@ TEST_F(LmRun, EvalMeasuresASplitsLossWithAndWithoutHeads) {
   for (size_t t = 0; t < per.size(); ++t) sum += per[t] * n[t], count += n[t];
   EXPECT_NEAR(sum / count, loss, 1e-4);
   EXPECT_EQ(count, res.attr_double_at(at, "tokens"));
+  // Each row's scored and correct labels add up to the split's.
+  const auto row_scored = res.array(at + "/row_scored").values, row_correct = res.array(at + "/row_correct").values;
+  ASSERT_EQ(row_scored.size(), row_correct.size());
+  double scored = 0, correct = 0, exact = 0;
+  for (size_t i = 0; i < row_scored.size(); ++i) {
+    scored += row_scored[i], correct += row_correct[i], exact += row_scored[i] == row_correct[i];
+  }
+  EXPECT_EQ(scored, count);
+  EXPECT_NEAR(correct / scored, res.attr_double_at(at, "accuracy"), 1e-9);
+  EXPECT_NEAR(exact / static_cast<double>(row_scored.size()), res.attr_double_at(at, "exact_match"), 1e-12);
   // The trainer's in-context score at the best report: the loss at position 15 minus position 2's.
   const size_t best = static_cast<size_t>(std::min_element(val.begin(), val.end()) - val.begin());
   const auto early = res.metric("val", "loss_early"), late = res.metric("val", "loss_late");

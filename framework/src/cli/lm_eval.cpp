@@ -23,9 +23,11 @@
 namespace attnlab::cli {
 namespace {
 
-/// Summed loss, scored labels and correct argmaxes at each position, over a split's batches.
+/// Summed loss, scored labels and correct argmaxes at each position, over a split's batches, and
+/// each row's scored and correct labels.
 struct PositionSums {
   torch::Tensor loss, tokens, correct;  // [T] float64 on the CPU
+  torch::Tensor row_scored, row_correct;  // [N] int64 on the CPU, the split's rows in order
 };
 
 PositionSums measure(nn::LanguageModel& lm, const std::vector<data::Batch>& batches, int64_t pad,
@@ -35,7 +37,8 @@ PositionSums measure(nn::LanguageModel& lm, const std::vector<data::Batch>& batc
   int64_t T = 0;
   for (const auto& b : batches) T = std::max(T, b.tgt_out.size(1));
   const auto on = torch::dtype(torch::kDouble).device(device);
-  PositionSums s{torch::zeros({T}, on), torch::zeros({T}, on), torch::zeros({T}, on)};
+  PositionSums s{torch::zeros({T}, on), torch::zeros({T}, on), torch::zeros({T}, on), {}, {}};
+  std::vector<torch::Tensor> scored_rows, correct_rows;
   for (const auto& cpu : batches) {
     const auto b = cpu.to(device, true);
     const auto logits = lm.forward(b.tgt_in);  // [B, t, V]
@@ -47,9 +50,12 @@ PositionSums measure(nn::LanguageModel& lm, const std::vector<data::Batch>& batc
                         .view({-1, t});  // [B, t]: 0 where not scored
     s.loss.narrow(0, 0, t) += ce.to(torch::kDouble).sum(0);
     s.tokens.narrow(0, 0, t) += scored.to(torch::kDouble).sum(0);
-    s.correct.narrow(0, 0, t) += (logits.argmax(-1).eq(b.tgt_out) & scored).to(torch::kDouble).sum(0);
+    const auto correct = logits.argmax(-1).eq(b.tgt_out) & scored;  // [B, t]
+    s.correct.narrow(0, 0, t) += correct.to(torch::kDouble).sum(0);
+    scored_rows.push_back(scored.sum(1).cpu());
+    correct_rows.push_back(correct.sum(1).cpu());
   }
-  return {s.loss.cpu(), s.tokens.cpu(), s.correct.cpu()};
+  return {s.loss.cpu(), s.tokens.cpu(), s.correct.cpu(), torch::cat(scored_rows), torch::cat(correct_rows)};
 }
 
 std::string splits_of(const data::Dataset& d) {
@@ -100,6 +106,12 @@ int eval_language_model(run::Setup& setup, nn::LanguageModel& lm, const LmEvalOp
     out.set_attr_at(at + "/position_loss", "definition",
                     std::string("the mean next-token loss (nats) of the labels scored at each position, from 0"));
     out.write_array(at + "/position_tokens", results::to_int_array(sums.tokens.to(torch::kLong)));
+    // Per row: a row whose scored labels are all the argmax is one greedy decoding gets exactly
+    // right (teacher forcing and greedy decoding agree while every step is right).
+    out.write_array(at + "/row_scored", results::to_int_array(sums.row_scored.to(torch::kLong)));
+    out.write_array(at + "/row_correct", results::to_int_array(sums.row_correct.to(torch::kLong)));
+    const auto exact = (sums.row_correct == sums.row_scored).to(torch::kDouble).mean().item<double>();
+    out.set_attr_at(at, "exact_match", exact);
     out.set_attr_at(at, "kind", std::string("language_model"));
     out.set_attr_at(at, "split", o.split_name);
     out.set_attr_at(at, "checkpoint", o.checkpoint);
@@ -116,11 +128,12 @@ int eval_language_model(run::Setup& setup, nn::LanguageModel& lm, const LmEvalOp
     }
     out.flush();
   }
-  std::cout << fmt::format("{}{}: loss {:.4f}, perplexity {:.3f}, accuracy {:.4f} over {} tokens ({} checkpoint) "
-                           "in {:.1f}s -> /eval/{}\n",
+  const double exact = (sums.row_correct == sums.row_scored).to(torch::kDouble).mean().item<double>();
+  std::cout << fmt::format("{}{}: loss {:.4f}, perplexity {:.3f}, accuracy {:.4f} over {} tokens, rows exactly right "
+                           "{:.4f} of {} ({} checkpoint) in {:.1f}s -> /eval/{}\n",
                            o.split_name, all_off.empty() ? std::string() : fmt::format(" (head mask {})", mask.text),
-                           loss, std::exp(std::min(loss, 700.0)), accuracy, static_cast<int64_t>(tokens), o.checkpoint,
-                           seconds, o.name);
+                           loss, std::exp(std::min(loss, 700.0)), accuracy, static_cast<int64_t>(tokens), exact,
+                           sums.row_scored.size(0), o.checkpoint, seconds, o.name);
   return 0;
 }
 
