@@ -175,12 +175,10 @@ HeadStudy open_head_study(const std::string& command, const StudyArgs& args, con
                 "in the transformer encoder and decoder and the GRU-Bahdanau decoder)",
                 run);
   if (!s.setup.dataset->has_split(s.split)) {
-    std::vector<std::string> have;
-    for (const auto sp : {data::Split::Train, data::Split::Val, data::Split::Test}) {
-      if (s.setup.dataset->has_split(sp)) have.push_back(data::split_name(sp));
-    }
+    const auto have = splits_of(*s.setup.dataset);
+    const auto last = have.rfind(", ");
     throw ConfigError(fmt::format("run {}: its dataset has no {} split (it has {}); choose one with --split {}", run,
-                                  split_name, fmt::join(have, ", "), have.empty() ? "train" : have.back()));
+                                  split_name, have, have.empty() ? "train" : have.substr(last == std::string::npos ? 0 : last + 2)));
   }
   model.eval();
   s.device = s.setup.ctx.device;

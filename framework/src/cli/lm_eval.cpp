@@ -19,6 +19,7 @@
 #include <limits>
 
 #include "cli/commands.hpp"
+#include "cli/run_loading.hpp"
 
 namespace attnlab::cli {
 namespace {
@@ -56,14 +57,6 @@ PositionSums measure(nn::LanguageModel& lm, const std::vector<data::Batch>& batc
     correct_rows.push_back(correct.sum(1).cpu());
   }
   return {s.loss.cpu(), s.tokens.cpu(), s.correct.cpu(), torch::cat(scored_rows), torch::cat(correct_rows)};
-}
-
-std::string splits_of(const data::Dataset& d) {
-  std::vector<std::string> have;
-  for (auto split : {data::Split::Train, data::Split::Val, data::Split::Test}) {
-    if (d.has_split(split)) have.push_back(data::split_name(split));
-  }
-  return fmt::format("{}", fmt::join(have, ", "));
 }
 
 }  // namespace

@@ -41,6 +41,14 @@ data::Split parse_split(const std::string& name) {
   throw ConfigError(fmt::format("--split must be train, val or test, found '{}'", name));
 }
 
+std::string splits_of(const data::Dataset& dataset) {
+  std::vector<std::string> have;
+  for (const auto split : {data::Split::Train, data::Split::Val, data::Split::Test}) {
+    if (dataset.has_split(split)) have.push_back(data::split_name(split));
+  }
+  return fmt::format("{}", fmt::join(have, ", "));
+}
+
 /// Where checkpoint `which` of `run` lives: <run>.ckpt/<which>.pt (not checked).
 std::string checkpoint_path(const std::string& run, const std::string& which) {
   return train::checkpoint_dir(run) + "/" + which + ".pt";

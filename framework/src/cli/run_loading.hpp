@@ -13,6 +13,8 @@ namespace attnlab::cli {
 
 /// --split's value: train, val or test; ConfigError otherwise.
 data::Split parse_split(const std::string& name);
+/// The splits a dataset has, "train, val".
+std::string splits_of(const data::Dataset& dataset);
 
 /// Where checkpoint `which` of `run` lives: <run>.ckpt/<which>.pt (not checked).
 std::string checkpoint_path(const std::string& run, const std::string& which);

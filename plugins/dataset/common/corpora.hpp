@@ -69,6 +69,23 @@ inline std::string read_pairs(const std::string& zip_path) {
   return text;
 }
 
+/// One column of fra-eng's tab-separated pairs (0 English, 1 French), one line a pair; lines
+/// without a tab are no pair.
+inline std::vector<std::string> pairs_column(const std::string& pairs_text, size_t column) {
+  std::vector<std::string> out;
+  for (const auto& line : text_lines(pairs_text)) {
+    const size_t tab = line.find('\t');
+    if (tab == std::string::npos) continue;
+    if (column == 0) {
+      out.push_back(line.substr(0, tab));
+    } else {
+      const size_t end = line.find('\t', tab + 1);
+      out.push_back(line.substr(tab + 1, end == std::string::npos ? std::string::npos : end - tab - 1));
+    }
+  }
+  return out;
+}
+
 }  // namespace fra_eng
 
 namespace multi30k {

@@ -114,23 +114,6 @@ std::string joined(const std::vector<std::string>& lines) {
   return out;
 }
 
-/// One column of fra-eng's tab-separated pairs (0 English, 1 French), one line a pair; lines
-/// without a tab are no pair.
-std::vector<std::string> pairs_column(const std::string& pairs_text, size_t column) {
-  std::vector<std::string> out;
-  for (const auto& line : datasets::text_lines(pairs_text)) {
-    const size_t tab = line.find('\t');
-    if (tab == std::string::npos) continue;
-    if (column == 0) {
-      out.push_back(line.substr(0, tab));
-    } else {
-      const size_t end = line.find('\t', tab + 1);
-      out.push_back(line.substr(tab + 1, end == std::string::npos ? std::string::npos : end - tab - 1));
-    }
-  }
-  return out;
-}
-
 /// UTF-8 characters -> their lines (split at '\n', which no line keeps).
 std::vector<std::string> lines_of(const std::vector<char32_t>& chars) {
   std::vector<std::string> lines(1);
@@ -192,7 +175,7 @@ class TextData final : public data::Dataset, public data::LanguageModelData {
       const size_t column = c_.source == "fra_eng.en" ? 0 : 1;
       where_ = fmt::format("{} ({} column)", zip, column == 0 ? "English" : "French");
       source_ = c_.source;
-      val_where = split_stream(read(joined(pairs_column(fe::read_pairs(zip), column))), train, val);
+      val_where = split_stream(read(joined(fe::pairs_column(fe::read_pairs(zip), column))), train, val);
     }
     if (tokenizer_ != nullptr) {
       tokenize(lines_of(train), lines_of(val), dir);
