@@ -180,6 +180,19 @@ TEST(VocabTest, InOrderKeepsTheGivenIds) {
   }
 }
 
+TEST(VocabTest, APretrainedTokenizersIdsNeedNoUnkAndNameAnAbsentToken) {
+  const Vocab v = Vocab::in_order({"!", "a", "\u0120the"}, /*with_unk=*/false);  // GPT-2's: id 0 is a token
+  EXPECT_EQ(v["!"], 0);
+  EXPECT_EQ(v["\u0120the"], 2);
+  try {
+    (void)v["zebra"];
+    ADD_FAILURE() << "an absent token was given an id";
+  } catch (const attnlab::DataError& e) {
+    EXPECT_NE(std::string(e.what()).find("token 'zebra' is not in the vocabulary (3 tokens"), std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(VocabTest, OutOfRangeIdIsDataError) {
   Vocab v(kVocabCorpus, 2);
   EXPECT_THROW(v.token(5), attnlab::DataError);

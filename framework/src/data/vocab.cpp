@@ -30,7 +30,7 @@ Vocab::Vocab(const std::vector<std::vector<std::string>>& sentences, int64_t min
   for (size_t i = 0; i < idx_to_token_.size(); ++i) token_to_idx_.emplace(idx_to_token_[i], static_cast<int64_t>(i));
 }
 
-Vocab Vocab::in_order(std::vector<std::string> tokens) {
+Vocab Vocab::in_order(std::vector<std::string> tokens, bool with_unk) {
   Vocab v;
   v.idx_to_token_ = std::move(tokens);
   v.token_to_idx_.reserve(v.idx_to_token_.size());
@@ -39,7 +39,7 @@ Vocab Vocab::in_order(std::vector<std::string> tokens) {
     ATTNLAB_CHECK(added, DataError, "vocabulary: token '{}' stands at ids {} and {}; tokens must be distinct",
                   v.idx_to_token_[i], it->second, i);
   }
-  v.unk();  // DataError without '<unk>'
+  if (with_unk) v.unk();  // DataError without '<unk>'
   return v;
 }
 
@@ -51,7 +51,10 @@ int64_t Vocab::unk() const {
 
 int64_t Vocab::operator[](const std::string& token) const {
   auto it = token_to_idx_.find(token);
-  return it != token_to_idx_.end() ? it->second : unk();
+  if (it != token_to_idx_.end()) return it->second;
+  ATTNLAB_CHECK(token_to_idx_.count(kUnk) != 0 || token_to_idx_.empty(), DataError,
+                "token '{}' is not in the vocabulary ({} tokens, none of them '{}')", token, size(), kUnk);
+  return unk();
 }
 
 const std::string& Vocab::token(int64_t id) const {

@@ -17,6 +17,9 @@
 //   tokenizer's inventory (its pieces), or, for a tokenizer without one (d2l_words), the distinct
 //   tokens of the training text in sorted order; a val token outside it is <unk>. block_size and
 //   the training and val streams count these tokens; the split into train and val stays by characters.
+//   A pretrained tokenizer (fixed_ids(): byte_bpe, a model's own) instead gives the ids as they are:
+//   the vocabulary is its inventory in its id order, no <pad>, <unk> or "\n" of ours, each split's
+//   text is encoded whole (its newlines are the tokenizer's), and pad_id is -1 (id 0 is a token).
 // - One token stream, the last val_fraction of it val (contiguous, as nanoGPT's train/val split);
 //   multi30k's val is its own file.
 // - A training epoch (batches(Train, true, seed)): a phase offset drawn from the seed in
@@ -52,11 +55,14 @@
 #include <vector>
 
 #include "../common/corpora.hpp"
+#include "lines.hpp"
 
 namespace {
 
 using namespace attnlab;
 using data::Split;
+using datasets::text::joined;
+using datasets::text::lines_of;
 
 constexpr const char* kPad = "<pad>";
 constexpr const char* kUnk = "<unk>";
@@ -103,29 +109,6 @@ const config::Binding<Config>& binding() {
 }
 
 config::Schema schema() { return binding().schema(); }
-
-/// Lines joined with '\n' (no newline after the last).
-std::string joined(const std::vector<std::string>& lines) {
-  std::string out;
-  for (size_t i = 0; i < lines.size(); ++i) {
-    if (i > 0) out += '\n';
-    out += lines[i];
-  }
-  return out;
-}
-
-/// UTF-8 characters -> their lines (split at '\n', which no line keeps).
-std::vector<std::string> lines_of(const std::vector<char32_t>& chars) {
-  std::vector<std::string> lines(1);
-  for (char32_t ch : chars) {
-    if (ch == U'\n') {
-      lines.emplace_back();
-    } else {
-      lines.back() += data::utf8_char(ch);
-    }
-  }
-  return lines;
-}
 
 class TextData final : public data::Dataset, public data::LanguageModelData {
  public:
@@ -202,7 +185,7 @@ class TextData final : public data::Dataset, public data::LanguageModelData {
     plugin::DataInfo d;
     d.tgt_vocab_size = vocab_.size();  // src_vocab_size 0: no source; no <bos> or <eos>
     d.num_steps = c_.block_size;
-    d.pad_id = kPadId;
+    d.pad_id = fixed_ids() ? -1 : kPadId;  // a pretrained tokenizer's id 0 is a real token
     d.meta.set("lm.block_size", c_.block_size);
     d.meta.set("lm.tokens_train", train_ids_.size(0));
     d.meta.set("lm.tokens_val", val_ids_.size(0));
@@ -278,6 +261,12 @@ class TextData final : public data::Dataset, public data::LanguageModelData {
   /// is U+FFFD (the replacement character).
   std::string decode(const std::vector<int64_t>& ids) const override {
     require_prepared("decode()");
+    if (fixed_ids()) {
+      std::vector<std::string> pieces;
+      pieces.reserve(ids.size());
+      for (int64_t id : ids) pieces.push_back(vocab_.token(id));  // DataError for an id out of range
+      return tokenizer_->decode(pieces);
+    }
     std::string out;
     std::vector<std::string> pieces;  // a tokenizer's, since the last newline or <unk>
     const auto flush = [&] {
@@ -383,6 +372,12 @@ class TextData final : public data::Dataset, public data::LanguageModelData {
     }
     ATTNLAB_CHECK(!corpus.empty(), DataError, "text: {} has no line with text for the tokenizer to learn from", where_);
     tokenizer_->train(corpus, dir + "/text/tokenizers");
+    if (tokenizer_->fixed_ids()) {  // a pretrained model's ids: exactly the tokenizer's, whole text
+      vocab_ = data::Vocab::in_order(tokenizer_->vocabulary(), /*with_unk=*/false);
+      train_ids_ = encode_text(joined(train));
+      val_ids_ = encode_text(joined(val));
+      return;
+    }
     std::vector<std::string> tokens = {kPad, kUnk, kNewline};
     std::set<std::string> seen(tokens.begin(), tokens.end());
     std::vector<std::string> inventory = tokenizer_->vocabulary();
@@ -402,6 +397,15 @@ class TextData final : public data::Dataset, public data::LanguageModelData {
     val_ids_ = encode_lines(val);
   }
 
+  /// Text -> ids [N] through a fixed-ids tokenizer (newlines are its own tokens).
+  torch::Tensor encode_text(const std::string& text) const {
+    std::vector<int64_t> ids;
+    for (const auto& piece : tokenizer_->encode(text)) ids.push_back(vocab_[piece]);  // DataError if absent
+    return torch::tensor(ids, torch::kLong);
+  }
+
+  bool fixed_ids() const { return tokenizer_ != nullptr && tokenizer_->fixed_ids(); }
+
   /// Lines -> ids [N]: each line's pieces (<unk> for one outside the vocabulary), "\n" between lines.
   torch::Tensor encode_lines(const std::vector<std::string>& lines) const {
     std::vector<int64_t> ids;
@@ -413,12 +417,17 @@ class TextData final : public data::Dataset, public data::LanguageModelData {
     return torch::tensor(ids, torch::kLong);
   }
 
-  /// A prompt in the tokenizer's pieces; a piece outside the vocabulary is a DataError naming it.
+  /// A prompt in the tokenizer's pieces (line by line, or whole for fixed ids); a piece outside the
+  /// vocabulary is a DataError naming it.
   std::vector<int64_t> encode_prompt_pieces(const std::string& text) const {
     try {
       data::code_points(text);
     } catch (const DataError& e) {
       throw DataError(fmt::format("text: the prompt is not UTF-8: {}", e.what()));
+    }
+    if (fixed_ids()) {  // the whole text, newlines included, in the tokenizer's own ids
+      const auto ids = encode_text(text);
+      return {ids.data_ptr<int64_t>(), ids.data_ptr<int64_t>() + ids.numel()};
     }
     std::vector<int64_t> ids;
     size_t start = 0;

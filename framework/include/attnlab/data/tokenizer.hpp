@@ -35,6 +35,12 @@ class Tokenizer {
   virtual std::vector<std::string> vocabulary() const { return {}; }
   /// One line for logs and results: the name, its options and, for learned models, the model file.
   virtual std::string description() const { return name(); }
+  /// True for a pretrained tokenizer whose token ids a model's weights were trained with (GPT-2's
+  /// byte-level BPE): vocabulary() lists every token in id order, and a dataset uses exactly those
+  /// ids, adding no token of its own (no <pad>, <unk> or "\n"), and hands encode() whole text,
+  /// newlines included. false (the default): the dataset builds its own vocabulary around
+  /// vocabulary() and encodes line by line.
+  virtual bool fixed_ids() const { return false; }
 };
 
 }  // namespace attnlab::data

@@ -15,8 +15,10 @@ class Vocab {
   Vocab(const std::vector<std::vector<std::string>>& sentences, int64_t min_freq,
         const std::vector<std::string>& reserved = {});
   /// A vocabulary of exactly `tokens`, id = index (a dataset that fixes its own order, such as
-  /// '<pad>' first). DataError unless the tokens are distinct and one of them is '<unk>'.
-  static Vocab in_order(std::vector<std::string> tokens);
+  /// '<pad>' first). DataError unless the tokens are distinct and (with_unk) one of them is '<unk>'.
+  /// Without '<unk>' (a pretrained tokenizer's ids, which cover every input) looking up a token that
+  /// is absent is a DataError naming it.
+  static Vocab in_order(std::vector<std::string> tokens, bool with_unk = true);
   int64_t size() const { return static_cast<int64_t>(idx_to_token_.size()); }
   int64_t operator[](const std::string& token) const;  // unk id when absent
   const std::string& token(int64_t id) const;
