@@ -66,4 +66,15 @@ std::string temp_dir(const std::string& prefix) {
   return dir.string();
 }
 
+std::string run_python_fixture(const std::string& script, const std::string& out) {
+  const std::string python = env_or("ATTNLAB_PYTHON", ""), source = env_or("ATTNLAB_SOURCE_DIR", "");
+  if (python.empty() || source.empty()) return "ATTNLAB_PYTHON / ATTNLAB_SOURCE_DIR is not set (run through ctest)";
+  std::filesystem::create_directories(out);
+  const std::string cmd =
+      fmt::format("'{}' '{}/tests/python/{}' '{}' > '{}/log.txt' 2>&1", python, source, script, out, out);
+  if (std::system(cmd.c_str()) == 0) return "";
+  return fmt::format("tests/python/{} failed (its packages come from scripts/setup); its output: {}/log.txt", script,
+                     out);
+}
+
 }  // namespace attnlab::testutil

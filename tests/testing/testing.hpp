@@ -26,6 +26,11 @@ std::string env_or(const char* name, const std::string& fallback);
 /// A fresh empty temporary directory (removed by the OS / left for inspection).
 std::string temp_dir(const std::string& prefix);
 
+/// Runs `tests/python/<script> <out>` with the venv's python (ATTNLAB_PYTHON; the sources from
+/// ATTNLAB_SOURCE_DIR), its output into <out>/log.txt. "" when it worked, else why: a fixture a test
+/// needs fails the test (never a skip) when the python or its packages are missing.
+std::string run_python_fixture(const std::string& script, const std::string& out);
+
 /// A TCP port on 127.0.0.1 that nothing listens on now (for a test's own server or rendezvous).
 int free_port();
 

@@ -66,7 +66,7 @@ int cmd_ablate(int argc, char** argv) {
       "Writes /ablation/<name>: one row per module x layer x head (module, layer, head from 1, loss, delta_loss, bleu,\n"
       "delta_bleu, importance, importance_normalized), read by runner compare and report and attnlab.load(...).");
   if (auto code = parse_command_line(app, argc, argv, "runner ablate")) return *code;
-  const std::string &run = args.run, &split_name = args.split_name, &which = args.which;
+  const std::string &run = args.run, &split_name = args.split_name;
   if (name.empty()) name = tokens ? "tokens_" + split_name : split_name;
   check_group_name(name, "--name", "ablation");
   const bool by_ablation = importance != "gradient", by_gradient = importance != "ablation";
@@ -169,7 +169,7 @@ int cmd_ablate(int argc, char** argv) {
     out.set_attr_at(at, "base_loss", base_loss);
     if (base != nullptr) out.set_attr_at(at, "trained_head_mask", study.trained.text);
     out.set_attr_at(at, "split", split_name);
-    out.set_attr_at(at, "checkpoint", which);
+    out.set_attr_at(at, "checkpoint", study.setup.weights);
     out.set_attr_at(at, "method", importance);
     out.set_attr_at(at, "sentences", study.data.sentences);  // those measured (--sentences: the first N)
     out.set_attr_at(at, "tokens", study.data.tokens);

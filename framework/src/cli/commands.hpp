@@ -45,6 +45,7 @@ int cmd_heads(int argc, char** argv);
 /// `runner average RUN.h5 --last K [--name NAME]`: the mean of the last K kept epoch checkpoints
 /// (trainer option keep_checkpoints) as RUN.h5.ckpt/NAME.pt, for `runner eval --checkpoint NAME`.
 int cmd_average(int argc, char** argv);
+int cmd_import(int argc, char** argv);
 
 /// `runner summary EXPERIMENT.yaml [key=value ...]`: the model's layers and parameter counts
 /// (Keras-summary style) and its output shape for one batch, without training.

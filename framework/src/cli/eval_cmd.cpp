@@ -195,13 +195,18 @@ int cmd_eval(int argc, char** argv) {
   app.add_option("--name", name,
                  "group under /eval (default <split>, <split>_beam<N> for beam search, ..._masked with --head-mask)");
   add_plugin_path_option(app, plugin_dirs);
+  std::string text_file;
+  auto* text_opt = app.add_option("--text", text_file,
+                                  "a language model: its perplexity on this UTF-8 text file (in blocks of the dataset's "
+                                  "block_size, tokenized as the run's dataset tokenizes)");
   app.add_flag("-q,--quiet", quiet, "print only the score line");
   app.footer(
       "Examples:\n  runner eval results/transformer_multi30k_de_en-20261122-120000.h5 --split test --beam 5\n"
       "  runner eval RUN.h5 --checkpoint average --beam 5 --tune-length-penalty 0.6,1,1.5,2,3\n"
       "  runner eval RUN.h5 --source test_2017_flickr.de.gz --reference test_2017_flickr.en.gz\n"
       "  runner eval RUN.h5 --checkpoint average --ensemble SEED1.h5:average --beam 5\n"
-      "  runner eval RUN.h5 --split val --head-mask 'decoder_cross:1:[1,3],encoder_self:*:5'");
+      "  runner eval RUN.h5 --split val --head-mask 'decoder_cross:1:[1,3],encoder_self:*:5'\n"
+      "  runner eval LM_RUN.h5 --text some.txt        (a language model's perplexity on a text)");
   if (auto code = parse_command_line(app, argc, argv, "runner eval")) return *code;
   const bool files = !source_file.empty();
   const auto split = files ? data::Split::Test : parse_split(split_name);
@@ -253,16 +258,21 @@ int cmd_eval(int argc, char** argv) {
                     "and accuracy on a split (--split, --head-mask, --checkpoint); `runner generate` decodes from it",
                     opt->get_name(), run);
     }
+    ATTNLAB_CHECK(text_opt->count() == 0 || split_opt->count() == 0, ConfigError,
+                  "--text and --split: measure the run on a text file or on a split of its dataset, not both");
     LmEvalOptions lo{.run = run,
-                     .checkpoint = which,
+                     .checkpoint = setup.weights,
                      .split_name = split_opt->count() > 0 ? split_name : std::string("val"),
                      .name = name,
+                     .text = text_file,
                      .trained = trained_mask,
                      .asked = head_mask_spec,
                      .quiet = quiet};
-    if (!name_given) lo.name = lo.split_name + (masked ? "_masked" : "");
+    if (!name_given) lo.name = (text_file.empty() ? lo.split_name : name_for_file(text_file)) + (masked ? "_masked" : "");
     return eval_language_model(setup, *lm, lo);
   }
+  ATTNLAB_CHECK(text_opt->count() == 0, ConfigError,
+                "--text: run {} is a translation model; --source and --reference translate and score a file", run);
   require_translation_model(setup, run, "eval");
   // A beam holds beam_size copies of every sentence's state: one wider than the vocabulary gains
   // nothing at its first step and ran out of memory (or was killed) at 100,000.

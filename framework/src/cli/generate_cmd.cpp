@@ -136,7 +136,7 @@ int cmd_generate(int argc, char** argv) {
     results::Results out(run, results::Results::Open::Existing);
     const std::string at = "generations/" + name;
     // A generation asked for again by its name replaces it.
-    train::write_generation(out, name, g, o, {prompt, continuation_text, whole_text}, which, device);
+    train::write_generation(out, name, g, o, {prompt, continuation_text, whole_text}, setup.weights, device);
     if (attention) {
       out.remove("attention/" + name);
       train::write_attention(out, name, recorder, 0, {{nn::Side::Target, text->token_labels(g.ids)}});

@@ -125,7 +125,7 @@ int cmd_heads(int argc, char** argv) {
                               .length = length,
                               .seed = static_cast<uint64_t>(seed),
                               .ids = ids,
-                              .checkpoint = which,
+                              .checkpoint = setup.weights,
                               .device = device.str(),
                               .trained_head_mask = trained.mask.empty() ? std::string() : trained.text});  // replaces
     if (attention) {

@@ -2,7 +2,10 @@
 #include "cli/lm_eval.hpp"
 
 #include <attnlab/data/dataset.hpp>
+#include <attnlab/data/language_model.hpp>
+#include <attnlab/data/text.hpp>
 #include <attnlab/error.hpp>
+#include <attnlab/files.hpp>
 #include <attnlab/nn/head_mask.hpp>
 #include <attnlab/results/results.hpp>
 #include <attnlab/results/tensor.hpp>
@@ -59,12 +62,50 @@ PositionSums measure(nn::LanguageModel& lm, const std::vector<data::Batch>& batc
   return {s.loss.cpu(), s.tokens.cpu(), s.correct.cpu(), torch::cat(scored_rows), torch::cat(correct_rows)};
 }
 
+/// A text file as the run's dataset tokenizes a prompt, cut into windows of block_size + 1 tokens
+/// at stride block_size (each token a label once, as the dataset's own val split), in batches.
+std::vector<data::Batch> text_batches(const data::Dataset& dataset, const std::string& path, const std::string& run) {
+  const auto* lm_data = dynamic_cast<const data::LanguageModelData*>(&dataset);
+  ATTNLAB_CHECK(lm_data != nullptr, ConfigError,
+                "--text: run {}'s dataset cannot turn text into tokens (it does not implement data::LanguageModelData)",
+                run);
+  std::string text;
+  if (auto why = files::read_whole(path, 1ull << 30, "--text", text); !why.empty()) {
+    throw DataError(fmt::format("--text {}: {}", path, why));
+  }
+  data::require_utf8(text, path);
+  std::vector<int64_t> ids;
+  try {
+    ids = lm_data->encode_prompt(text);
+  } catch (const DataError& e) {
+    throw DataError(fmt::format("--text {}: {}", path, e.what()));
+  }
+  const int64_t T = dataset.info().num_steps;
+  const auto n = static_cast<int64_t>(ids.size());
+  ATTNLAB_CHECK(n >= T + 1, DataError,
+                "--text {}: {} tokens, fewer than one block of the run's block_size {} + 1; give a longer text", path,
+                n, T);
+  const auto all = torch::tensor(ids, torch::kLong);
+  const auto windows = all.unfold(0, T + 1, T);  // [W, T + 1]
+  std::vector<data::Batch> out;
+  constexpr int64_t kRows = 8;
+  for (int64_t start = 0; start < windows.size(0); start += kRows) {
+    const auto block = windows.narrow(0, start, std::min(kRows, windows.size(0) - start));
+    data::Batch b;
+    b.tgt_in = block.narrow(1, 0, T).contiguous();
+    b.tgt_out = block.narrow(1, 1, T).contiguous();
+    b.tgt_valid_lens = torch::full({block.size(0)}, T, torch::kLong);
+    out.push_back(std::move(b));
+  }
+  return out;
+}
+
 }  // namespace
 
 int eval_language_model(run::Setup& setup, nn::LanguageModel& lm, const LmEvalOptions& o) {
-  const auto split = parse_split(o.split_name);
   auto& dataset = *setup.dataset;
-  ATTNLAB_CHECK(dataset.has_split(split), ConfigError,
+  const auto split = o.text.empty() ? parse_split(o.split_name) : data::Split::Val;
+  ATTNLAB_CHECK(!o.text.empty() || dataset.has_split(split), ConfigError,
                 "run {}: its dataset ({}) has no {} split; it has {}: give --split with one of them", o.run,
                 setup.dataset_name, o.split_name, splits_of(dataset));
   const auto device = setup.ctx.device;
@@ -78,7 +119,8 @@ int eval_language_model(run::Setup& setup, nn::LanguageModel& lm, const LmEvalOp
   const nn::HeadMaskScope scope(all_off.empty() ? nullptr : &mask.mask);
 
   const auto start = std::chrono::steady_clock::now();
-  const auto batches = dataset.batches(split, false, 0);
+  const auto batches = o.text.empty() ? dataset.batches(split, false, 0) : text_batches(dataset, o.text, o.run);
+  const std::string measured = o.text.empty() ? o.split_name : "text " + o.text;
   ATTNLAB_CHECK(!batches.empty(), DataError, "run {}: the {} split has no batches", o.run, o.split_name);
   const auto sums = measure(lm, batches, dataset.info().pad_id, device);
   const double tokens = sums.tokens.sum().item<double>();
@@ -106,7 +148,11 @@ int eval_language_model(run::Setup& setup, nn::LanguageModel& lm, const LmEvalOp
     const auto exact = (sums.row_correct == sums.row_scored).to(torch::kDouble).mean().item<double>();
     out.set_attr_at(at, "exact_match", exact);
     out.set_attr_at(at, "kind", std::string("language_model"));
-    out.set_attr_at(at, "split", o.split_name);
+    if (o.text.empty()) {
+      out.set_attr_at(at, "split", o.split_name);
+    } else {
+      out.set_attr_at(at, "text", o.text);
+    }
     out.set_attr_at(at, "checkpoint", o.checkpoint);
     out.set_attr_at(at, "loss", loss);
     out.set_attr_at(at, "perplexity", std::exp(std::min(loss, 700.0)));
@@ -124,7 +170,7 @@ int eval_language_model(run::Setup& setup, nn::LanguageModel& lm, const LmEvalOp
   const double exact = (sums.row_correct == sums.row_scored).to(torch::kDouble).mean().item<double>();
   std::cout << fmt::format("{}{}: loss {:.4f}, perplexity {:.3f}, accuracy {:.4f} over {} tokens, rows exactly right "
                            "{:.4f} of {} ({} checkpoint) in {:.1f}s -> /eval/{}\n",
-                           o.split_name, all_off.empty() ? std::string() : fmt::format(" (head mask {})", mask.text),
+                           measured, all_off.empty() ? std::string() : fmt::format(" (head mask {})", mask.text),
                            loss, std::exp(std::min(loss, 700.0)), accuracy, static_cast<int64_t>(tokens), exact,
                            sums.row_scored.size(0), o.checkpoint, seconds, o.name);
   return 0;

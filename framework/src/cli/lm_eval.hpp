@@ -15,6 +15,7 @@ namespace attnlab::cli {
 
 struct LmEvalOptions {
   std::string run, checkpoint, split_name, name;
+  std::string text;  // a UTF-8 file measured instead of the split ("" = the split)
   run::HeadMaskSpec trained;  // the heads the run trained without: off
   run::HeadMaskSpec asked;    // --head-mask: off as well
   bool quiet = false;

@@ -26,6 +26,7 @@ int (*command_function(std::string_view name))(int, char**) {
   if (name == "sweep") return cmd_sweep;
   if (name == "eval") return cmd_eval;
   if (name == "average") return cmd_average;
+  if (name == "import") return cmd_import;
   if (name == "generate") return cmd_generate;
   if (name == "heads") return cmd_heads;
   if (name == "ablate") return cmd_ablate;

@@ -102,7 +102,7 @@ int cmd_prune(int argc, char** argv) {
       "Writes /pruning/<name> (docs/RESULTS.md): heads_off, fraction, loss and bleu per step and repeat, the order\n"
       "in which the heads went; runner compare, report and plot and attnlab.load(...) read it.");
   if (auto code = parse_command_line(app, argc, argv, "runner prune")) return *code;
-  const std::string &run = args.run, &split_name = args.split_name, &which = args.which;
+  const std::string &run = args.run, &split_name = args.split_name;
   const bool random = order == "random";
   ATTNLAB_CHECK(!(random && one_shot), ConfigError, "--one-shot is for --order importance (a random order is one shot)");
   if (name.empty()) name = fmt::format("{}{}_{}", order, one_shot ? "_oneshot" : "", split_name);
@@ -233,7 +233,7 @@ int cmd_prune(int argc, char** argv) {
     }
     if (study.base() != nullptr) out.set_attr_at(at, "trained_head_mask", study.trained.text);
     out.set_attr_at(at, "split", split_name);
-    out.set_attr_at(at, "checkpoint", which);
+    out.set_attr_at(at, "checkpoint", study.setup.weights);
     out.set_attr_at(at, "order", order);
     out.set_attr_at(at, "reestimate", static_cast<int64_t>(!random && !one_shot));
     out.set_attr_at(at, "repeats", repeats);

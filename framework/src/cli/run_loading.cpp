@@ -117,9 +117,20 @@ run::Setup load_run(const std::string& run, const std::string& which, const std:
   }
   config::Options top(root, run::experiment_schema(), "the stored experiment", {});
   trained_mask = run::head_mask_spec(top);
+  // A pretrained model measured as it came (model.pretrained, trainer.max_epochs 0) has no
+  // checkpoints: its weights are the folder's, which building the model loads.
+  const auto* model_node = root.find("model");
+  const auto* pretrained = model_node != nullptr && model_node->is_map() ? model_node->find("pretrained") : nullptr;
+  if (pretrained != nullptr && pretrained->is_scalar() && !pretrained->str().empty() &&
+      !files::problem(train::checkpoint_dir(run), files::Want::Directory).empty()) {
+    run::Setup setup = run::build_setup(top, plugin_dirs);
+    setup.weights = "pretrained";
+    return setup;
+  }
   const auto ckpt = checkpoint_file(run, which);
   run::Setup setup = run::build_setup(top, plugin_dirs);
   ATTNLAB_CHECK(setup.model || setup.custom, ConfigError, "run {} has no model whose weights a checkpoint holds", run);
+  setup.weights = which;
   if (setup.model) {
     train::load_model_weights(ckpt, *setup.model);
   } else {

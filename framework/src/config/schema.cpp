@@ -248,6 +248,19 @@ const Node& Options::node(const std::string& name) const {
 
 bool Options::given(const std::string& name) const { return contains(given_, name); }
 
+void Options::record(const std::string& name, const std::string& value) const {
+  spec(name);  // an option of the schema, else a logic error
+  if (const Node* n = resolved_.find(name); n != nullptr && n->is_scalar() && n->str() == value) return;
+  const Node* before = resolved_.find(name);
+  const Location loc = before != nullptr ? before->location() : resolved_.location();
+  resolved_.set(name, Node::scalar(value, loc, before != nullptr ? before->path() : path_of(resolved_, name)));
+}
+
+void Options::record(const std::string& name, Node value) const {
+  spec(name);                              // an option of the schema, else a logic error
+  resolved_.set(name, std::move(value));  // repathed below the plugin's map
+}
+
 void Options::fail(const std::string& name, const std::string& message) const {
   const Node* n = resolved_.find(name);
   const Location& loc = (n != nullptr && given(name)) ? n->location() : resolved_.location();

@@ -49,14 +49,19 @@ torch::Tensor PositionalEncodingImpl::forward(const torch::Tensor& x, int64_t of
 }
 
 PositionWiseFFNImpl::PositionWiseFFNImpl(int64_t in_size, int64_t ffn_hiddens, int64_t out_size,
-                                         double inner_dropout, bool conv1d, Activation activation)
+                                         double inner_dropout, bool conv1d, Activation activation, bool bias)
     : activation_(activation) {
+  TORCH_CHECK(!(conv1d && activation == Activation::SwiGLU),
+              "PositionWiseFFN: SwiGLU has linear layers only (ffn: linear), found conv1d");
   if (conv1d) {
-    conv1 = register_module("conv1", torch::nn::Conv1d(torch::nn::Conv1dOptions(in_size, ffn_hiddens, 1)));
-    conv2 = register_module("conv2", torch::nn::Conv1d(torch::nn::Conv1dOptions(ffn_hiddens, out_size, 1)));
+    conv1 = register_module("conv1", torch::nn::Conv1d(torch::nn::Conv1dOptions(in_size, ffn_hiddens, 1).bias(bias)));
+    conv2 = register_module("conv2", torch::nn::Conv1d(torch::nn::Conv1dOptions(ffn_hiddens, out_size, 1).bias(bias)));
   } else {
-    dense1 = register_module("dense1", torch::nn::Linear(in_size, ffn_hiddens));
-    dense2 = register_module("dense2", torch::nn::Linear(ffn_hiddens, out_size));
+    dense1 = register_module("dense1", torch::nn::Linear(torch::nn::LinearOptions(in_size, ffn_hiddens).bias(bias)));
+    dense2 = register_module("dense2", torch::nn::Linear(torch::nn::LinearOptions(ffn_hiddens, out_size).bias(bias)));
+  }
+  if (activation == Activation::SwiGLU) {
+    gate = register_module("gate", torch::nn::Linear(torch::nn::LinearOptions(in_size, ffn_hiddens).bias(bias)));
   }
   dropout_ = register_module("dropout", torch::nn::Dropout(inner_dropout));
 }
@@ -78,19 +83,42 @@ torch::Tensor PositionWiseFFNImpl::forward(const torch::Tensor& x) {
     auto h = dropout_->forward(activate(conv1->forward(x.transpose(1, 2))));  // [B, ffn_hiddens, T]
     return conv2->forward(h).transpose(1, 2);                                    // [B, T, out]
   }
-  auto h = dropout_->forward(activate(fused::linear(x, dense1->weight, dense1->bias)));  // [B, T, ffn_hiddens]
-  return fused::linear(h, dense2->weight, dense2->bias);                                    // [B, T, out]
+  auto up = fused::linear(x, dense1->weight, dense1->bias);  // [B, T, ffn_hiddens]
+  auto h = gate ? torch::silu(fused::linear(x, gate->weight, gate->bias)) * up : activate(up);
+  return fused::linear(dropout_->forward(h), dense2->weight, dense2->bias);  // [B, T, out]
 }
 
-AddNormImpl::AddNormImpl(int64_t num_hiddens, double dropout, NormPlacement placement_, double eps, bool fused_)
+RMSNormImpl::RMSNormImpl(int64_t num_hiddens_, double eps_) : num_hiddens(num_hiddens_), eps(eps_) { reset(); }
+
+void RMSNormImpl::reset() { weight = register_parameter("weight", torch::ones({num_hiddens})); }
+
+torch::Tensor RMSNormImpl::forward(const torch::Tensor& x) {
+  TORCH_CHECK(x.dim() >= 1 && x.size(-1) == num_hiddens, "RMSNorm: expected [..., ", num_hiddens, "], found ",
+              x.sizes());
+  // Hugging Face's LlamaRMSNorm: the statistics in float32 even for half-precision inputs.
+  const auto h = x.scalar_type() == torch::kDouble ? x : x.to(torch::kFloat);
+  const auto normed = h * torch::rsqrt(h.pow(2).mean(-1, /*keepdim=*/true) + eps);  // [..., H]
+  return weight * normed.to(x.scalar_type());                                       // [..., H]
+}
+
+AddNormImpl::AddNormImpl(int64_t num_hiddens, double dropout, NormPlacement placement_, double eps, bool fused_,
+                         NormType type)
     : placement(placement_), fused(fused_) {
-  ln = register_module("ln", torch::nn::LayerNorm(torch::nn::LayerNormOptions({num_hiddens}).eps(eps)));
+  if (type == NormType::RMS) {
+    rms = register_module("ln", RMSNorm(num_hiddens, eps));
+  } else {
+    ln = register_module("ln", torch::nn::LayerNorm(torch::nn::LayerNormOptions({num_hiddens}).eps(eps)));
+  }
   dropout_ = register_module("dropout", torch::nn::Dropout(dropout));
 }
 
-torch::Tensor AddNormImpl::pre(const torch::Tensor& x) {
-  if (placement != NormPlacement::First) return x;
+torch::Tensor AddNormImpl::norm(const torch::Tensor& x) {
+  if (rms) return rms->forward(x);                                                                 // [B, T, H]
   return fused ? fused::layer_norm(x, ln->weight, ln->bias, ln->options.eps()) : ln->forward(x);  // [B, T, H]
+}
+
+torch::Tensor AddNormImpl::pre(const torch::Tensor& x) {
+  return placement == NormPlacement::First ? norm(x) : x;  // [B, T, H]
 }
 
 torch::Tensor AddNormImpl::post(const torch::Tensor& x, const torch::Tensor& y) {
@@ -98,11 +126,10 @@ torch::Tensor AddNormImpl::post(const torch::Tensor& x, const torch::Tensor& y) 
     // In eval, and on what the kernels do not take, these are the composition below.
     const double p = dropout_->options.p();
     if (placement == NormPlacement::First) return fused::add_dropout(x, y, p, is_training());  // [B, T, H]
-    return fused::add_dropout_layer_norm(x, y, ln->weight, ln->bias, p, is_training(),
-                                         ln->options.eps());  // [B, T, H]
+    if (ln) return fused::add_dropout_layer_norm(x, y, ln->weight, ln->bias, p, is_training(), ln->options.eps());
   }
   if (placement == NormPlacement::First) return x + dropout_->forward(y);  // [B, T, H]
-  return ln->forward(dropout_->forward(y) + x);                            // [B, T, H]
+  return norm(dropout_->forward(y) + x);                                   // [B, T, H]
 }
 
 }  // namespace attnlab::nn

@@ -23,9 +23,23 @@ void check_options(const TransformerOptions& o, const char* who) {
               ": kv_heads must divide num_heads ", o.num_heads(), " (0: num_heads), found ", o.kv_heads());
 }
 
-/// A norm-first stack's final LayerNorm: one fused node unless `fused: false`.
-torch::Tensor final_norm(torch::nn::LayerNorm& ln, const torch::Tensor& h, bool fused) {
+/// A norm-first stack's final norm, on h [B, T, H]: the RMSNorm, or the LayerNorm as one fused node
+/// unless `fused: false`; h itself for a norm-last stack (neither).
+torch::Tensor final_norm(torch::nn::LayerNorm& ln, RMSNorm& rms, const torch::Tensor& h, bool fused) {
+  if (rms) return rms->forward(h);
+  if (!ln) return h;
   return fused ? fused::layer_norm(h, ln->weight, ln->bias, ln->options.eps()) : ln->forward(h);
+}
+
+/// Registers `owner`'s final norm (norm-first stacks) as "final_ln", of the options' norm type.
+void make_final_norm(torch::nn::Module& owner, const TransformerOptions& o, torch::nn::LayerNorm& ln, RMSNorm& rms) {
+  if (o.norm() != NormPlacement::First) return;
+  if (o.norm_type() == NormType::RMS) {
+    rms = owner.register_module("final_ln", RMSNorm(o.num_hiddens(), o.layer_norm_eps()));
+  } else {
+    ln = owner.register_module(
+        "final_ln", torch::nn::LayerNorm(torch::nn::LayerNormOptions({o.num_hiddens()}).eps(o.layer_norm_eps())));
+  }
 }
 
 }  // namespace
@@ -43,6 +57,7 @@ TransformerBlockOptions TransformerOptions::block() const {
       .per_head_projections(per_head_projections())
       .fused(fused())
       .activation(activation())
+      .norm_type(norm_type())
       .cross_attention(cross_attention())
       .ffn(ffn());
 }
@@ -124,11 +139,7 @@ TransformerEncoderImpl::TransformerEncoderImpl(const TransformerOptions& options
       blocks.front()->attention->scorer().encodes_positions()) {
     pos_encoding->switch_off();  // the scorer says where tokens stand
   }
-  if (options.norm() == NormPlacement::First) {
-    final_ln = register_module(
-        "final_ln",
-        torch::nn::LayerNorm(torch::nn::LayerNormOptions({options.num_hiddens()}).eps(options.layer_norm_eps())));
-  }
+  make_final_norm(*this, options, final_ln, final_rms);
   TORCH_CHECK(!options.tie_embeddings() && !options.output_softmax(),
               "TransformerEncoder: tie_embeddings and output_softmax are decoder options");
   initialize_transformer(*this, options.init(), options.num_blks());
@@ -145,7 +156,7 @@ EncoderOutput TransformerEncoderImpl::forward(const torch::Tensor& src, const to
 torch::Tensor TransformerEncoderImpl::forward_embedded(const torch::Tensor& x, const torch::Tensor& valid_lens) {
   auto h = x;  // [B, S, H]
   for (auto& blk : blocks) h = blk->forward(h, valid_lens);
-  return final_ln ? final_norm(final_ln, h, options.block().fused()) : h;  // [B, S, H]
+  return final_norm(final_ln, final_rms, h, options.fused());  // [B, S, H]
 }
 
 // ---------------------------------------------------------------------------------------- decoder
@@ -184,11 +195,7 @@ TransformerDecoderImpl::TransformerDecoderImpl(const TransformerOptions& options
       blocks.front()->attention1->scorer().encodes_positions()) {
     pos_encoding->switch_off();  // the causal self-attention's scorer says where tokens stand
   }
-  if (options.norm() == NormPlacement::First) {
-    final_ln = register_module(
-        "final_ln",
-        torch::nn::LayerNorm(torch::nn::LayerNormOptions({options.num_hiddens()}).eps(options.layer_norm_eps())));
-  }
+  make_final_norm(*this, options, final_ln, final_rms);
   if (!options.tie_embeddings()) {
     dense = register_module(
         "dense",
@@ -237,7 +244,7 @@ torch::Tensor TransformerDecoderImpl::forward(const torch::Tensor& tgt, DecoderS
 torch::Tensor TransformerDecoderImpl::forward_embedded(const torch::Tensor& x, TransformerDecoderState& state) {
   auto h = x;  // [B, T, H]
   for (auto& blk : blocks) h = blk->forward(h, state);
-  return final_ln ? final_norm(final_ln, h, options.block().fused()) : h;  // [B, T, H]
+  return final_norm(final_ln, final_rms, h, options.fused());  // [B, T, H]
 }
 
 }  // namespace attnlab::nn

@@ -29,12 +29,15 @@ MultiHeadAttention make_mha(const TransformerBlockOptions& o, const ScorerFactor
 }
 
 AddNorm make_addnorm(const TransformerBlockOptions& o) {
-  return AddNorm(o.num_hiddens(), o.dropout(), o.norm(), o.layer_norm_eps(), o.fused());
+  return AddNorm(o.num_hiddens(), o.dropout(), o.norm(), o.layer_norm_eps(), o.fused(), o.norm_type());
 }
 
+/// The FFN; SwiGLU's layers have biases as the attention projections do (Llama: none), the
+/// others always (d2l's, GPT-2's), so that existing models keep their parameters.
 PositionWiseFFN make_ffn(const TransformerBlockOptions& o) {
+  const bool swiglu = o.activation() == Activation::SwiGLU;
   return PositionWiseFFN(o.num_hiddens(), o.ffn_num_hiddens(), o.num_hiddens(), o.ffn_dropout(), o.ffn_conv1d(),
-                         o.activation());
+                         o.activation(), !swiglu || o.bias());
 }
 
 /// The causal lengths [B, T] (query t sees keys 0..offset + t). On the CPU every block of a step

@@ -64,10 +64,18 @@ config::Binding<TransformerVariantConfig> transformer_variant_binding(const Tran
               "sqrt(num_hiddens); gpt2: GPT-2's (weights and embeddings normal(0, 0.02), biases zero, the layers "
               "that write into the residual stream, W_o and the FFN's second, normal(0, 0.02 / sqrt(2 num_blks)))")
       .choice("activation", &V::activation,
-              {{"relu", Activation::ReLU}, {"gelu", Activation::GELU}, {"gelu_tanh", Activation::GELUTanh}},
-              "the FFN's nonlinearity: relu (d2l, Vaswani et al.), gelu (exact, with erf; BERT) or gelu_tanh "
-              "(its tanh approximation, GPT-2's)")
-      .option("layer_norm_eps", &V::layer_norm_eps, "epsilon of every LayerNorm (TF lab: 1e-6)", {.min = 0.0})
+              {{"relu", Activation::ReLU},
+               {"gelu", Activation::GELU},
+               {"gelu_tanh", Activation::GELUTanh},
+               {"swiglu", Activation::SwiGLU}},
+              "the FFN's nonlinearity: relu (d2l, Vaswani et al.), gelu (exact, with erf; BERT), gelu_tanh "
+              "(its tanh approximation, GPT-2's) or swiglu (Shazeer 2020, Llama's MLP: dense2(silu(gate(x)) * "
+              "dense1(x)), a third layer `gate`; its layers have biases only with bias: true)")
+      .option("layer_norm_eps", &V::layer_norm_eps, "epsilon of every LayerNorm or RMSNorm (TF lab: 1e-6)",
+              {.min = 0.0})
+      .choice("norm_type", &V::norm_type, {{"layer", NormType::Layer}, {"rms", NormType::RMS}},
+              "every norm of the stack, the final one too: layer (LayerNorm) or rms (RMSNorm, Zhang & Sennrich "
+              "2019, Llama's: weight only, computed in float32; not one of the fused kernels)")
       .choice("ffn", &V::ffn_conv1d, {{"linear", false}, {"conv1d", true}},
               "position-wise FFN layers: linear, or kernel-size-1 Conv1d (TF lab; the same function)")
       .option("per_head_projections", &V::per_head_projections,
@@ -117,6 +125,7 @@ TransformerOptions transformer_options(const config::Options& o, const Transform
 TransformerOptions& apply_variant_options(const TransformerVariantConfig& v, TransformerOptions& options) {
   return options.init(v.init)
       .activation(v.activation)
+      .norm_type(v.norm_type)
       .layer_norm_eps(v.layer_norm_eps)
       .ffn_conv1d(v.ffn_conv1d)
       .per_head_projections(v.per_head_projections);

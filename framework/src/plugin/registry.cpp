@@ -312,14 +312,28 @@ std::string skipped_candidates(const Registry& registry) {
                      unknown.size() > 3 ? ", ..." : "");
 }
 
-Registry::Resolved Registry::resolve(const char* kind, const config::Node& node) {
-  Resolved r = resolve_options(kind, node);
-  config::Node resolved = r.options->resolved();
+namespace {
+
+/// A plugin's resolved options with `plugin: name`, at the node's YAML path.
+config::Node with_name(const config::Options& options, const config::Node& node) {
+  config::Node resolved = options.resolved();
   const config::Node& name_node = node.is_scalar() ? node : node.at("plugin");
   if (!resolved.has("plugin")) resolved.set("plugin", config::Node::scalar(name_node.str(), name_node.location()));
   resolved.repath(node.path());
-  resolved_.push_back(std::move(resolved));
+  return resolved;
+}
+
+}  // namespace
+
+Registry::Resolved Registry::resolve(const char* kind, const config::Node& node) {
+  Resolved r = resolve_options(kind, node);
+  r.index = resolved_.size();
+  resolved_.push_back(with_name(*r.options, node));
   return r;
+}
+
+void Registry::refresh_resolved(const Resolved& r) {
+  if (r.index < resolved_.size()) resolved_[r.index] = with_name(*r.options, r.node);
 }
 
 Registry::Resolved Registry::resolve_options(const char* kind, const config::Node& node) const {
@@ -345,7 +359,7 @@ Registry::Resolved Registry::resolve_options(const char* kind, const config::Nod
   std::string owner = fmt::format("{} '{}'", info->kind, info->name);
   config::Node opts = node.is_map() ? node : config::Node::map(node.location(), node.path());
   auto options = std::make_shared<config::Options>(opts, info->schema, owner);
-  return Resolved{info, std::move(options)};
+  return Resolved{info, std::move(options), 0, node};
 }
 
 void Registry::rethrow_from_plugin(const PluginInfo& info) const {

@@ -24,6 +24,9 @@ struct Setup {
   nn::EncoderDecoder model{nullptr};  // `model: {encoder:, decoder:}`
   std::shared_ptr<nn::Model> custom;  // `model: {plugin: ...}`
   std::string dataset_name;
+  /// What the model's weights are when a command opened a run (cli::load_run): the checkpoint's
+  /// name, or "pretrained" for a pretrained model measured as it came (no checkpoints: the folder's).
+  std::string weights;
 };
 
 /// Seeds torch with `seed`, sets the thread count, discovers plugins (plugin_dirs first), picks the

@@ -152,6 +152,12 @@ class LmHooks final : public trainers::TokenHooks {
     if (c_.validate && ctx_.dataset->has_split(data::Split::Val)) validate(r.val);
   }
 
+  /// max_epochs 0: the validation metrics of the model as built (a pretrained one), nothing trained.
+  void measure_untrained(train::EpochReport& r) {
+    if (ctx_.dataset->has_split(data::Split::Val)) validate(r.val);
+    r.train["step"] = 0;
+  }
+
  private:
   /// 200 for "step_200"; nullopt for a name the trainer did not write.
   static std::optional<int64_t> step_of(const std::string& name) {
@@ -355,6 +361,16 @@ class LmTrainer final : public train::Trainer {
       const auto n = static_cast<int64_t>(ctx.dataset->batches(data::Split::Train, false, 0).size());
       train::fill_total_steps(schedule, std::max<int64_t>(n * c_.max_epochs, schedule.warmup_steps + 1));
     }
+    if (max_epochs() == 0) {  // nothing to train: measure the model as built, write no checkpoint
+      LmHooks hooks(c_, ctx, lm);
+      train::EpochReport r;
+      const auto start = std::chrono::steady_clock::now();
+      hooks.measure_untrained(r);
+      r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      if (ctx.on_epoch) ctx.on_epoch(r);
+      write_samples(ctx, *lm);
+      return train::FitResult::Completed;
+    }
     train::FusedAdam opt(lm->parameters(),
                          torch::optim::AdamOptions(schedule.at(1)).betas({c_.adam_beta1, c_.adam_beta2}));
     LmHooks hooks(c_, ctx, lm);
@@ -401,7 +417,10 @@ const config::Binding<Config>& binding() {
                   "optimizer steps to train, reported every eval_every steps (each report is one entry of the "
                   "results' epoch series); 0 = train max_epochs whole epochs instead",
                   {.min = 0})
-          .option("max_epochs", &Config::max_epochs, "epochs to train when max_steps is 0", {.min = 1})
+          .option("max_epochs", &Config::max_epochs,
+                  "epochs to train when max_steps is 0; 0 = train nothing: one report of the validation metrics of "
+                  "the model as built (a pretrained one, model.pretrained), no checkpoint",
+                  {.min = 0})
           .option("eval_every", &Config::eval_every,
                   "with max_steps: steps between reports (train and validation metrics, checkpoints, patience)",
                   {.min = 1})

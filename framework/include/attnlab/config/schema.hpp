@@ -76,11 +76,19 @@ class Options {
 
   /// The resolved map (user values + defaults), for recording in results.
   const Node& resolved() const { return resolved_; }
+  /// Records that the plugin used `value` for option `name` instead of the default, because it
+  /// learned the value elsewhere (a pretrained model's shape from its config.json), so that the
+  /// results file's /config says what ran and rebuilding from it makes the same model. An option
+  /// the user gave keeps its place in messages.
+  void record(const std::string& name, const std::string& value) const;
+  /// The same for a map or list value (a pretrained Llama's attention: {scorer: {plugin: rope, base: ...}}),
+  /// placed at the option's path; o.node(name) returns it from then on.
+  void record(const std::string& name, Node value) const;
   const std::string& owner() const { return owner_; }
 
  private:
   const OptionSpec& spec(const std::string& name) const;
-  Node resolved_;
+  mutable Node resolved_;  // record() completes it while the plugin is made
   Schema schema_;
   std::string owner_;
   std::vector<std::string> given_;

@@ -24,14 +24,15 @@ struct TransformerBlockOptions {
   TORCH_ARG(int64_t, kv_heads) = 0;  // key/value heads of every attention (MultiHeadAttentionOptions); 0 = num_heads
   TORCH_ARG(double, dropout) = 0.0;                                    // attention weights and every residual branch
   TORCH_ARG(std::optional<double>, attention_dropout) = std::nullopt;  // attention weights' own; unset: dropout
-  TORCH_ARG(bool, bias) = false;                                       // bias in the attention projections
+  TORCH_ARG(bool, bias) = false;  // bias in the attention projections, and in SwiGLU's FFN layers (others have one)
   TORCH_ARG(NormPlacement, norm) = NormPlacement::Last;                // Last = d2l AddNorm
   TORCH_ARG(double, ffn_dropout) = 0.0;           // after the FFN's ReLU (Step-by-Step's layers); 0 = d2l
   TORCH_ARG(double, layer_norm_eps) = 1e-5;       // every LayerNorm's epsilon (Keras: 1e-3, TF lab: 1e-6)
   TORCH_ARG(bool, ffn_conv1d) = false;            // FFN as two kernel-size-1 Conv1d (TF lab)
   TORCH_ARG(bool, per_head_projections) = false;  // W_q/W_k/W_v as [heads, H, H / heads] (TF lab)
   TORCH_ARG(bool, fused) = true;                  // fused CPU kernels: add & norm (nn/fused.hpp), attention, linears
-  TORCH_ARG(Activation, activation) = Activation::ReLU;  // the FFN's nonlinearity
+  TORCH_ARG(Activation, activation) = Activation::ReLU;  // the FFN's nonlinearity (SwiGLU: a gate layer too)
+  TORCH_ARG(NormType, norm_type) = NormType::Layer;      // every norm: LayerNorm, or RMSNorm (Llama)
   TORCH_ARG(bool, cross_attention) = true;  // decoder block: attention on the encoder's states (false: decoder-only)
   TORCH_ARG(bool, ffn) = true;              // false: attention-only blocks, no FFN (Elhage et al. 2021)
 };
@@ -133,7 +134,7 @@ struct TransformerOptions {
   TORCH_ARG(bool, kv_cache) = true;     // decoder: incremental decoding keeps projected keys/values
   TORCH_ARG(double, dropout) = 0.0;     // positional encoding, attention, residual branches
   TORCH_ARG(std::optional<double>, attention_dropout) = std::nullopt;  // attention weights' own; unset: dropout
-  TORCH_ARG(bool, bias) = false;                                       // bias in the attention projections
+  TORCH_ARG(bool, bias) = false;  // bias in the attention projections, and in SwiGLU's FFN layers (others have one)
   TORCH_ARG(NormPlacement, norm) = NormPlacement::Last;                // First adds a final LayerNorm
   TORCH_ARG(int64_t, max_len) = 1000;                                  // positional encoding length
   // added to the embeddings; Auto: none when the module's self-attention scorer encodes positions
@@ -148,7 +149,8 @@ struct TransformerOptions {
   TORCH_ARG(bool, output_softmax) = false;        // decoder: forward returns softmax probabilities
   TORCH_ARG(bool, fused) = true;                  // add & norm, attention, linears fused on CPU; false: torch ops
   // Decoder-only language models (nn/transformer_lm.hpp); the defaults are d2l's model.
-  TORCH_ARG(Activation, activation) = Activation::ReLU;  // the FFN's nonlinearity
+  TORCH_ARG(Activation, activation) = Activation::ReLU;  // the FFN's nonlinearity (SwiGLU: a gate layer too)
+  TORCH_ARG(NormType, norm_type) = NormType::Layer;      // every norm, the final one too: LayerNorm or RMSNorm
   TORCH_ARG(bool, cross_attention) = true;   // decoder: attention on the encoder's states
   TORCH_ARG(bool, ffn) = true;               // false: attention-only blocks
   TORCH_ARG(bool, scale_embeddings) = true;  // embeddings * sqrt(H) before the positions (d2l); GPT-2: false
@@ -176,7 +178,8 @@ class TransformerEncoderImpl : public Encoder {
   torch::nn::Embedding embedding{nullptr};
   PositionalEncoding pos_encoding{nullptr};
   std::vector<TransformerEncoderBlock> blocks;  // registered under "blks"
-  torch::nn::LayerNorm final_ln{nullptr};       // norm-first only
+  torch::nn::LayerNorm final_ln{nullptr};       // norm-first only (norm_type layer)
+  RMSNorm final_rms{nullptr};                   // norm-first with norm_type rms, registered as "final_ln"
 };
 TORCH_MODULE(TransformerEncoder);
 
@@ -204,7 +207,8 @@ class TransformerDecoderImpl : public Decoder {
   torch::nn::Embedding embedding{nullptr};
   PositionalEncoding pos_encoding{nullptr};
   std::vector<TransformerDecoderBlock> blocks;  // registered under "blks"
-  torch::nn::LayerNorm final_ln{nullptr};       // norm-first only
+  torch::nn::LayerNorm final_ln{nullptr};       // norm-first only (norm_type layer)
+  RMSNorm final_rms{nullptr};                   // norm-first with norm_type rms, registered as "final_ln"
   torch::nn::Linear dense{nullptr};             // H -> vocab; null when tie_embeddings
 };
 TORCH_MODULE(TransformerDecoder);

@@ -41,8 +41,9 @@ config::Binding<TransformerConfig> transformer_binding(AttentionRoles roles, con
 /// TransformerConfig so that plugins reusing that keep their own `init` option.
 struct TransformerVariantConfig {
   TransformerInit init = TransformerInit::Default;  // default | glorot_uniform | fairseq | gpt2
-  double layer_norm_eps = 1e-5;
-  Activation activation = Activation::ReLU;  // relu | gelu | gelu_tanh
+  double layer_norm_eps = 1e-5;              // every norm's epsilon (RMSNorm's too)
+  Activation activation = Activation::ReLU;  // relu | gelu | gelu_tanh | swiglu
+  NormType norm_type = NormType::Layer;      // norm_type: layer | rms
   bool ffn_conv1d = false;  // ffn: linear | conv1d
   bool per_head_projections = false;
 };

@@ -88,7 +88,12 @@ class Registry {
   struct Resolved {
     const PluginInfo* info;
     std::shared_ptr<config::Options> options;
+    size_t index = 0;   // its entry in resolved_
+    config::Node node;  // the config node it was made from
   };
+  /// The entry `r` placed in resolved_, again after the plugin was made (Options::record may have
+  /// completed it).
+  void refresh_resolved(const Resolved& r);
   Resolved resolve(const char* kind, const config::Node& node);
   Resolved resolve_options(const char* kind, const config::Node& node) const;
   [[noreturn]] void rethrow_from_plugin(const PluginInfo& info) const;
@@ -135,6 +140,7 @@ std::shared_ptr<Interface> Registry::create(const config::Node& node, const Buil
                                  node.path().empty() ? std::string("<root>") : node.path()));
   }
   mark_used(*r.info);
+  refresh_resolved(r);
   return keep_library_alive(std::move(obj), r.info->library);
 }
 
