@@ -1,5 +1,5 @@
 // End to end with the real runner: a model someone else trained, as Hugging Face saves it (a small
-// random GPT-2 from tests/python/hf_gpt2_fixture.py), imported with `runner import hf`, measured by
+// random GPT-2 from tests/python/hf_gpt2_fixture.py, and a Llama from hf_llama_fixture.py), imported with `runner import hf`, measured by
 // running the experiment file it writes (trainer.max_epochs 0: no training, no checkpoint), then
 // opened by heads, generate, eval --text and ablate with its weights from the folder; the greedy
 // continuation is transformers' own; and what it cannot run is refused in one line (docs/PRETRAINED.md).
@@ -62,11 +62,12 @@ TEST_F(Pretrained, ImportRunAndEveryCommandOnTheFoldersWeights) {
   }
   EXPECT_FALSE(fs::exists(train::checkpoint_dir(res))) << "the weights are the folder's: no checkpoint";
 
-  r = run({"generate", res, "--prompt", "I'm going", "--tokens", "12", "--temperature", "0"});
-  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   {  // the continuation transformers' generate() made from the same prompt (the same ids: byte_bpe = HF's)
     const safetensors::File expected(tmp_ + "/hf/expected.safetensors");
-    const auto greedy = expected.view("greedy").flatten();
+    const auto greedy = expected.view("greedy").flatten();  // generate() stops early at <|endoftext|>
+    const auto tokens = std::to_string(greedy.numel() - expected.view("prompt").numel());
+    r = run({"generate", res, "--prompt", "I'm going", "--tokens", tokens, "--temperature", "0"});
+    ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
     results::ResultsReader rr(res);
     const auto ids = rr.array("generations/generation-1/ids");  // as float32: ids < 2^24 are exact
     ASSERT_EQ(static_cast<int64_t>(ids.values.size()), greedy.numel());
@@ -86,6 +87,27 @@ TEST_F(Pretrained, ImportRunAndEveryCommandOnTheFoldersWeights) {
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   results::ResultsReader rr(res);
   for (const char* group : {"eval/text", "head_scores", "ablation/val"}) EXPECT_TRUE(rr.has(group)) << group;
+}
+
+TEST_F(Pretrained, ALlamaImportsRunsAndContinuesAsTransformers) {
+  const auto why = testutil::run_python_fixture("hf_llama_fixture.py", tmp_ + "/llama");
+  ATTNLAB_REQUIRE(why.empty(), why);
+  const auto yaml = tmp_ + "/llama.yaml", res = tmp_ + "/llama.h5";
+  auto r = run({"import", "hf", tmp_ + "/llama/model", "-o", yaml, "--text", text_, "--block-size", "16"});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_TRUE(testutil::contains(testutil::read_file(yaml), "# llama from")) << testutil::read_file(yaml);
+  r = run({yaml, "--results", res, "-q"});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const safetensors::File expected(tmp_ + "/llama/expected.safetensors");
+  const auto greedy = expected.view("greedy").flatten();  // generate() stops early at <|endoftext|>
+  const auto tokens = std::to_string(greedy.numel() - expected.view("prompt").numel());
+  r = run({"generate", res, "--prompt", "I'm going", "--tokens", tokens, "--temperature", "0"});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const auto ids = results::ResultsReader(res).array("generations/generation-1/ids");
+  ASSERT_EQ(static_cast<int64_t>(ids.values.size()), greedy.numel());
+  for (int64_t i = 0; i < greedy.numel(); ++i) EXPECT_EQ(static_cast<int64_t>(ids.values[i]), greedy[i].item<int64_t>()) << i;
+  r = run({"heads", res, "--length", "6", "-q"});
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
 }
 
 TEST_F(Pretrained, ImportNeverReplacesAFileUnlessForced) {

@@ -41,9 +41,18 @@ json read_config(const std::string& dir) {
   ATTNLAB_CHECK(j.is_object() && j.contains("model_type") && j["model_type"].is_string(), DataError,
                 "{}: has no \"model_type\" string", file);
   const auto type = j["model_type"].get<std::string>();
-  ATTNLAB_CHECK(type == "gpt2", DataError, "{}: model_type \"{}\" is not an architecture attnlab runs (it runs gpt2)",
-                file, type);
-  return j;
+  ATTNLAB_CHECK(type == "gpt2" || type == "llama" || type == "mistral", DataError,
+                "{}: model_type \"{}\" is not an architecture attnlab runs (it runs gpt2, llama and mistral)", file,
+                type);
+  return j;  // the rest is the gpt plugin's to check when the experiment runs
+}
+
+/// config.json's integer `gpt2_key` (GPT-2's name) or `key` (Llama's), 0 when neither.
+int64_t size_of(const json& j, const char* gpt2_key, const char* key) {
+  for (const char* k : {gpt2_key, key}) {
+    if (j.contains(k) && j[k].is_number_integer()) return j[k].get<int64_t>();
+  }
+  return 0;
 }
 
 bool exists(const std::string& path) { return files::problem(path, files::Want::File).empty(); }
@@ -51,7 +60,7 @@ bool exists(const std::string& path) { return files::problem(path, files::Want::
 }  // namespace
 
 int cmd_import(int argc, char** argv) {
-  CLI::App app{"write an experiment file for a Hugging Face model folder (GPT-2): measure it, study its heads"};
+  CLI::App app{"write an experiment file for a Hugging Face model folder (GPT-2, Llama): measure it, study its heads"};
   std::string format, dir, out, text, source = "fra_eng.en";
   int64_t block_size = 256;
   bool force = false;
@@ -92,9 +101,10 @@ int cmd_import(int argc, char** argv) {
   ATTNLAB_CHECK(exists(dir + "/tokenizer.json") || (exists(dir + "/vocab.json") && exists(dir + "/merges.txt")),
                 DataError, "{}: has neither tokenizer.json nor vocab.json + merges.txt, the byte-level BPE it was "
                 "trained with", dir);
-  const int64_t positions = config.value("n_positions", int64_t{0});
+  const int64_t positions = size_of(config, "n_positions", "max_position_embeddings");
   ATTNLAB_CHECK(positions <= 0 || block_size <= positions, ConfigError,
-                "--block-size {}: the model has {} positions (config.json n_positions)", block_size, positions);
+                "--block-size {}: the model has {} positions (config.json n_positions / max_position_embeddings)",
+                block_size, positions);
   if (!text.empty() && !exists(text)) {
     throw DataError(fmt::format("--text {}: {}", text, files::problem(text, files::Want::File)));
   }
@@ -139,8 +149,9 @@ int cmd_import(int argc, char** argv) {
       "  eval_batches: 20\n"
       "  lr: 0.0001\n",
       fmt::arg("model", config.value("model_type", std::string("gpt2"))), fmt::arg("dir", abs_dir),
-      fmt::arg("layers", config.value("n_layer", 0)), fmt::arg("heads", config.value("n_head", 0)),
-      fmt::arg("width", config.value("n_embd", 0)), fmt::arg("vocab", config.value("vocab_size", 0)),
+      fmt::arg("layers", size_of(config, "n_layer", "num_hidden_layers")),
+      fmt::arg("heads", size_of(config, "n_head", "num_attention_heads")),
+      fmt::arg("width", size_of(config, "n_embd", "hidden_size")), fmt::arg("vocab", size_of(config, "vocab_size", "vocab_size")),
       fmt::arg("out", out), fmt::arg("exp", experiment), fmt::arg("dataset", dataset), fmt::arg("block", block_size));
   if (const auto parent = fs::path(out).parent_path(); !parent.empty()) fs::create_directories(parent);
   {

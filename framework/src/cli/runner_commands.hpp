@@ -31,7 +31,7 @@ inline constexpr CommandInfo kCommands[] = {
     {"heads", "score a language model's heads on repeated random tokens (previous-token, induction, first-token mass)",
      true},
     {"average", "average the weights of a run's last K epochs (trainer.keep_checkpoints) into one checkpoint", true},
-    {"import", "write an experiment file for a Hugging Face model folder (GPT-2: config.json, safetensors)", true},
+    {"import", "write an experiment file for a Hugging Face model folder (GPT-2, Llama: config.json, safetensors)", true},
     {"summary", "print an experiment's model: layers, parameter counts, output shape", true},
     {"batches", "write the training batches a run draws to HDF5 (for other programs)", true},
 };
