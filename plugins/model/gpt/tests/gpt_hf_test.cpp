@@ -99,6 +99,13 @@ TEST_F(HfGpt2, BadFoldersAreOneErrorNamingTheFile) {
     const auto msg = message(dir);
     EXPECT_TRUE(testutil::contains(msg, "has no place")) << msg;
   }
+  {  // a weight stored as integers: the header's first "F32" made "I32" (the same size, a valid file)
+    const auto dir = broken_copy("dtype");
+    replace_in(dir + "/model.safetensors", "\"F32\"", "\"I32\"");
+    const auto msg = message(dir);
+    EXPECT_TRUE(testutil::contains(msg, "model.safetensors: tensor")) << msg;
+    EXPECT_TRUE(testutil::contains(msg, "is I32, expected a floating dtype")) << msg;
+  }
   {  // a truncated weights file
     const auto dir = broken_copy("truncated");
     fs::resize_file(dir + "/model.safetensors", fs::file_size(dir + "/model.safetensors") / 2);
