@@ -5,10 +5,10 @@ fixture of plugins/model/gpt/tests/gpt_hf_test.cpp (the gpt plugin's `pretrained
 
 writes OUT/model (config.json, model.safetensors, the tokenizer's files: a byte-level BPE of 400
 tokens learned from English sentences given here), OUT/bare (the same weights saved from the
-GPT2Model inside, whose names lack the "transformer." prefix), OUT/fp16 (the model in float16) and
-OUT/expected.safetensors: ids [B, T] of a batch of texts, their logits [B, T, V] (computed in
-float64, stored in float32; and logits16 from the float16 model, computed from its rounded
-weights), prompt [1, P] and greedy [1, P + N] from generate(). Needs torch, transformers and tokenizers (scripts/setup's venv);
+GPT2Model inside, whose names lack the "transformer." prefix), OUT/fp16 and OUT/bf16 (the model in
+float16, in bfloat16) and OUT/expected.safetensors: ids [B, T] of a batch of texts, their logits
+[B, T, V] (computed in float64, stored in float32; and logits16, logits_bf16 from the float16 and
+bfloat16 models, computed from their rounded weights), prompt [1, P] and greedy [1, P + N] from generate(). Needs torch, transformers and tokenizers (scripts/setup's venv);
 never downloads anything.
 """
 import copy
@@ -67,8 +67,8 @@ def continuation(model, tok):
 
 
 def main(out):
-    model_dir, bare_dir, half_dir = (os.path.join(out, d) for d in ("model", "bare", "fp16"))
-    for d in (model_dir, bare_dir, half_dir):
+    model_dir, bare_dir, half_dir, bf16_dir = (os.path.join(out, d) for d in ("model", "bare", "fp16", "bf16"))
+    for d in (model_dir, bare_dir, half_dir, bf16_dir):
         os.makedirs(d, exist_ok=True)
     bpe, tok = tokenizer()
     torch.manual_seed(0)
@@ -90,8 +90,13 @@ def main(out):
     half = half.half()
     half.save_pretrained(half_dir)
     tok.save_pretrained(half_dir)
+    brain = GPT2LMHeadModel(config).eval()
+    brain.load_state_dict(model.state_dict())
+    brain = brain.to(torch.bfloat16)
+    brain.save_pretrained(bf16_dir)
+    tok.save_pretrained(bf16_dir)
 
-    save_expected(out, tok, model, logits16=half.float())
+    save_expected(out, tok, model, logits16=half.float(), logits_bf16=brain.float())
 
 
 def save_expected(out, tok, model, **others):

@@ -28,6 +28,7 @@ TEST_F(HfGpt2, LogitsEqualTransformersWithAndWithoutThePrefix) {
 
 TEST_F(HfGpt2, HalfPrecisionWeightsLoadAsTheirFloat32Values) {
   EXPECT_LT(logits_difference(*make("fp16"), "logits16"), 1e-4);
+  EXPECT_LT(logits_difference(*make("bf16"), "logits_bf16"), 1e-4);
 }
 
 TEST_F(HfGpt2, GreedyContinuationEqualsGenerateWithAndWithoutTheCache) { expect_greedy_equal(*make("model")); }
