@@ -1,17 +1,15 @@
 // Trainer "lm": next-token cross-entropy for decoder-only language models (nn::LanguageModel, e.g.
 // the gpt model plugin). Every position the dataset marks is scored: a text dataset marks them all,
 // a synthetic task only its answers (<pad> in tgt_out is not scored). Training runs for epochs, or
-// for max_steps optimizer steps reported every eval_every steps (one report interval is one
-// "epoch" of the results file's /metrics/epoch series, with train/step the steps after it), with
-// Adam, gradient clipping and any learning-rate schedule (cosine with warmup, as GPT-2 and nanoGPT
-// train). Each interval records train/{loss, perplexity, tokens_per_s, seconds, step} and
-// val/{loss, perplexity, accuracy} on up to eval_batches validation batches. With head_scores_every
-// it scores every head as `runner heads` does (previous-token, duplicate-token, induction, first-token
-// mass on repeated random tokens) at step 0 and every N steps, into /head_scores/training/step_<s>,
-// so that a study can watch induction heads form. It is the framework's
-// epoch loop (train/epoch_loop.hpp): checkpoints and bit-exact --resume (the data order is a
-// function of the seed and the step), torchrun data parallelism, CUDA graphs and bf16 as the
-// seq2seq trainer has them.
+// for max_steps optimizer steps reported every eval_every steps (one report interval is one "epoch"
+// of /metrics/epoch, with train/step the steps after it), with Adam, gradient clipping and any
+// learning-rate schedule (cosine with warmup, as GPT-2 and nanoGPT train); max_epochs 0 trains
+// nothing and reports the model as built once (a pretrained one). Each interval records
+// train/{loss, perplexity, tokens_per_s, seconds, step} and val/{loss, perplexity, accuracy} on up to
+// eval_batches validation batches. With head_scores_every it scores every head as `runner heads`
+// does at step 0 and every N steps (/head_scores/training/step_<s>). It is the framework's epoch loop
+// (train/epoch_loop.hpp): checkpoints and bit-exact --resume (the data order is a function of the
+// seed and the step), torchrun data parallelism, CUDA graphs and bf16 as the seq2seq trainer has them.
 #include <attnlab/config/binding.hpp>
 #include <attnlab/nn/language_model.hpp>
 #include <attnlab/data/language_model.hpp>
@@ -152,10 +150,13 @@ class LmHooks final : public trainers::TokenHooks {
     if (c_.validate && ctx_.dataset->has_split(data::Split::Val)) validate(r.val);
   }
 
-  /// max_epochs 0: the validation metrics of the model as built (a pretrained one), nothing trained.
-  void measure_untrained(train::EpochReport& r) {
+  /// max_epochs 0: the one report, the validation metrics of the model as built (a pretrained one).
+  train::EpochReport measure_untrained() {
+    const auto start = std::chrono::steady_clock::now();
+    train::EpochReport r{.epoch = 0, .train = {{"step", 0.0}}, .val = {}, .seconds = 0.0};
     if (ctx_.dataset->has_split(data::Split::Val)) validate(r.val);
-    r.train["step"] = 0;
+    r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return r;
   }
 
  private:
@@ -354,22 +355,17 @@ class LmTrainer final : public train::Trainer {
   train::FitResult fit(train::TrainContext& ctx) override {
     check(ctx);
     auto lm = language_model(ctx);
+    if (max_epochs() == 0) {  // nothing to train (no schedule, no optimizer): measure, write no checkpoint
+      if (ctx.on_epoch) ctx.on_epoch(LmHooks(c_, ctx, lm).measure_untrained());
+      write_samples(ctx, *lm);
+      return train::FitResult::Completed;
+    }
     train::LrSchedule schedule = schedule_;
     // Epoch mode: a cosine schedule without total_steps ends with the run (one epoch's batches
     // counted; only then, since a streaming dataset's epoch can be large).
     if (c_.max_steps == 0 && schedule.type == train::LrSchedule::Type::Cosine && schedule.total_steps == 0) {
       const auto n = static_cast<int64_t>(ctx.dataset->batches(data::Split::Train, false, 0).size());
       train::fill_total_steps(schedule, std::max<int64_t>(n * c_.max_epochs, schedule.warmup_steps + 1));
-    }
-    if (max_epochs() == 0) {  // nothing to train: measure the model as built, write no checkpoint
-      LmHooks hooks(c_, ctx, lm);
-      train::EpochReport r;
-      const auto start = std::chrono::steady_clock::now();
-      hooks.measure_untrained(r);
-      r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      if (ctx.on_epoch) ctx.on_epoch(r);
-      write_samples(ctx, *lm);
-      return train::FitResult::Completed;
     }
     train::FusedAdam opt(lm->parameters(),
                          torch::optim::AdamOptions(schedule.at(1)).betas({c_.adam_beta1, c_.adam_beta2}));
@@ -419,8 +415,7 @@ const config::Binding<Config>& binding() {
                   {.min = 0})
           .option("max_epochs", &Config::max_epochs,
                   "epochs to train when max_steps is 0; 0 = train nothing: one report of the validation metrics of "
-                  "the model as built (a pretrained one, model.pretrained), no checkpoint",
-                  {.min = 0})
+                  "the model as built (a pretrained one, model.pretrained), no checkpoint", {.min = 0})
           .option("eval_every", &Config::eval_every,
                   "with max_steps: steps between reports (train and validation metrics, checkpoints, patience)",
                   {.min = 1})
