@@ -137,6 +137,11 @@ TEST_F(HeadsRun, TheTrainerScoresHeadsDuringTrainingAsRunnerHeadsDoesAndAResumeK
     EXPECT_EQ(res.attr_double_at(at + "/step_20", "length"), 8);
     EXPECT_NE(res.array(at + "/step_0/previous_token").values, res.array(at + "/step_30/previous_token").values)
         << "the heads change while the model trains";
+    // The first-token mass on validation rows as well: [layers, heads], shares of attention.
+    const auto val = res.array(at + "/step_30/val_first_token_mass");
+    EXPECT_EQ(val.shape, res.array(at + "/step_30/first_token_mass").shape);
+    for (const float v : val.values) EXPECT_TRUE(v > 0 && v < 1) << v;
+    EXPECT_NE(val.values, res.array(at + "/step_30/first_token_mass").values) << "measured on other rows";
   }
   // The scores after step 30 are runner heads' on the last checkpoint with the same tokens (seed 0).
   r = heads(whole, {"--checkpoint", "last", "--length", "8", "--sequences", "4", "--seed", "0", "--name", "last", "-q"});
@@ -159,8 +164,10 @@ TEST_F(HeadsRun, TheTrainerScoresHeadsDuringTrainingAsRunnerHeadsDoesAndAResumeK
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   results::ResultsReader a(whole), b(two);
   EXPECT_EQ(b.children(at), (std::vector<std::string>{"step_0", "step_10", "step_20", "step_30"}));
+  auto with_val = kScores;
+  with_val.push_back("val_first_token_mass");
   for (const auto& step : b.children(at)) {
-    for (const auto& score : kScores) {
+    for (const auto& score : with_val) {
       EXPECT_EQ(a.array(at + "/" + step + "/" + score).values, b.array(at + "/" + step + "/" + score).values)
           << step << " " << score << ": bit-identical after a resume";
     }

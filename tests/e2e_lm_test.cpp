@@ -10,8 +10,10 @@
 #include <cmath>
 #include <filesystem>
 #include <string>
+#include <tuple>
 #include <vector>
 
+#include "testing/corpus.hpp"
 #include "testing/runner.hpp"
 #include "testing/testing.hpp"
 
@@ -262,6 +264,72 @@ TEST_F(LmRun, EvalMeasuresASplitsLossWithAndWithoutHeads) {
     EXPECT_NE(bad.exit_code, 0) << needle;
     EXPECT_TRUE(testutil::contains(bad.err, needle)) << needle << "\n" << bad.err;
   }
+}
+
+TEST_F(LmRun, EvalReadsALongTextThroughAWindowOfTheKvCacheAndItsSinks) {
+  // RoPE: relative positions, so rows longer than the training blocks (16) are read as well.
+  const auto path = tmp_ + "/stream.h5", text = tmp_ + "/long.txt";
+  ASSERT_EQ(lm(path, {"model.attention.scorer=rope"}).exit_code, 0);
+  std::string body;
+  for (int i = 0; i < 60; ++i) body += "Go.\nHi.\nRun!\nWho?\n";
+  testutil::write_file(text, body);
+  const auto eval = [&](std::vector<std::string> extra) {
+    std::vector<std::string> a{"eval", path, "data_dir=" + data_dir_, "--text", text, "-q"};
+    a.insert(a.end(), extra.begin(), extra.end());
+    return run(a);
+  };
+  for (const auto& args : std::vector<std::vector<std::string>>{{"--context", "64"},
+                                                                {"--context", "64", "--window", "64"},
+                                                                {"--context", "64", "--window", "8", "--sinks", "2"},
+                                                                {"--context", "64", "--window", "10"}}) {
+    const auto r = eval(args);
+    ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  }
+  results::ResultsReader res(path);
+  EXPECT_EQ(res.children("eval"), (std::vector<std::string>{"long_context64", "long_context64_window10",
+                                                            "long_context64_window64", "long_context64_window8_sinks2"}));
+  const auto loss_at = [&](const std::string& name) { return res.array("eval/" + name + "/position_loss").values; };
+  const auto dense = loss_at("long_context64"), whole = loss_at("long_context64_window64");
+  const auto sinks = loss_at("long_context64_window8_sinks2"), window = loss_at("long_context64_window10");
+  ASSERT_EQ(dense.size(), 64u) << "--context positions";
+  for (size_t t = 0; t < dense.size(); ++t) {
+    EXPECT_NEAR(whole[t], dense[t], 1e-4) << "a window of every token is full attention, position " << t;
+    if (t < 10) {
+      EXPECT_NEAR(sinks[t], dense[t], 1e-4) << "before the cache is full, position " << t;
+    }
+  }
+  EXPECT_NE(std::vector<float>(sinks.begin() + 10, sinks.end()), std::vector<float>(dense.begin() + 10, dense.end()));
+  EXPECT_NE(std::vector<float>(sinks.begin() + 10, sinks.end()), std::vector<float>(window.begin() + 10, window.end()))
+      << "2 sinks and 8 recent tokens are not the 10 latest";
+  const std::string at = "eval/long_context64_window8_sinks2";
+  EXPECT_EQ(res.attr_double_at(at, "context"), 64);
+  EXPECT_EQ(res.attr_double_at(at, "window"), 8);
+  EXPECT_EQ(res.attr_double_at(at, "sinks"), 2);
+  EXPECT_EQ(res.attr_double_at("eval/long_context64", "window"), 0);
+  EXPECT_EQ(res.attr_double_at(at, "tokens"), res.attr_double_at("eval/long_context64", "tokens"));
+
+  // Bad input: one error each, the file unchanged.
+  const auto absolute = tmp_ + "/absolute.h5", linear = tmp_ + "/linear.h5";
+  ASSERT_EQ(lm(absolute).exit_code, 0);  // sinusoidal positions, max_len 64
+  ASSERT_EQ(lm(linear, {"model.attention.scorer=linear"}).exit_code, 0);
+  for (const auto& [file, args, needle] : std::vector<std::tuple<std::string, std::vector<std::string>, std::string>>{
+           {path, {"--sinks", "2"}, "--window"},
+           {path, {"--context", "100000"}, "fewer than one row of --context 100000 + 1"},
+           {path, {"--window", "0"}, "--window"},
+           {absolute, {"--context", "100"}, "rows of 100 positions are beyond the 64 of the model's absolute"},
+           {absolute, {"--context", "100", "--window", "60", "--sinks", "8"}, "--window + --sinks 64 at most"},
+           {linear, {"--context", "64", "--window", "8"}, "recurrent state (linear attention)"}}) {
+    const auto before = testutil::read_file(file);
+    std::vector<std::string> a{"eval", file, "data_dir=" + data_dir_, "--text", text};
+    a.insert(a.end(), args.begin(), args.end());
+    const auto bad = run(a);
+    EXPECT_NE(bad.exit_code, 0) << needle;
+    EXPECT_TRUE(testutil::contains(bad.err, needle)) << needle << "\n" << bad.err;
+    EXPECT_EQ(testutil::read_file(file), before) << needle << ": the results file is unchanged";
+  }
+  const auto no_text = run({"eval", path, "data_dir=" + data_dir_, "--context", "64"});
+  EXPECT_NE(no_text.exit_code, 0);
+  EXPECT_TRUE(testutil::contains(no_text.err, "--text")) << no_text.err;
 }
 
 TEST_F(LmRun, HeadsAreSwitchedOffInTrainingAblatedAndPrunedOnTheLoss) {

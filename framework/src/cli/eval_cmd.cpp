@@ -199,6 +199,22 @@ int cmd_eval(int argc, char** argv) {
   auto* text_opt = app.add_option("--text", text_file,
                                   "a language model: its perplexity on this UTF-8 text file (in blocks of the dataset's "
                                   "block_size, tokenized as the run's dataset tokenizes)");
+  int64_t context = 0, window = 0, sinks = 0;
+  auto* context_opt = app.add_option("--context", context,
+                                     "a language model with --text: tokens per row of the text (default the dataset's "
+                                     "block_size; longer rows measure a relative-position model beyond its training length)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
+  context_opt->needs(text_opt);
+  auto* window_opt = app.add_option("--window", window,
+                                    "a language model: each query sees only the W latest tokens, itself included (and "
+                                    "the first --sinks), through a KV cache that evicts the rest, at the cache's "
+                                    "positions (StreamingLLM's window attention)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
+  app.add_option("--sinks", sinks,
+                 "with --window: the first K tokens of every row stay in the cache as well (StreamingLLM's attention "
+                 "sinks)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 20))
+      ->needs(window_opt);
   app.add_flag("-q,--quiet", quiet, "print only the score line");
   app.footer(
       "Examples:\n  runner eval results/transformer_multi30k_de_en-20261122-120000.h5 --split test --beam 5\n"
@@ -206,7 +222,8 @@ int cmd_eval(int argc, char** argv) {
       "  runner eval RUN.h5 --source test_2017_flickr.de.gz --reference test_2017_flickr.en.gz\n"
       "  runner eval RUN.h5 --checkpoint average --ensemble SEED1.h5:average --beam 5\n"
       "  runner eval RUN.h5 --split val --head-mask 'decoder_cross:1:[1,3],encoder_self:*:5'\n"
-      "  runner eval LM_RUN.h5 --text some.txt        (a language model's perplexity on a text)");
+      "  runner eval LM_RUN.h5 --text some.txt        (a language model's perplexity on a text)\n"
+      "  runner eval LM_RUN.h5 --text long.txt --context 1024 --window 64 --sinks 4   (StreamingLLM)");
   if (auto code = parse_command_line(app, argc, argv, "runner eval")) return *code;
   const bool files = !source_file.empty();
   const auto split = files ? data::Split::Test : parse_split(split_name);
@@ -265,14 +282,25 @@ int cmd_eval(int argc, char** argv) {
                      .split_name = split_opt->count() > 0 ? split_name : std::string("val"),
                      .name = name,
                      .text = text_file,
+                     .context = context,
+                     .window = window,
+                     .sinks = sinks,
                      .trained = trained_mask,
                      .asked = head_mask_spec,
                      .quiet = quiet};
-    if (!name_given) lo.name = (text_file.empty() ? lo.split_name : name_for_file(text_file)) + (masked ? "_masked" : "");
+    if (!name_given) {
+      lo.name = (text_file.empty() ? lo.split_name : name_for_file(text_file)) +
+                (context > 0 ? fmt::format("_context{}", context) : "") +
+                (window > 0 ? fmt::format("_window{}", window) : "") + (sinks > 0 ? fmt::format("_sinks{}", sinks) : "") +
+                (masked ? "_masked" : "");
+    }
     return eval_language_model(setup, *lm, lo);
   }
   ATTNLAB_CHECK(text_opt->count() == 0, ConfigError,
                 "--text: run {} is a translation model; --source and --reference translate and score a file", run);
+  ATTNLAB_CHECK(window_opt->count() == 0, ConfigError,
+                "--window: run {} is a translation model; a window of the KV cache is a language model's evaluation",
+                run);
   require_translation_model(setup, run, "eval");
   // A beam holds beam_size copies of every sentence's state: one wider than the vocabulary gains
   // nothing at its first step and ran out of memory (or was killed) at 100,000.

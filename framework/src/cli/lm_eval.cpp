@@ -18,11 +18,13 @@
 
 #include <chrono>
 #include <cmath>
+#include <functional>
 #include <iostream>
 #include <limits>
 
 #include "cli/commands.hpp"
 #include "cli/run_loading.hpp"
+#include "train/streaming.hpp"
 
 namespace attnlab::cli {
 namespace {
@@ -34,8 +36,11 @@ struct PositionSums {
   torch::Tensor row_scored, row_correct;  // [N] int64 on the CPU, the split's rows in order
 };
 
+/// Logits [B, T, V] of a batch's tgt_in [B, T].
+using Forward = std::function<torch::Tensor(const torch::Tensor&)>;
+
 PositionSums measure(nn::LanguageModel& lm, const std::vector<data::Batch>& batches, int64_t pad,
-                     torch::Device device) {
+                     torch::Device device, const Forward& forward) {
   const train::EvalScope eval(lm);
   const torch::NoGradGuard no_grad;
   int64_t T = 0;
@@ -45,7 +50,7 @@ PositionSums measure(nn::LanguageModel& lm, const std::vector<data::Batch>& batc
   std::vector<torch::Tensor> scored_rows, correct_rows;
   for (const auto& cpu : batches) {
     const auto b = cpu.to(device, true);
-    const auto logits = lm.forward(b.tgt_in);  // [B, t, V]
+    const auto logits = forward(b.tgt_in);  // [B, t, V]
     const int64_t t = logits.size(1);
     const auto scored = b.tgt_out.ne(pad);  // [B, t]
     const auto ce = torch::nn::functional::cross_entropy(
@@ -62,9 +67,11 @@ PositionSums measure(nn::LanguageModel& lm, const std::vector<data::Batch>& batc
   return {s.loss.cpu(), s.tokens.cpu(), s.correct.cpu(), torch::cat(scored_rows), torch::cat(correct_rows)};
 }
 
-/// A text file as the run's dataset tokenizes a prompt, cut into windows of block_size + 1 tokens
-/// at stride block_size (each token a label once, as the dataset's own val split), in batches.
-std::vector<data::Batch> text_batches(const data::Dataset& dataset, const std::string& path, const std::string& run) {
+/// A text file as the run's dataset tokenizes a prompt, cut into windows of T + 1 tokens at stride
+/// T (each token a label once, as the dataset's own val split), in batches; T is `context`, or the
+/// dataset's block_size when 0.
+std::vector<data::Batch> text_batches(const data::Dataset& dataset, const std::string& path, const std::string& run,
+                                      int64_t context, int64_t rows_per_batch) {
   const auto* lm_data = dynamic_cast<const data::LanguageModelData*>(&dataset);
   ATTNLAB_CHECK(lm_data != nullptr, ConfigError,
                 "--text: run {}'s dataset cannot turn text into tokens (it does not implement data::LanguageModelData)",
@@ -80,17 +87,16 @@ std::vector<data::Batch> text_batches(const data::Dataset& dataset, const std::s
   } catch (const DataError& e) {
     throw DataError(fmt::format("--text {}: {}", path, e.what()));
   }
-  const int64_t T = dataset.info().num_steps;
+  const int64_t T = context > 0 ? context : dataset.info().num_steps;
   const auto n = static_cast<int64_t>(ids.size());
-  ATTNLAB_CHECK(n >= T + 1, DataError,
-                "--text {}: {} tokens, fewer than one block of the run's block_size {} + 1; give a longer text", path,
-                n, T);
+  ATTNLAB_CHECK(n >= T + 1, DataError, "--text {}: {} tokens, fewer than one row of {} {} + 1; give a longer text{}",
+                path, n, context > 0 ? "--context" : "the run's block_size", T,
+                context > 0 ? " or a shorter --context" : "");
   const auto all = torch::tensor(ids, torch::kLong);
   const auto windows = all.unfold(0, T + 1, T);  // [W, T + 1]
   std::vector<data::Batch> out;
-  constexpr int64_t kRows = 8;
-  for (int64_t start = 0; start < windows.size(0); start += kRows) {
-    const auto block = windows.narrow(0, start, std::min(kRows, windows.size(0) - start));
+  for (int64_t start = 0; start < windows.size(0); start += rows_per_batch) {
+    const auto block = windows.narrow(0, start, std::min(rows_per_batch, windows.size(0) - start));
     data::Batch b;
     b.tgt_in = block.narrow(1, 0, T).contiguous();
     b.tgt_out = block.narrow(1, 1, T).contiguous();
@@ -98,6 +104,13 @@ std::vector<data::Batch> text_batches(const data::Dataset& dataset, const std::s
     out.push_back(std::move(b));
   }
   return out;
+}
+
+/// ", window 64 + the first 4 tokens" as the printed line names the attention; "" for all of it.
+std::string attention_seen(const LmEvalOptions& o) {
+  if (o.window == 0) return "";
+  return fmt::format(", window {}{}", o.window,
+                     o.sinks == 0 ? std::string() : fmt::format(" + the first {} token{}", o.sinks, o.sinks == 1 ? "" : "s"));
 }
 
 }  // namespace
@@ -119,10 +132,23 @@ int eval_language_model(run::Setup& setup, nn::LanguageModel& lm, const LmEvalOp
   const nn::HeadMaskScope scope(all_off.empty() ? nullptr : &mask.mask);
 
   const auto start = std::chrono::steady_clock::now();
-  const auto batches = o.text.empty() ? dataset.batches(split, false, 0) : text_batches(dataset, o.text, o.run);
-  const std::string measured = o.text.empty() ? o.split_name : "text " + o.text;
+  const int64_t rows_per_batch = o.window > 0 ? 32 : 8;  // the window takes a step per token: wide batches
+  const auto batches = o.text.empty() ? dataset.batches(split, false, 0)
+                                      : text_batches(dataset, o.text, o.run, o.context, rows_per_batch);
+  const std::string measured = (o.text.empty() ? o.split_name : "text " + o.text) + attention_seen(o);
   ATTNLAB_CHECK(!batches.empty(), DataError, "run {}: the {} split has no batches", o.run, o.split_name);
-  const auto sums = measure(lm, batches, dataset.info().pad_id, device);
+  int64_t longest = 0;  // the farthest position a query stands at
+  for (const auto& b : batches) longest = std::max(longest, b.tgt_in.size(1));
+  if (o.window > 0) longest = std::min(longest, o.window + o.sinks);
+  ATTNLAB_CHECK(lm.max_positions() == 0 || longest <= lm.max_positions(), ConfigError,
+                "run {}: rows of {} positions are beyond the {} of the model's absolute positional encoding; give "
+                "{} {} at most{}",
+                o.run, longest, lm.max_positions(), o.window > 0 ? "--window + --sinks" : "--context",
+                lm.max_positions(), o.window > 0 ? "" : ", or --window to keep a query's positions within it");
+  const Forward forward = [&](const torch::Tensor& tokens) {
+    return o.window > 0 ? train::streaming_logits(lm, tokens, o.window, o.sinks, "--window: run " + o.run) : lm.forward(tokens);
+  };
+  const auto sums = measure(lm, batches, dataset.info().pad_id, device, forward);
   const double tokens = sums.tokens.sum().item<double>();
   ATTNLAB_CHECK(tokens > 0, DataError, "run {}: the {} split scores no label (every target is <pad>)", o.run,
                 o.split_name);
@@ -153,6 +179,9 @@ int eval_language_model(run::Setup& setup, nn::LanguageModel& lm, const LmEvalOp
     } else {
       out.set_attr_at(at, "text", o.text);
     }
+    out.set_attr_at(at, "context", batches.front().tgt_in.size(1));
+    out.set_attr_at(at, "window", o.window);  // 0: every earlier token
+    out.set_attr_at(at, "sinks", o.sinks);
     out.set_attr_at(at, "checkpoint", o.checkpoint);
     out.set_attr_at(at, "loss", loss);
     out.set_attr_at(at, "perplexity", std::exp(std::min(loss, 700.0)));

@@ -5,6 +5,7 @@
 // with heads switched off when asked; stored as /eval/<name> (docs/RESULTS.md).
 #include <attnlab/nn/language_model.hpp>
 
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -16,6 +17,11 @@ namespace attnlab::cli {
 struct LmEvalOptions {
   std::string run, checkpoint, split_name, name;
   std::string text;  // a UTF-8 file measured instead of the split ("" = the split)
+  int64_t context = 0;  // --context: tokens per row of the text (0 = the dataset's block_size)
+  /// --window: each query sees the `window` latest tokens (itself included) and the first `sinks`
+  /// of its row, through a KV cache that evicts the rest, at the cache's positions (StreamingLLM);
+  /// 0 = every earlier token.
+  int64_t window = 0, sinks = 0;
   run::HeadMaskSpec trained;  // the heads the run trained without: off
   run::HeadMaskSpec asked;    // --head-mask: off as well
   bool quiet = false;

@@ -7,12 +7,14 @@
 // nothing and reports the model as built once (a pretrained one). Each interval records
 // train/{loss, perplexity, tokens_per_s, seconds, step} and val/{loss, perplexity, accuracy} on up to
 // eval_batches validation batches. With head_scores_every it scores every head as `runner heads`
-// does at step 0 and every N steps (/head_scores/training/step_<s>). It is the framework's epoch loop
+// does at step 0 and every N steps (/head_scores/training/step_<s>), and the first-token mass on
+// validation rows too (val_first_token_mass). It is the framework's epoch loop
 // (train/epoch_loop.hpp): checkpoints and bit-exact --resume (the data order is a function of the
 // seed and the step), torchrun data parallelism, CUDA graphs and bf16 as the seq2seq trainer has them.
 #include <attnlab/config/binding.hpp>
-#include <attnlab/nn/language_model.hpp>
 #include <attnlab/data/language_model.hpp>
+#include <attnlab/nn/language_model.hpp>
+#include <attnlab/results/tensor.hpp>
 #include <attnlab/train/epoch_loop.hpp>
 #include <attnlab/train/generate.hpp>
 #include <attnlab/train/head_scores.hpp>
@@ -192,11 +194,35 @@ class LmHooks final : public trainers::TokenHooks {
                               .checkpoint = "",
                               .device = ctx_.device.str(),
                               .trained_head_mask = trained != nullptr ? std::string("interventions.head_mask") : ""});
+    if (const auto rows = val_rows(); rows.numel() > 0) {  // the sink on the data too (Gu et al. 2024)
+      auto on_val = train::measure_heads(*lm_, rows, ctx_.device);
+      if (trained != nullptr) train::blank_heads_off(on_val, *trained);
+      ctx_.results->write_array(at + "/val_first_token_mass", results::to_float_array(on_val.first_token_mass.cpu()));
+      ctx_.results->set_attr_at(at + "/val_first_token_mass", "definition",
+                                fmt::format("first_token_mass on the first {} full rows of the first validation batch",
+                                            rows.size(0)));
+    }
     ctx_.results->set_attr_at(at, "step", step_);
     ctx_.results->set_attr_at(kTrainingScores, "every", c_.head_scores_every);
     ctx_.results->set_attr_at(kTrainingScores, "what",
                               std::string("runner heads' scores during training: step_<s> after s optimizer steps"));
     heads_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }
+
+  /// tgt_in of up to head_scores_sequences full rows of the first validation batch [N, T], drawn
+  /// once; empty without a validation split.
+  torch::Tensor val_rows() {
+    if (val_rows_.defined()) return val_rows_;
+    val_rows_ = torch::empty({0, 0}, torch::kLong);
+    const auto val = ctx_.dataset->has_split(data::Split::Val) ? ctx_.dataset->batches(data::Split::Val, false, 0)
+                                                               : std::vector<data::Batch>{};
+    if (val.empty() || val.front().tgt_in.size(1) < 2) return val_rows_;
+    const auto& b = val.front();
+    const auto full = b.tgt_valid_lens.defined() && b.tgt_valid_lens.dim() == 1
+                          ? b.tgt_in.index({b.tgt_valid_lens.eq(b.tgt_in.size(1))})
+                          : b.tgt_in;  // [N, T]
+    val_rows_ = full.narrow(0, 0, std::min(full.size(0), c_.head_scores_sequences));
+    return val_rows_;
   }
 
   /// Step s's batch (step mode), from the cached training epoch that holds it.
@@ -291,7 +317,7 @@ class LmHooks final : public trainers::TokenHooks {
   torch::Tensor in_context_;  // validation: [early, late] x [summed loss, scored labels]
   bool heads_begun_ = false;
   double heads_seconds_ = 0;
-  torch::Tensor heads_tokens_;
+  torch::Tensor heads_tokens_, val_rows_;
   train::TokenRange heads_ids_;
 };
 
