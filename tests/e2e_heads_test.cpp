@@ -215,9 +215,10 @@ TEST_F(HeadsRun, ReportDrawsTheHeadScoreGridsAndTheirCurvesOverTraining) {
   EXPECT_TRUE(testutil::contains(json, "\"errors\":[]")) << json;
   EXPECT_TRUE(testutil::contains(json, "\"ready\":\"1\"")) << json;
   EXPECT_TRUE(testutil::contains(json, "\"Head scores\"")) << "the nav link\n" << json;
-  // runner heads' group and the last training step: 4 kinds each, 1 layer x 2 heads.
-  EXPECT_EQ(testutil::harness_field(json, "grids"), 8) << json;
-  EXPECT_EQ(testutil::harness_field(json, "cells"), 16) << json;
+  // runner heads' group (4 kinds) and the last training step (5: the first-token mass on validation
+  // rows too), 1 layer x 2 heads.
+  EXPECT_EQ(testutil::harness_field(json, "grids"), 9) << json;
+  EXPECT_EQ(testutil::harness_field(json, "cells"), 18) << json;
   EXPECT_EQ(testutil::harness_field(json, "lines"), 2) << "a line per head\n" << json;
   EXPECT_EQ(testutil::harness_field(json, "points"), 6) << "steps 0, 10, 20\n" << json;
   EXPECT_EQ(testutil::harness_field(json, "linesAfter"), 2) << json;

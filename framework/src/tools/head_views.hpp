@@ -47,7 +47,7 @@ struct PruningCurve {
 
 /// The kinds of head score, in the order the tools show them (train/head_scores.hpp).
 inline constexpr const char* kHeadScoreKinds[] = {"previous_token", "duplicate_token", "induction",
-                                                  "first_token_mass"};
+                                                  "first_token_mass", "val_first_token_mass"};
 
 /// One /head_scores/<name> (runner heads) or /head_scores/training/step_<s> (the lm trainer's
 /// head_scores_every): every head's scores, [layers, heads] row-major per kind.

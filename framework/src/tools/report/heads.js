@@ -172,9 +172,9 @@
   };
 
   // ---- head scores: runner heads, trainer.head_scores_every --------------------------------------
-  var scoreKinds = ["induction", "previous_token", "duplicate_token", "first_token_mass"];
+  var scoreKinds = ["induction", "previous_token", "duplicate_token", "first_token_mass", "val_first_token_mass"];
   var scoreNames = { induction: "induction", previous_token: "previous-token", duplicate_token: "duplicate-token",
-    first_token_mass: "first-token mass" };
+    first_token_mass: "first-token mass", val_first_token_mass: "first-token mass (val rows)" };
   function kindsOf(g) { return scoreKinds.filter(function (k) { return g.scores[k]; }); }
   function scoreText(v) { return v === null ? "off" : v.toFixed(3); }
   // One kind's layers x heads grid of one measurement, on the fixed scale 0..1 (scores are shares
