@@ -14,7 +14,6 @@
 #include <attnlab/config/binding.hpp>
 #include <attnlab/data/language_model.hpp>
 #include <attnlab/nn/language_model.hpp>
-#include <attnlab/results/tensor.hpp>
 #include <attnlab/train/epoch_loop.hpp>
 #include <attnlab/train/generate.hpp>
 #include <attnlab/train/head_scores.hpp>
@@ -30,11 +29,10 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <limits>
 #include <map>
-#include <optional>
 
 #include "../common/token_hooks.hpp"
+#include "training_scores.hpp"
 
 namespace {
 using namespace attnlab;
@@ -61,13 +59,8 @@ struct Config : train::GraphConfig, train::LoopConfig {
   int64_t sample_seed = 0;
 };
 
-/// Where the scores measured during training go: /head_scores/training/step_<s>.
-constexpr const char* kTrainingScores = "head_scores/training";
-
-/// Random tokens repeated once for the head scores: head_scores_length, or half the dataset's
-/// sequence length.
-int64_t head_scores_length(const Config& c, const data::Dataset& dataset) {
-  return c.head_scores_length > 0 ? c.head_scores_length : std::max<int64_t>(1, dataset.info().num_steps / 2);
+trainers::TrainingScoresConfig scores_config(const Config& c) {
+  return {.every = c.head_scores_every, .length = c.head_scores_length, .sequences = c.head_scores_sequences};
 }
 
 /// Report intervals of a step-based run: ceil(max_steps / eval_every).
@@ -91,7 +84,8 @@ class LmHooks final : public trainers::TokenHooks {
       : TokenHooks(ctx, ctx.dataset->info().pad_id, c.cuda_graph_pad),
         c_(c),
         lm_(std::move(lm)),
-        objective_{.pad = ctx.dataset->info().pad_id} {}
+        objective_{.pad = ctx.dataset->info().pad_id},
+        scores_(scores_config(c), *lm_, *ctx.dataset, ctx.results, ctx.device) {}
 
   torch::nn::Module& module() override { return *lm_; }
 
@@ -111,23 +105,14 @@ class LmHooks final : public trainers::TokenHooks {
   void begin_epoch(int64_t interval) override {
     TokenHooks::begin_epoch(interval);
     if (c_.max_steps > 0) step_ = (interval - 1) * c_.eval_every;
-    heads_seconds_ = 0;
-    if (c_.head_scores_every > 0 && ctx_.results != nullptr && !heads_begun_) {
-      heads_begun_ = true;
-      // A resumed run: the scores after its checkpoint's step are the lost session's; step 0's
-      // are measured by a run that begins.
-      for (const auto& name : ctx_.results->children(kTrainingScores)) {
-        if (const auto s = step_of(name); !s || *s > step_) ctx_.results->remove(std::string(kTrainingScores) + "/" + name);
-      }
-      if (step_ == 0) score_heads();
-    }
+    scores_.begin(step_);
   }
 
   void after_step(const std::vector<torch::Tensor>& outs, const data::Batch& rows,
                   const train::StepShare& share) override {
     TokenHooks::after_step(outs, rows, share);
     ++step_;
-    if (c_.head_scores_every > 0 && ctx_.results != nullptr && step_ % c_.head_scores_every == 0) score_heads();
+    scores_.after_step(step_);
   }
 
   std::vector<torch::Tensor> inputs(const data::Batch& rows, const train::StepShare&, bool graphed) override {
@@ -145,7 +130,7 @@ class LmHooks final : public trainers::TokenHooks {
     const auto sums = train_sums(end);
     r.train["loss"] = sums.loss;
     r.train["perplexity"] = std::exp(std::min(sums.loss, 700.0));
-    const double seconds = std::max(sums.seconds - heads_seconds_, 0.0);  // the steps' time, not the scoring's
+    const double seconds = std::max(sums.seconds - scores_.take_seconds(), 0.0);  // the steps' time, not the scoring's
     r.train["tokens_per_s"] = sums.tokens / std::max(seconds, 1e-9);
     r.train["seconds"] = seconds;
     if (c_.max_steps > 0) r.train["step"] = static_cast<double>(std::min(r.epoch * c_.eval_every, c_.max_steps));
@@ -162,69 +147,6 @@ class LmHooks final : public trainers::TokenHooks {
   }
 
  private:
-  /// 200 for "step_200"; nullopt for a name the trainer did not write.
-  static std::optional<int64_t> step_of(const std::string& name) {
-    if (name.rfind("step_", 0) != 0 || name.size() == 5) return std::nullopt;
-    int64_t s = 0;
-    for (size_t i = 5; i < name.size(); ++i) {
-      if (name[i] < '0' || name[i] > '9' || s > (std::numeric_limits<int64_t>::max() - 9) / 10) return std::nullopt;
-      s = 10 * s + (name[i] - '0');
-    }
-    return s;
-  }
-
-  /// Every head scored on the same repeated random tokens (seed 0) after step_ steps, written to
-  /// /head_scores/training/step_<step_>; its time is left out of the interval's train/seconds.
-  void score_heads() {
-    const auto start = std::chrono::steady_clock::now();
-    if (!heads_tokens_.defined()) {
-      heads_ids_ = train::ordinary_tokens(*ctx_.dataset, lm_->vocab_size());
-      heads_tokens_ = train::repeated_random_tokens(c_.head_scores_sequences, head_scores_length(c_, *ctx_.dataset),
-                                                    heads_ids_.low, heads_ids_.high, 0);
-    }
-    auto scores = train::measure_heads(*lm_, heads_tokens_, ctx_.device);
-    const nn::HeadMask* trained = nn::active_head_mask();
-    if (trained != nullptr) train::blank_heads_off(scores, *trained);
-    const auto at = fmt::format("{}/step_{}", kTrainingScores, step_);
-    train::write_head_scores(*ctx_.results, at, scores,
-                             {.sequences = c_.head_scores_sequences,
-                              .length = heads_tokens_.size(1) / 2,
-                              .seed = 0,
-                              .ids = heads_ids_,
-                              .checkpoint = "",
-                              .device = ctx_.device.str(),
-                              .trained_head_mask = trained != nullptr ? std::string("interventions.head_mask") : ""});
-    if (const auto rows = val_rows(); rows.numel() > 0) {  // the sink on the data too (Gu et al. 2024)
-      auto on_val = train::measure_heads(*lm_, rows, ctx_.device);
-      if (trained != nullptr) train::blank_heads_off(on_val, *trained);
-      ctx_.results->write_array(at + "/val_first_token_mass", results::to_float_array(on_val.first_token_mass.cpu()));
-      ctx_.results->set_attr_at(at + "/val_first_token_mass", "definition",
-                                fmt::format("first_token_mass on the first {} full rows of the first validation batch",
-                                            rows.size(0)));
-    }
-    ctx_.results->set_attr_at(at, "step", step_);
-    ctx_.results->set_attr_at(kTrainingScores, "every", c_.head_scores_every);
-    ctx_.results->set_attr_at(kTrainingScores, "what",
-                              std::string("runner heads' scores during training: step_<s> after s optimizer steps"));
-    heads_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  }
-
-  /// tgt_in of up to head_scores_sequences full rows of the first validation batch [N, T], drawn
-  /// once; empty without a validation split.
-  torch::Tensor val_rows() {
-    if (val_rows_.defined()) return val_rows_;
-    val_rows_ = torch::empty({0, 0}, torch::kLong);
-    const auto val = ctx_.dataset->has_split(data::Split::Val) ? ctx_.dataset->batches(data::Split::Val, false, 0)
-                                                               : std::vector<data::Batch>{};
-    if (val.empty() || val.front().tgt_in.size(1) < 2) return val_rows_;
-    const auto& b = val.front();
-    const auto full = b.tgt_valid_lens.defined() && b.tgt_valid_lens.dim() == 1
-                          ? b.tgt_in.index({b.tgt_valid_lens.eq(b.tgt_in.size(1))})
-                          : b.tgt_in;  // [N, T]
-    val_rows_ = full.narrow(0, 0, std::min(full.size(0), c_.head_scores_sequences));
-    return val_rows_;
-  }
-
   /// Step s's batch (step mode), from the cached training epoch that holds it.
   data::Batch batch_at(int64_t s) {
     int64_t start = 0;
@@ -315,10 +237,7 @@ class LmHooks final : public trainers::TokenHooks {
   int64_t cached_epoch_ = -1;
   int64_t step_ = 0;  // optimizer steps done (step mode)
   torch::Tensor in_context_;  // validation: [early, late] x [summed loss, scored labels]
-  bool heads_begun_ = false;
-  double heads_seconds_ = 0;
-  torch::Tensor heads_tokens_, val_rows_;
-  train::TokenRange heads_ids_;
+  trainers::TrainingScores scores_;
 };
 
 class LmTrainer final : public train::Trainer {
@@ -361,7 +280,7 @@ class LmTrainer final : public train::Trainer {
     ATTNLAB_CHECK(c_.in_context_late <= info.num_steps, ConfigError,
                   "in_context_late {}: the dataset's sequences have {} positions", c_.in_context_late, info.num_steps);
     if (c_.head_scores_every > 0) {
-      const int64_t length = head_scores_length(c_, *ctx.dataset);
+      const int64_t length = trainers::head_scores_length(scores_config(c_), *ctx.dataset);
       ATTNLAB_CHECK(lm->max_positions() == 0 || 2 * length <= lm->max_positions(), ConfigError,
                     "head_scores_length {}: the head scores' sequences of 2 x {} tokens are beyond the {} positions of "
                     "the model's absolute positional encoding; give head_scores_length {} at most",
