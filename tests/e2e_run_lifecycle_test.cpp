@@ -251,4 +251,70 @@ TEST_F(RunLifecycle, ANonFiniteLossReportedByAnyTrainerEndsTheRunDiverged) {
   EXPECT_EQ(res.metric("val", "loss"), std::vector<double>(5, 0.25));
 }
 
+/// `sh -c command` from `cwd`: its stdout, trailing newline removed ("" and a test failure when it fails).
+std::string sh(const std::string& cwd, const std::string& command) {
+  std::string out;
+  FILE* p = popen(("cd '" + cwd + "' && " + command + " 2>&1").c_str(), "r");
+  if (p == nullptr) return out;
+  char buf[512];
+  while (fgets(buf, sizeof buf, p)) out += buf;
+  EXPECT_EQ(pclose(p), 0) << command << ": " << out;
+  while (!out.empty() && out.back() == '\n') out.pop_back();
+  return out;
+}
+
+TEST_F(RunLifecycle, RecordsTheCommitItsRunnerWasBuiltFromAndTheOneItsExperimentFileLiesIn) {
+  // The experiment file in a git repository of its own, run from there: git_commit must still name
+  // the runner's build (the commit `runner --version` names, one of the source tree's), not the
+  // HEAD of the folder the run starts in, which is experiment_git_commit.
+  const auto repo = tmp_ + "/lab";
+  fs::create_directories(repo);
+  fs::copy_file(source_ + "/experiments/tests/tiny_synthetic.yaml", repo + "/tiny.yaml");
+  sh(repo, "git init -q . && git add tiny.yaml && git -c user.name=t -c user.email=t@t commit -qm tiny");
+  const std::string lab_head = sh(repo, "git rev-parse --short HEAD");
+
+  const auto version = testutil::run_process(runner_, {"--version"}, repo, tmp_);
+  ASSERT_EQ(version.exit_code, 0) << version.err;
+  const std::string marker = "built from commit ";
+  const auto at = version.out.find(marker);
+  ASSERT_NE(at, std::string::npos) << version.out;
+  const std::string built = version.out.substr(at + marker.size(), version.out.find(',', at) - at - marker.size());
+  const std::string built_hash = built.substr(0, built.find('-'));
+  ASSERT_GE(built_hash.size(), 7u) << version.out;
+  sh(source_, "git cat-file -e " + built_hash + "^{commit}");  // a commit of the runner's own source
+  EXPECT_NE(built_hash, lab_head);
+
+  const auto clean = tmp_ + "/clean.h5";
+  auto r = testutil::run_process(runner_, {"tiny.yaml", "--results", clean, "-q", "trainer.max_epochs=1"}, repo, tmp_);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  results::ResultsReader rc(clean);
+  EXPECT_EQ(rc.attr_string("git_commit"), built);
+  EXPECT_EQ(rc.attr_string("experiment_git_commit"), lab_head);
+
+  // The file changed since its commit: "-dirty"; a resume adds its own pair and keeps the first.
+  { std::ofstream(repo + "/tiny.yaml", std::ios::app) << "# changed\n"; }
+  const auto dirty = tmp_ + "/dirty.h5";
+  r = testutil::run_process(runner_, {"tiny.yaml", "--results", dirty, "-q", "trainer.max_epochs=1"}, repo, tmp_);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(results::ResultsReader(dirty).attr_string("experiment_git_commit"), lab_head + "-dirty");
+  r = testutil::run_process(runner_, {"tiny.yaml", "--resume", dirty, "-q", "trainer.max_epochs=2"}, repo, tmp_);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  results::ResultsReader rr(dirty);
+  EXPECT_EQ(rr.attr_string("git_commit"), built);
+  EXPECT_EQ(rr.attr_string("resume_git_commit"), built);
+  EXPECT_EQ(rr.attr_string("experiment_git_commit"), lab_head + "-dirty");
+  EXPECT_EQ(rr.attr_string("resume_experiment_git_commit"), lab_head + "-dirty");
+
+  // Outside any checkout: no experiment_git_commit, and git_commit as before.
+  const auto loose = tmp_ + "/loose";
+  fs::create_directories(loose);
+  fs::copy_file(repo + "/tiny.yaml", loose + "/tiny.yaml");
+  const auto outside = tmp_ + "/outside.h5";
+  r = testutil::run_process(runner_, {"tiny.yaml", "--results", outside, "-q", "trainer.max_epochs=1"}, loose, tmp_);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  results::ResultsReader ro(outside);
+  EXPECT_EQ(ro.attr_string("git_commit"), built);
+  EXPECT_FALSE(ro.has_attr("experiment_git_commit"));
+}
+
 }  // namespace

@@ -5,6 +5,7 @@
 //   runner <subcommand> ...
 #include <attnlab/error.hpp>
 #include <attnlab/run/experiment.hpp>
+#include <attnlab/version.hpp>
 
 #include <c10/util/Exception.h>
 #include <fmt/format.h>
@@ -16,6 +17,7 @@
 
 #include "cli/commands.hpp"
 #include "cli/runner_commands.hpp"
+#include "run/record.hpp"
 
 namespace {
 
@@ -78,6 +80,11 @@ int run_experiment(int argc, char** argv) {
 }
 
 int dispatch(int argc, char** argv) {
+  if (argc == 2 && (std::strcmp(argv[1], "--version") == 0 || std::strcmp(argv[1], "-V") == 0)) {
+    fmt::print("runner (attnlab {}), built from commit {}, LibTorch {}\n", attnlab::kVersion,
+               attnlab::cli::kBuildCommit, attnlab::kTorchVersion);
+    return 0;
+  }
   if (const auto* c = argc > 1 ? attnlab::cli::find_command(argv[1]) : nullptr) {
     if (const auto run = command_function(c->name)) return run(argc - 1, argv + 1);
     std::cerr << "runner-torch: '" << c->name << "' is run by bin/runner itself (it needs no LibTorch): "
@@ -93,6 +100,7 @@ namespace attnlab::cli {
 
 int runner_main(int argc, char** argv) {
   spdlog::set_pattern("[%H:%M:%S] %^%l%$ %v");
+  attnlab::run::set_build_commit(kBuildCommit);  // every run's git_commit
   try {
     return dispatch(argc, argv);
   } catch (const c10::Error& e) {

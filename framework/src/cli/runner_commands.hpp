@@ -44,6 +44,10 @@ inline const CommandInfo* find_command(std::string_view name) {
   return nullptr;
 }
 
+/// The commit runner-torch was built from ("<short hash>", "<short hash>-dirty" or "unknown"): the
+/// build writes its definition (cmake/build_commit.cmake) into runner-torch alone.
+extern const char* const kBuildCommit;
+
 /// Where bin/runner finds its LibTorch part: relative to its own folder, in a build tree
 /// (build/bin/runner, build/libexec/attnlab/runner-torch) and an installed SDK alike.
 inline constexpr const char* kLibtorchPart = "../libexec/attnlab/runner-torch";

@@ -16,6 +16,7 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <utility>
 
 #include "results/lock.hpp"
 
@@ -36,18 +37,48 @@ std::string file_stem(const std::string& experiment) {
   return out.empty() ? "experiment" : out;
 }
 
-std::string git_commit() {
+std::string& build_commit_slot() {
+  static std::string commit;
+  return commit;
+}
+
+/// `s` between single quotes for sh -c, a ' inside as '\''.
+std::string shell_quoted(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+/// What `command` prints, trailing newlines removed; "" when it fails.
+std::string output_of(const std::string& command) {
   std::string out;
-  if (FILE* p = popen("git rev-parse --short HEAD 2>/dev/null", "r")) {
-    char buf[64];
+  if (FILE* p = popen((command + " 2>/dev/null").c_str(), "r")) {
+    char buf[256];
     while (fgets(buf, sizeof buf, p)) out += buf;
-    pclose(p);
+    if (pclose(p) != 0) out.clear();
   }
   while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
   return out;
 }
 
+/// The commit of the git checkout that holds `file` (HEAD of its folder's repository), "-dirty"
+/// added when the file is not as that commit has it (changed, untracked or ignored); "" when
+/// the file is in no checkout (or git is missing).
+std::string file_git_commit(const std::string& file) {
+  std::error_code ec;
+  const fs::path path = fs::absolute(file, ec);
+  if (ec || file.empty()) return {};
+  const std::string dir = shell_quoted(path.parent_path().string());
+  const std::string head = output_of("git -C " + dir + " rev-parse --short HEAD");
+  if (head.empty() || head.find_first_not_of("0123456789abcdef") != std::string::npos) return {};
+  const std::string status =
+      output_of("git -C " + dir + " status --porcelain --ignored -- " + shell_quoted(path.filename().string()));
+  return status.empty() ? head : head + "-dirty";
+}
+
 }  // namespace
+
+void set_build_commit(std::string commit) { build_commit_slot() = std::move(commit); }
 
 std::string default_results_path(const std::string& experiment) {
   auto now = std::chrono::system_clock::now();
@@ -129,7 +160,13 @@ void RunRecord::record(const RunAttributes& a) {
   res.set_attr("precision", a.precision);
   res.set_attr("attnlab_version", kVersion);
   res.set_attr("torch_version", kTorchVersion);
-  res.set_attr("git_commit", git_commit());
+  // The commit the runner was built from (kept from the run's start; a resume adds its own), and
+  // the one the experiment file lies in, when it lies in a git checkout.
+  const std::string built = build_commit_slot().empty() ? std::string("unknown") : build_commit_slot();
+  res.set_attr(a.resumed ? "resume_git_commit" : "git_commit", built);
+  if (const std::string file_commit = file_git_commit(a.experiment_file); !file_commit.empty()) {
+    res.set_attr(a.resumed ? "resume_experiment_git_commit" : "experiment_git_commit", file_commit);
+  }
   res.set_attr("experiment_file", a.experiment_file);
   res.set_attr("plugins", a.plugins);
   res.set_attr("num_parameters", a.num_parameters);

@@ -23,6 +23,10 @@ std::string default_results_path(const std::string& experiment);
 /// (--resume, --overwrite, another --results), unless `overwrite`.
 void check_results_path(const std::string& path, bool resume, bool overwrite);
 
+/// The commit the runner was built from (cli's kBuildCommit, written at build time by
+/// cmake/build_commit.cmake), recorded as every run's `git_commit`; "unknown" until it is set.
+void set_build_commit(std::string commit);
+
 /// What the results file says about the run before it trains, written by RunRecord::record.
 struct RunAttributes {
   std::string command_line;  // command_line, or resume_command_line when `resumed`
@@ -52,7 +56,8 @@ class RunRecord {
   results::Results& results() { return *results_; }
   const std::string& path() const { return path_; }
 
-  /// Every attribute of `a` (with attnlab's and torch's versions and the git commit) and /config,
+  /// Every attribute of `a` (with attnlab's and torch's versions, the commit the runner was built
+  /// from and the one the experiment file lies in) and /config,
   /// flushed: the one place the run describes itself.
   void record(const RunAttributes& a);
 
