@@ -332,6 +332,63 @@ TEST_F(LmRun, EvalReadsALongTextThroughAWindowOfTheKvCacheAndItsSinks) {
   EXPECT_TRUE(testutil::contains(no_text.err, "--text")) << no_text.err;
 }
 
+TEST_F(LmRun, EvalRecomputesEachWindowAfreshAsStreamingLlmsBaseline) {
+  // --recompute: every query's window run from scratch at positions 0 ... W - 1, so also a model
+  // with absolute positions or linear attention (whose cache cannot be evicted) can be read so.
+  const auto rope = tmp_ + "/rope.h5", absolute = tmp_ + "/absolute.h5", linear = tmp_ + "/linear.h5";
+  const auto text = tmp_ + "/long.txt";
+  ASSERT_EQ(lm(rope, {"model.attention.scorer=rope"}).exit_code, 0);
+  ASSERT_EQ(lm(absolute).exit_code, 0);  // sinusoidal positions, max_len 64
+  ASSERT_EQ(lm(linear, {"model.attention.scorer=linear"}).exit_code, 0);
+  std::string body;
+  for (int i = 0; i < 60; ++i) body += "Go.\nHi.\nRun!\nWho?\n";
+  testutil::write_file(text, body);
+  const auto eval = [&](const std::string& file, std::vector<std::string> extra) {
+    std::vector<std::string> a{"eval", file, "data_dir=" + data_dir_, "--text", text, "-q"};
+    a.insert(a.end(), extra.begin(), extra.end());
+    return run(a);
+  };
+  for (const auto& args : std::vector<std::vector<std::string>>{{"--context", "64"},
+                                                                {"--context", "64", "--window", "10"},
+                                                                {"--context", "64", "--window", "10", "--recompute"}}) {
+    const auto r = eval(rope, args);
+    ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  }
+  results::ResultsReader res(rope);
+  const std::string at = "eval/long_context64_window10_recompute";
+  ASSERT_TRUE(res.has(at)) << "default name";
+  EXPECT_EQ(res.attr_double_at(at, "recompute"), 1);
+  EXPECT_EQ(res.attr_double_at(at, "window"), 10);
+  EXPECT_EQ(res.attr_double_at("eval/long_context64_window10", "recompute"), 0);
+  const auto dense = res.array("eval/long_context64/position_loss").values;
+  const auto cached = res.array("eval/long_context64_window10/position_loss").values;
+  const auto fresh = res.array(at + "/position_loss").values;
+  ASSERT_EQ(fresh.size(), 64u);
+  for (size_t t = 0; t < 10; ++t) EXPECT_NEAR(fresh[t], dense[t], 1e-4) << "the window holds the prefix, position " << t;
+  EXPECT_NE(std::vector<float>(fresh.begin() + 10, fresh.end()), std::vector<float>(cached.begin() + 10, cached.end()))
+      << "the cache's kept keys saw older tokens in the layers below; a recomputed window did not";
+
+  // Models the evicting cache refuses: absolute positions past max_len are never reached, and
+  // linear attention is run afresh like any other.
+  for (const auto& file : {absolute, linear}) {
+    const auto r = eval(file, {"--context", "100", "--window", "16", "--recompute"});
+    ASSERT_EQ(r.exit_code, 0) << file << "\n" << r.out << r.err;
+    EXPECT_TRUE(results::ResultsReader(file).has("eval/long_context100_window16_recompute")) << file;
+  }
+
+  // Bad input: one error each, the file unchanged.
+  for (const auto& [args, needle] : std::vector<std::pair<std::vector<std::string>, std::string>>{
+           {{"--recompute"}, "--window"},
+           {{"--window", "8", "--sinks", "2", "--recompute"}, "--sinks"},
+           {{"--window", "70", "--recompute", "--context", "100"}, "give --window 64 at most"}}) {
+    const auto before = testutil::read_file(absolute);
+    const auto bad = eval(absolute, args);
+    EXPECT_NE(bad.exit_code, 0) << needle;
+    EXPECT_TRUE(testutil::contains(bad.err, needle)) << needle << "\n" << bad.err;
+    EXPECT_EQ(testutil::read_file(absolute), before) << needle << ": the results file is unchanged";
+  }
+}
+
 TEST_F(LmRun, HeadsAreSwitchedOffInTrainingAblatedAndPrunedOnTheLoss) {
   const auto path = tmp_ + "/masked.h5";
   const auto r = lm(path, {"interventions.head_mask={decoder_self: {1: [2]}}"});

@@ -1,6 +1,7 @@
 // StreamingLLM's evaluation (train/streaming.hpp): the evicting KV cache gives what a model that
 // reads only the first tokens and the window gives, at the cache's positions; a window that holds
-// every token is the full forward; models it cannot evict from are refused by name.
+// every token is the full forward; models it cannot evict from are refused by name. The
+// re-computation baseline is each window run afresh.
 #include <attnlab/error.hpp>
 #include <attnlab/nn/dot_product.hpp>
 #include <attnlab/nn/transformer_lm.hpp>
@@ -8,6 +9,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <string>
 
 #include "testing/testing.hpp"
@@ -95,6 +97,32 @@ TEST(Streaming, TheSinksAreTheFirstTokensOfTheRow) {
   // Token 1 left the window long before position 23, and with it every state that saw it.
   EXPECT_TRUE(torch::allclose(last(tokens, 1), last(changed, 1), 1e-6, 1e-6)) << "token 1 is no sink";
   EXPECT_FALSE(torch::allclose(last(tokens, 2), last(changed, 2), 1e-4, 1e-4)) << "token 1 is a sink";
+}
+
+TEST(Streaming, RecomputationRunsEachWindowAfreshFromPositionZero) {
+  // Three layers and learned absolute positions: every layer's keys, and every position, are those
+  // of the window alone, so position t equals the model run on tokens t - W + 1 ... t by itself.
+  for (const auto positions : {nn::AbsolutePositions::None, nn::AbsolutePositions::Learned}) {
+    auto lm = lm_of(3, positions);
+    torch::NoGradGuard no_grad;
+    const auto tokens = tokens_of(2, 30);
+    const int64_t window = 7;
+    const auto recomputed = train::recomputed_window_logits(*lm, tokens, window);  // [2, 30, V]
+    ASSERT_EQ(recomputed.sizes(), (std::vector<int64_t>{2, 30, 11}));
+    for (int64_t t = 0; t < 30; ++t) {
+      const int64_t from = std::max<int64_t>(0, t - window + 1);
+      const auto fresh = lm->forward(tokens.narrow(1, from, t - from + 1)).select(1, -1);  // [2, V]
+      EXPECT_TRUE(torch::allclose(recomputed.select(1, t), fresh, 1e-5, 1e-5)) << "position " << t;
+    }
+    // Chunked through the model one window at a time: the same logits.
+    EXPECT_TRUE(torch::allclose(train::recomputed_window_logits(*lm, tokens, window, /*max_logits=*/1), recomputed,
+                                1e-6, 1e-6));
+    // A window that holds every token is the full forward; with three layers, the cache's window
+    // (whose kept keys saw the tokens before them) is not the recomputed one.
+    EXPECT_TRUE(torch::allclose(train::recomputed_window_logits(*lm, tokens, 30), lm->forward(tokens), 1e-5, 1e-5));
+    EXPECT_FALSE(torch::allclose(train::streaming_logits(*lm, tokens, window, 0, "test").narrow(1, window, 30 - window),
+                                 recomputed.narrow(1, window, 30 - window), 1e-3, 1e-3));
+  }
 }
 
 /// A language model whose decoding state is not the framework transformer's.

@@ -215,6 +215,12 @@ int cmd_eval(int argc, char** argv) {
                  "sinks)")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 20))
       ->needs(window_opt);
+  bool recompute = false;
+  app.add_flag("--recompute", recompute,
+               "with --window: run each query's window afresh from position 0 instead of evicting a KV cache "
+               "(StreamingLLM's 'sliding window with re-computation': about W forwards per token; any language model)")
+      ->needs(window_opt)
+      ->excludes("--sinks");
   app.add_flag("-q,--quiet", quiet, "print only the score line");
   app.footer(
       "Examples:\n  runner eval results/transformer_multi30k_de_en-20261122-120000.h5 --split test --beam 5\n"
@@ -223,7 +229,8 @@ int cmd_eval(int argc, char** argv) {
       "  runner eval RUN.h5 --checkpoint average --ensemble SEED1.h5:average --beam 5\n"
       "  runner eval RUN.h5 --split val --head-mask 'decoder_cross:1:[1,3],encoder_self:*:5'\n"
       "  runner eval LM_RUN.h5 --text some.txt        (a language model's perplexity on a text)\n"
-      "  runner eval LM_RUN.h5 --text long.txt --context 1024 --window 64 --sinks 4   (StreamingLLM)");
+      "  runner eval LM_RUN.h5 --text long.txt --context 1024 --window 64 --sinks 4   (StreamingLLM)\n"
+      "  runner eval LM_RUN.h5 --text long.txt --context 1024 --window 64 --recompute (its re-computation baseline)");
   if (auto code = parse_command_line(app, argc, argv, "runner eval")) return *code;
   const bool files = !source_file.empty();
   const auto split = files ? data::Split::Test : parse_split(split_name);
@@ -285,6 +292,7 @@ int cmd_eval(int argc, char** argv) {
                      .context = context,
                      .window = window,
                      .sinks = sinks,
+                     .recompute = recompute,
                      .trained = trained_mask,
                      .asked = head_mask_spec,
                      .quiet = quiet};
@@ -292,7 +300,7 @@ int cmd_eval(int argc, char** argv) {
       lo.name = (text_file.empty() ? lo.split_name : name_for_file(text_file)) +
                 (context > 0 ? fmt::format("_context{}", context) : "") +
                 (window > 0 ? fmt::format("_window{}", window) : "") + (sinks > 0 ? fmt::format("_sinks{}", sinks) : "") +
-                (masked ? "_masked" : "");
+                (recompute ? "_recompute" : "") + (masked ? "_masked" : "");
     }
     return eval_language_model(setup, *lm, lo);
   }

@@ -109,6 +109,7 @@ std::vector<data::Batch> text_batches(const data::Dataset& dataset, const std::s
 /// ", window 64 + the first 4 tokens" as the printed line names the attention; "" for all of it.
 std::string attention_seen(const LmEvalOptions& o) {
   if (o.window == 0) return "";
+  if (o.recompute) return fmt::format(", window {} recomputed for every token", o.window);
   return fmt::format(", window {}{}", o.window,
                      o.sinks == 0 ? std::string() : fmt::format(" + the first {} token{}", o.sinks, o.sinks == 1 ? "" : "s"));
 }
@@ -143,10 +144,13 @@ int eval_language_model(run::Setup& setup, nn::LanguageModel& lm, const LmEvalOp
   ATTNLAB_CHECK(lm.max_positions() == 0 || longest <= lm.max_positions(), ConfigError,
                 "run {}: rows of {} positions are beyond the {} of the model's absolute positional encoding; give "
                 "{} {} at most{}",
-                o.run, longest, lm.max_positions(), o.window > 0 ? "--window + --sinks" : "--context",
+                o.run, longest, lm.max_positions(),
+                o.recompute ? "--window" : o.window > 0 ? "--window + --sinks" : "--context",
                 lm.max_positions(), o.window > 0 ? "" : ", or --window to keep a query's positions within it");
   const Forward forward = [&](const torch::Tensor& tokens) {
-    return o.window > 0 ? train::streaming_logits(lm, tokens, o.window, o.sinks, "--window: run " + o.run) : lm.forward(tokens);
+    if (o.window == 0) return lm.forward(tokens);
+    return o.recompute ? train::recomputed_window_logits(lm, tokens, o.window)
+                       : train::streaming_logits(lm, tokens, o.window, o.sinks, "--window: run " + o.run);
   };
   const auto sums = measure(lm, batches, dataset.info().pad_id, device, forward);
   const double tokens = sums.tokens.sum().item<double>();
@@ -182,6 +186,7 @@ int eval_language_model(run::Setup& setup, nn::LanguageModel& lm, const LmEvalOp
     out.set_attr_at(at, "context", batches.front().tgt_in.size(1));
     out.set_attr_at(at, "window", o.window);  // 0: every earlier token
     out.set_attr_at(at, "sinks", o.sinks);
+    out.set_attr_at(at, "recompute", int64_t{o.recompute ? 1 : 0});  // 1: every window run afresh from position 0
     out.set_attr_at(at, "checkpoint", o.checkpoint);
     out.set_attr_at(at, "loss", loss);
     out.set_attr_at(at, "perplexity", std::exp(std::min(loss, 700.0)));

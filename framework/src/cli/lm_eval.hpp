@@ -22,6 +22,9 @@ struct LmEvalOptions {
   /// of its row, through a KV cache that evicts the rest, at the cache's positions (StreamingLLM);
   /// 0 = every earlier token.
   int64_t window = 0, sinks = 0;
+  /// --recompute (with --window, no sinks): each query's window is run afresh from position 0
+  /// instead (StreamingLLM's "sliding window with re-computation"; any language model).
+  bool recompute = false;
   run::HeadMaskSpec trained;  // the heads the run trained without: off
   run::HeadMaskSpec asked;    // --head-mask: off as well
   bool quiet = false;

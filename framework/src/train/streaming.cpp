@@ -42,4 +42,24 @@ torch::Tensor streaming_logits(nn::LanguageModel& lm, const torch::Tensor& token
   return torch::cat(logits, 1);  // [B, T, V]
 }
 
+torch::Tensor recomputed_window_logits(nn::LanguageModel& lm, const torch::Tensor& tokens, int64_t window,
+                                       int64_t max_logits) {
+  TORCH_CHECK(tokens.dim() == 2, "recomputed_window_logits: expected tokens [B, T], found ", tokens.sizes());
+  TORCH_CHECK(window >= 1, "recomputed_window_logits: expected window >= 1, found ", window);
+  const int64_t B = tokens.size(0), T = tokens.size(1);
+  // Positions 0 ... window - 1 see their whole prefix: one forward of the first window gives them.
+  const auto head = lm.forward(tokens.narrow(1, 0, std::min(window, T)));  // [B, min(W, T), V]
+  if (T <= window) return head;
+  const int64_t V = head.size(2);
+  // Position t >= window: the window ending at t, i.e. starting at s = t - window + 1 = 1 ... T - window.
+  const auto windows = tokens.unfold(1, window, 1).narrow(1, 1, T - window).reshape({-1, window});  // [B (T-W), W]
+  const int64_t rows = windows.size(0), chunk = std::max<int64_t>(1, max_logits / (window * V));
+  std::vector<torch::Tensor> last;
+  for (int64_t r = 0; r < rows; r += chunk) {
+    const auto block = windows.narrow(0, r, std::min(chunk, rows - r)).contiguous();
+    last.push_back(lm.forward(block).select(1, window - 1));  // [n, V]: the window's newest token
+  }
+  return torch::cat({head, torch::cat(last, 0).view({B, T - window, V})}, 1);  // [B, T, V]
+}
+
 }  // namespace attnlab::train
