@@ -8,8 +8,9 @@ Per run (read through the attnlab package), for each model (a folder of OUT: cha
   tokens (first_token_mass, runner heads' sequences);
 - StreamingLLM's test (measure.sh's `runner eval --text` groups): the mean next-token loss in
   nats over position buckets of rows 8 training lengths long, for full attention within the
-  training length (c), full attention over the row, window attention (a) and the window with the
-  first k tokens kept (b).
+  training length (c), full attention over the row, window attention (a), the window recomputed
+  afresh for every token (a', StreamingLLM's "sliding window with re-computation") and the window
+  with the first k tokens kept (b).
 Markdown on stdout (mean ± sd over seeds, then every run), curves as a PNG:
 
     ~/.cache/attnlab/venv-torch-2.11.0/bin/python experiments/studies/attention_sinks/analyze.py \\
@@ -76,6 +77,7 @@ def streaming(run, block):
         loss = run.array(f"eval/{name}/position_loss").astype(float)
         n = run.array(f"eval/{name}/position_tokens").astype(float)
         window, sinks, context = int(e["window"]), int(e["sinks"]), int(e["context"])
+        recompute = e.get("recompute") == 1  # NaN in evaluations made before --recompute existed
 
         def bucket(lo, hi):
             hi = min(hi, len(loss))
@@ -87,6 +89,8 @@ def streaming(run, block):
             kind = "(c) full attention, rows of the training length"
         elif window == 0:
             kind = f"full attention over rows of {context}"
+        elif recompute:
+            kind = f"(a') window of {window}, recomputed for every token"
         elif sinks == 0:
             kind = f"(a) window of {window}"
         else:
@@ -97,7 +101,8 @@ def streaming(run, block):
 
 
 def order(kind):
-    return (0 if kind.startswith("(c)") else 1 if kind.startswith("full") else 2 if kind.startswith("(a)") else 3, kind)
+    rank = {"(c)": 0, "full": 1, "(a)": 2, "(a')": 3}
+    return (next((v for k, v in sorted(rank.items(), key=lambda x: -len(x[0])) if kind.startswith(k)), 4), kind)
 
 
 def main():
@@ -162,12 +167,10 @@ def main():
             print(f"| {kind} | " + " | ".join(cells) + " |")
         def late(kind):
             return mean_sd([t[kind][2] if t[kind][2] is not None else t[kind][3] for t in tables]) if kind in kinds else "–"
-        full = [k for k in kinds if k.startswith("full")]
-        sinks_of = {k: [x for x in kinds if x.startswith(f"(b) {k} sink")] for k in (1, 2, 4)}
-        stream_rows.append(f"| {model} | {late(kinds[0]) if kinds and kinds[0].startswith('(c)') else '–'} | "
-                           f"{late(full[0]) if full else '–'} | "
-                           f"{late([k for k in kinds if k.startswith('(a)')][0]) if any(k.startswith('(a)') for k in kinds) else '–'} | "
-                           + " | ".join(late(sinks_of[k][0]) if sinks_of[k] else "–" for k in (1, 2, 4)) + " |")
+        def first(prefix):
+            return late(next(k for k in kinds if k.startswith(prefix))) if any(k.startswith(prefix) for k in kinds) else "–"
+        cells = [first(p) for p in ("(c)", "full", "(a)", "(a')")] + [first(f"(b) {k} sink") for k in (1, 2, 4)]
+        stream_rows.append(f"| {model} | " + " | ".join(cells) + " |")
         print()
         print(f"Every run (loss over positions {2 * block}–{8 * block - 1}, after the first tokens left the window; "
               "(c): over all its positions):\n")
@@ -192,8 +195,8 @@ def main():
     print("StreamingLLM's test: mean loss (nats) over positions 2T to 8T - 1 of rows 8T long (T: the training "
           "length), after the window dropped the first tokens; (c) over all positions of rows of T:\n")
     print("| model | (c) full attention, rows of T | full attention, rows of 8T | (a) window of T "
-          "| (b) 1 sink + window of T - 1 | (b) 2 sinks + T - 2 | (b) 4 sinks + T - 4 |")
-    print("|---|---:|---:|---:|---:|---:|---:|")
+          "| (a') window of T, recomputed | (b) 1 sink + window of T - 1 | (b) 2 sinks + T - 2 | (b) 4 sinks + T - 4 |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
     print("\n".join(stream_rows) + "\n")
     print(body.getvalue(), end="")
 
@@ -220,7 +223,8 @@ def main():
             for name, e in runs[0].evals.iterrows():
                 if int(e["context"]) == 8 * block:
                     names[name] = ("dense" if int(e["window"]) == 0 else
-                                   f"window {int(e['window'])}" + (f" + {int(e['sinks'])} sinks" if int(e["sinks"]) else ""))
+                               f"window {int(e['window'])} recomputed" if e.get("recompute") == 1 else
+                               f"window {int(e['window'])}" + (f" + {int(e['sinks'])} sinks" if int(e["sinks"]) else ""))
             for name, label in sorted(names.items(), key=lambda x: x[1]):
                 curves_ = np.array([r.array(f"eval/{name}/position_loss") for r in runs if name in r.evals.index])
                 xs = np.arange(curves_.shape[1])

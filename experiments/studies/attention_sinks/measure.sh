@@ -6,7 +6,8 @@
 #   full attention over the whole row (past the training length, as their "dense attention");
 #   window attention of W = the training length (their (a));
 #   W - k recent tokens and the first k kept, k = 1, 2, 4 (their (b), attention sinks: the same
-#   cache size).
+#   cache size);
+#   the window of W recomputed afresh for every token (their "sliding window with re-computation").
 #   experiments/studies/attention_sinks/measure.sh [OUT-DIR [RUNNER [RUN.h5 ...]]]   (default: every run)
 # An evaluation a run already holds is measured again (runner eval replaces its group).
 set -euo pipefail
@@ -27,4 +28,5 @@ for run in "$@"; do
   ev --context "$context"
   ev --context "$context" --window "$block"
   for sinks in 1 2 4; do ev --context "$context" --window $((block - sinks)) --sinks "$sinks"; done
+  ev --context "$context" --window "$block" --recompute
 done
