@@ -161,6 +161,8 @@ int eval_language_model(run::Setup& setup, nn::LanguageModel& lm, const LmEvalOp
   // The mean loss at each position (NaN where no row scores a label there).
   const auto nan = torch::full_like(sums.loss, std::numeric_limits<double>::quiet_NaN());
   const auto position_loss = torch::where(sums.tokens > 0, sums.loss / sums.tokens.clamp_min(1), nan);
+  // The share of rows whose scored labels are all the argmax.
+  const double exact = (sums.row_correct == sums.row_scored).to(torch::kDouble).mean().item<double>();
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
   {
@@ -175,7 +177,6 @@ int eval_language_model(run::Setup& setup, nn::LanguageModel& lm, const LmEvalOp
     // right (teacher forcing and greedy decoding agree while every step is right).
     out.write_array(at + "/row_scored", results::to_int_array(sums.row_scored.to(torch::kLong)));
     out.write_array(at + "/row_correct", results::to_int_array(sums.row_correct.to(torch::kLong)));
-    const auto exact = (sums.row_correct == sums.row_scored).to(torch::kDouble).mean().item<double>();
     out.set_attr_at(at, "exact_match", exact);
     out.set_attr_at(at, "kind", std::string("language_model"));
     if (o.text.empty()) {
@@ -201,7 +202,6 @@ int eval_language_model(run::Setup& setup, nn::LanguageModel& lm, const LmEvalOp
     }
     out.flush();
   }
-  const double exact = (sums.row_correct == sums.row_scored).to(torch::kDouble).mean().item<double>();
   std::cout << fmt::format("{}{}: loss {:.4f}, perplexity {:.3f}, accuracy {:.4f} over {} tokens, rows exactly right "
                            "{:.4f} of {} ({} checkpoint) in {:.1f}s -> /eval/{}\n",
                            measured, all_off.empty() ? std::string() : fmt::format(" (head mask {})", mask.text),
