@@ -6,7 +6,8 @@ validation accuracy (the argmax at the queries, the only scored positions; 512 r
 val split) and loss, the best accuracy of any report, the wall time and the runner's commit.
 Then mean ± sd over seeds per cell (mixer x width x length), the accuracy grid as Markdown (one
 column per length), each mixer's recurrent state per layer, the share of queries a window of 8
-(and 2 x 8, two layers) can reach, on stdout; the plot (accuracy against width, one panel per
+(and 2 x 8, two layers) can reach, longer training and the plateau checks (plateau_checks/: a
+learning rate or the non-query tokens changed), on stdout; the plot (accuracy against width, one panel per
 length, a line per mixer, Zoology's Figure 2) as a PNG:
 
     ~/.cache/attnlab/venv-torch-2.11.0/bin/python experiments/studies/associative_recall/analyze.py \
@@ -16,6 +17,7 @@ length, a line per mixer, Zoology's Figure 2) as a PNG:
 import argparse
 import glob
 import os
+import re
 import sys
 
 import numpy as np
@@ -52,9 +54,12 @@ def analyse(path: str) -> dict:
     final = run.final() if run.series() else {}
     acc = run.history("val/accuracy") if "val/accuracy" in run.series() else pd.Series(dtype=float)
     m, d = cfg["model"], cfg["dataset"]
-    return {"file": os.path.relpath(path), "mixer": mixer_name(cfg["model"]),
+    folder = os.path.basename(os.path.dirname(os.path.dirname(path)))  # L<length>_w<width>[_steps<S>][_rows<R>]
+    setting = re.sub(r"^L\d+_w\d+", "", folder)
+    return {"file": os.path.relpath(path), "setting": setting, "mixer": mixer_name(cfg["model"]),
             "length": int(d["seq_len"]), "pairs": int(d["num_kv_pairs"]), "width": int(m["num_hiddens"]),
             "heads": int(m["num_heads"]), "seed": int(cfg["seed"]), "lr": float(cfg["trainer"]["lr"]),
+            "rows per step": int(d["batch_size"]),
             "status": run.status, "max steps": int(cfg["trainer"]["max_steps"]), "steps": final.get("train/step", np.nan),
             "val accuracy": final.get("val/accuracy", np.nan), "best val accuracy": acc.max() if len(acc) else np.nan,
             "val loss": final.get("val/loss", np.nan), "wall (s)": run.attrs.get("wall_seconds", np.nan),
@@ -93,48 +98,90 @@ def reach(length: int, pairs: int, rows: int = 20000, seed: int = 0) -> tuple[fl
     return float((d <= WINDOW).mean()), float((d <= 2 * WINDOW).mean()), float(np.median(d))
 
 
-def plot(cells: pd.DataFrame, out: str):
+def plot(grids: list, out: str):
+    """grids: [(title, cells)], a row of panels (one per length) each."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    lengths = sorted(cells["length"].unique())
-    fig, axes = plt.subplots(1, len(lengths), figsize=(4.2 * max(len(lengths), 3), 4.6), sharey=True, squeeze=False)
-    for ax, length in zip(axes[0], lengths):
-        at = cells[cells["length"] == length]
-        for k, mixer in enumerate(MIXERS.values()):
-            g = at[at["mixer"] == mixer].sort_values("width")
-            if g.empty:
-                continue
-            ax.errorbar(g["width"], g["mean"], yerr=g["sd"].fillna(0), marker="o", capsize=3, color=f"C{k}",
-                        label=mixer)
-            for w, accs in zip(g["width"], g["values"]):
-                ax.scatter([w] * len(accs), accs, s=8, color=f"C{k}", alpha=0.5)
-        pairs = int(at["pairs"].iloc[0])
-        one, two, _ = reach(length, pairs)
-        window = list(MIXERS.values()).index("sliding window (8)")
-        ax.axhline(one, ls=":", lw=1, color=f"C{window}", label=f"share of keys within {WINDOW} of their query")
-        ax.axhline(two, ls="--", lw=1, color=f"C{window}", label=f"share within {2 * WINDOW} (two windows)")
-        ax.axhline(1 / pairs, ls="-", lw=0.8, color="grey", label="1 / pairs (one of the row's values)")
-        ax.set_title(f"length {length}, {pairs} pairs")
-        ax.set_xscale("log", base=2)
-        widths = sorted(cells["width"].unique())
-        ax.set_xlim(widths[0] / 1.25, widths[-1] * 1.25)
-        missing = [w for w in widths if w not in set(at["width"])]
-        if missing:
-            ax.text(0.97, 0.5, "not run: width " + ", ".join(map(str, missing)), transform=ax.transAxes,
-                    ha="right", fontsize=8, color="grey")
-        ax.set_xticks(sorted(cells["width"].unique()))
-        ax.set_xticklabels([str(w) for w in sorted(cells["width"].unique())])
-        ax.set_xlabel("model width")
-        ax.set_ylim(-0.02, 1.02)
-        ax.grid(alpha=0.3)
-    axes[0][0].set_ylabel("MQAR accuracy (val, at the queries)")
-    handles, labels = axes[0][-1].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="lower center", ncol=4, fontsize=8, frameon=False)
-    fig.suptitle("MQAR, 2 attention-only layers, 1,000 steps: val accuracy, mean ± sd over seeds (dots: seeds)",
-                 fontsize=10)
-    fig.tight_layout(rect=(0, 0.13, 1, 1))
+    lengths = sorted(set().union(*[set(c["length"].unique()) for _, c in grids]))
+    widths = sorted(set().union(*[set(c["width"].unique()) for _, c in grids]))
+    fig, axes = plt.subplots(len(grids), len(lengths), figsize=(4.2 * max(len(lengths), 3), 4.3 * len(grids) + 0.8),
+                             sharey=True, squeeze=False)
+    for row, (title, cells) in enumerate(grids):
+        for ax, length in zip(axes[row], lengths):
+            at = cells[cells["length"] == length]
+            for k, mixer in enumerate(MIXERS.values()):
+                g = at[at["mixer"] == mixer].sort_values("width")
+                if g.empty:
+                    continue
+                ax.errorbar(g["width"], g["mean"], yerr=g["sd"].fillna(0), marker="o", capsize=3, color=f"C{k}",
+                            label=mixer)
+                for w, accs in zip(g["width"], g["values"]):
+                    ax.scatter([w] * len(accs), accs, s=8, color=f"C{k}", alpha=0.5)
+            pairs = length // 16
+            one, two, _ = reach(length, pairs)
+            window = list(MIXERS.values()).index("sliding window (8)")
+            ax.axhline(one, ls=":", lw=1, color=f"C{window}", label=f"share of keys within {WINDOW} of their query")
+            ax.axhline(two, ls="--", lw=1, color=f"C{window}", label=f"share within {2 * WINDOW} (two windows)")
+            ax.axhline(1 / pairs, ls="-", lw=0.8, color="grey", label="1 / pairs (one of the row's values)")
+            ax.set_title(f"{title}\nlength {length}, {pairs} pairs", fontsize=9)
+            ax.set_xscale("log", base=2)
+            ax.set_xlim(widths[0] / 1.25, widths[-1] * 1.25)
+            missing = [w for w in widths if w not in set(at["width"])]
+            if missing:
+                ax.text(0.97, 0.5, "not run: width " + ", ".join(map(str, missing)), transform=ax.transAxes,
+                        ha="right", fontsize=8, color="grey")
+            ax.set_xticks(widths)
+            ax.set_xticklabels([str(w) for w in widths])
+            ax.set_xlabel("model width")
+            ax.set_ylim(-0.02, 1.02)
+            ax.grid(alpha=0.3)
+        axes[row][0].set_ylabel("MQAR accuracy (val, at the queries)")
+    handles, labels = {}, {}
+    for ax in axes.flat:  # every mixer that appears anywhere, once
+        for h, l in zip(*ax.get_legend_handles_labels()):
+            handles.setdefault(l, h)
+    fig.legend(list(handles.values()), list(handles), loc="lower center", ncol=4, fontsize=8, frameon=False)
+    fig.suptitle("MQAR, 2 attention-only layers: val accuracy, mean ± sd over seeds (dots: seeds)", fontsize=10)
+    fig.tight_layout(rect=(0, 0.13 if len(grids) == 1 else 0.07, 1, 1))
     fig.savefig(out, dpi=110)
+
+
+ORDER = {m: k for k, m in enumerate(MIXERS.values())}
+
+
+def cells_of(done: pd.DataFrame) -> pd.DataFrame:
+    """Mean ± sd over seeds per (mixer, width, length) of completed runs."""
+    cells = []
+    for (mixer, width, length), g in done.groupby(["mixer", "width", "length"]):
+        v = g["val accuracy"].astype(float)
+        cells.append({"mixer": mixer, "width": width, "length": length, "pairs": int(g["pairs"].iloc[0]),
+                      "heads": int(g["heads"].iloc[0]), "seeds": len(g), "mean": v.mean(),
+                      "sd": v.std(ddof=1) if len(v) > 1 else np.nan, "values": list(v),
+                      "text": mean_sd(v), "best": mean_sd(g["best val accuracy"]), "loss": mean_sd(g["val loss"]),
+                      "wall": g["wall (s)"].mean()})
+    cells = pd.DataFrame(cells)
+    cells["order"] = cells["mixer"].map(lambda m: ORDER.get(m, len(ORDER)))
+    return cells.sort_values(["order", "width", "length"])
+
+
+def print_grid(cells: pd.DataFrame):
+    """The accuracy grid: a row per mixer and width, a column per length."""
+    lengths = sorted(cells["length"].unique())
+    grid = cells.pivot_table(index=["order", "mixer", "width"], columns="length", values="text", aggfunc="first")
+    grid = grid.reset_index().drop(columns="order")
+    grid.columns = ["mixer", "width"] + [f"L = {l} ({l // 16} pairs)" for l in lengths]
+    print(grid.fillna("not run").to_markdown(index=False))
+
+
+def print_cells(cells: pd.DataFrame):
+    table = pd.DataFrame({
+        "mixer": cells["mixer"], "width": cells["width"], "length": cells["length"], "pairs": cells["pairs"],
+        "seeds": cells["seeds"], "state per layer (numbers)": [state_size(r.mixer, r.width, r.heads, r.length)
+                                                              for r in cells.itertuples()],
+        "val accuracy": cells["text"], "best val accuracy (any report)": cells["best"], "val loss": cells["loss"],
+        "wall per run (s)": cells["wall"].map(lambda s: f"{s:.0f}")})
+    print(table.to_markdown(index=False))
 
 
 def main():
@@ -149,40 +196,32 @@ def main():
     done = rows[rows["status"] == "completed"]
     print(f"{len(done)} of {len(rows)} runs completed; wall time of the runs, summed: {rows['wall (s)'].sum() / 60:.1f} "
           f"min; runner: {', '.join(sorted(rows['runner'].unique()))}; the runs' git_commit attribute: "
-          f"{', '.join(f'{c} ({n} runs)' for c, n in rows['commit'].value_counts().sort_index().items())} (the HEAD of "
-          f"the folder a run started in, not the commit the runner was built from: README).\n")
-    order = {m: k for k, m in enumerate(MIXERS.values())}
-    main_steps = int(rows["max steps"].mode().iloc[0])  # the grid's budget (base.yaml); others: longer training
-    longer = done[done["max steps"] != main_steps]
-    done = done[done["max steps"] == main_steps]
-    cells = []
-    for (mixer, width, length), g in done.groupby(["mixer", "width", "length"]):
-        v = g["val accuracy"].astype(float)
-        cells.append({"mixer": mixer, "width": width, "length": length, "pairs": int(g["pairs"].iloc[0]),
-                      "heads": int(g["heads"].iloc[0]), "seeds": len(g), "mean": v.mean(),
-                      "sd": v.std(ddof=1) if len(v) > 1 else np.nan, "values": list(v),
-                      "text": mean_sd(v), "best": mean_sd(g["best val accuracy"]), "loss": mean_sd(g["val loss"]),
-                      "wall": g["wall (s)"].mean()})
-    cells = pd.DataFrame(cells)
-    cells["order"] = cells["mixer"].map(order)
-    cells = cells.sort_values(["order", "width", "length"])
+          f"{', '.join(f'{c} ({n} runs)' for c, n in rows['commit'].value_counts().sort_index().items())} (a runner "
+          f"built at 1cbfafc or later records the commit it was built from; an older one recorded the HEAD of the "
+          f"folder a run started in: README).\n")
+    main_steps = 1000  # the grid's budget (base.yaml)
+    settings = sorted(done["setting"].unique())
+    # Longer training, completed or stopped on the way (the status says which; its last report counts).
+    longer = rows[rows["setting"].isin([x for x in rows["setting"].unique() if x and "_rows" not in x])]
+    large = [x for x in settings if "_rows" in x]  # Zoology's rows per step (sweep.sh ROWS)
+    cells = cells_of(done[done["setting"] == ""])
     lengths = sorted(cells["length"].unique())
 
-    print(f"## Accuracy grid: final val accuracy after {main_steps:,} steps, mean ± sd over seeds\n")
-    grid = cells.pivot_table(index=["order", "mixer", "width"], columns="length", values="text", aggfunc="first")
-    grid = grid.reset_index().drop(columns="order")
-    grid.columns = ["mixer", "width"] + [f"L = {l} ({int(cells[cells['length'] == l]['pairs'].iloc[0])} pairs)"
-                                         for l in lengths]
-    print(grid.fillna("not run").to_markdown(index=False))
-
+    print(f"## Accuracy grid: final val accuracy after {main_steps:,} steps of 4,096 tokens, mean ± sd over seeds\n")
+    print_grid(cells)
     print("\n## Every cell\n")
-    table = pd.DataFrame({
-        "mixer": cells["mixer"], "width": cells["width"], "length": cells["length"], "pairs": cells["pairs"],
-        "seeds": cells["seeds"], "state per layer (numbers)": [state_size(r.mixer, r.width, r.heads, r.length)
-                                                              for r in cells.itertuples()],
-        "val accuracy": cells["text"], "best val accuracy (any report)": cells["best"], "val loss": cells["loss"],
-        "wall per run (s)": cells["wall"].map(lambda s: f"{s:.0f}")})
-    print(table.to_markdown(index=False))
+    print_cells(cells)
+    grids = [(f"4,096 tokens a step, {main_steps:,} steps", cells)]
+    for setting in large:
+        big = cells_of(done[done["setting"] == setting])
+        at = done[done["setting"] == setting]
+        rows_per_step, steps = int(at["rows per step"].iloc[0]), int(at["max steps"].iloc[0])
+        print(f"\n## Large batches: {rows_per_step} rows a step (Zoology's), {steps:,} steps "
+              f"(folders L<length>_w<width>{setting}), mean ± sd over seeds\n")
+        print_grid(big)
+        print()
+        print_cells(big)
+        grids.append((f"{rows_per_step} rows a step, {steps:,} steps", big))
 
     print(f"\n## What a window of {WINDOW} can reach (Zoology's query placement, 20,000 rows drawn here)\n")
     reachable = []
@@ -202,8 +241,25 @@ def main():
         for c in ("val accuracy", "best val accuracy", "val loss"):
             runs[c] = runs[c].map(lambda v: f"{v:.3f}")
         runs["steps"] = runs["steps"].map(lambda v: f"{v:.0f}")
-        print(runs[["mixer", "length", "width", "seed", "steps", "val accuracy", "best val accuracy", "val loss",
+        print(runs[["mixer", "length", "width", "seed", "status", "steps", "val accuracy", "best val accuracy", "val loss",
                     f"val accuracy at {main_steps:,} steps (grid, mean ± sd)"]].to_markdown(index=False))
+
+    checks = sorted(glob.glob(os.path.join(a.folder, "plateau_checks", "*", "*", "*.h5")))
+    if checks:
+        print("\n## Plateau checks: one change at a time (length 64, width 64, seed 0, 1,000 steps)\n")
+        print("The mixers with learned positions, one change from the grid's setting in each check "
+              "(plateau_checks/<check>/<mixer>/; the grid's own cell for comparison).\n")
+        c = pd.DataFrame([analyse(path) | {"check": path.split(os.sep)[-3]} for path in checks])
+        c["non-query tokens"] = ["random" if attnlab.load(f).config["dataset"].get("random_non_queries", True)
+                                 else "zeros (token 0)" for f in c["file"]]
+        c["grid cell (lr 3e-3, random, mean ± sd)"] = [
+            next((r.text for r in cells.itertuples() if (r.mixer, r.width, r.length) == (m.replace(", 1 head", ""), w, l)),
+                 "-")
+            for m, w, l in zip(c["mixer"], c["width"], c["length"])]
+        c["steps"] = c["steps"].map(lambda v: f"{v:.0f}")
+        c = c.sort_values(["check", "mixer", "lr"])
+        print(c[["check", "mixer", "heads", "rows per step", "lr", "non-query tokens", "steps", "val accuracy", "best val accuracy", "val loss",
+                 "grid cell (lr 3e-3, random, mean ± sd)"]].to_markdown(index=False, floatfmt=".3f"))
 
     old = sorted(glob.glob(os.path.join(a.folder, "superseded_sinusoidal", "L*_w*", "*", "*.h5")))
     if old:
@@ -223,7 +279,7 @@ def main():
         show[c] = show[c].map(lambda v: "-" if pd.isna(v) else f"{v:.0f}")
     print(show.to_markdown(index=False))
     if a.plot:
-        plot(cells, a.plot)
+        plot(grids, a.plot)
 
 
 if __name__ == "__main__":

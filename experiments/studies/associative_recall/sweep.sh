@@ -7,6 +7,9 @@
 #   experiments/studies/associative_recall/sweep.sh [OUT [RUNNER]]
 #   LENGTHS="64 128" WIDTHS="32 64" MIXERS="softmax linear" SEEDS=0,1 experiments/studies/associative_recall/sweep.sh
 # STEPS (default 1000, base.yaml's) trains longer, into OUT/L<length>_w<width>_steps<STEPS>/.
+# ROWS gives every step that many rows at every length (Zoology's 512) instead of 4,096 tokens'
+# worth, into OUT/L<length>_w<width>[_steps<STEPS>]_rows<ROWS>/. OVERRIDES: more key=value
+# overrides for every run (e.g. "trainer.eval_every=100").
 # More runner sweep arguments in SWEEP_ARGS (default "--jobs 1"); each run has one thread
 # (base.yaml). A folder that exists is continued (runner sweep DIR --resume).
 set -euo pipefail
@@ -18,9 +21,12 @@ seeds=${SEEDS:-0,1}
 steps=${STEPS:-1000}
 extra=() suffix=
 if [ "$steps" != 1000 ]; then extra=("trainer.max_steps=$steps") suffix=_steps$steps; fi
+if [ -n "${ROWS:-}" ]; then suffix=${suffix}_rows$ROWS; fi
+read -r -a more <<< "${OVERRIDES:-}"
+extra+=("${more[@]}")
 status=0
 for L in ${LENGTHS:-64 128 256}; do
-  kv=$((L / 16)) batch=$((4096 / L))
+  kv=$((L / 16)) batch=${ROWS:-$((4096 / L))}
   for W in ${WIDTHS:-32 64 128}; do
     for mixer in ${MIXERS:-softmax_learned linear sliding_window softmax}; do
       dir=$out/L${L}_w${W}$suffix/$mixer
