@@ -60,6 +60,7 @@ def analyse(path: str) -> dict:
             "length": int(d["seq_len"]), "pairs": int(d["num_kv_pairs"]), "width": int(m["num_hiddens"]),
             "heads": int(m["num_heads"]), "seed": int(cfg["seed"]), "lr": float(cfg["trainer"]["lr"]),
             "rows per step": int(d["batch_size"]),
+            "non-query tokens": "random" if d.get("random_non_queries", True) else "zeros (token 0)",
             "status": run.status, "max steps": int(cfg["trainer"]["max_steps"]), "steps": final.get("train/step", np.nan),
             "val accuracy": final.get("val/accuracy", np.nan), "best val accuracy": acc.max() if len(acc) else np.nan,
             "val loss": final.get("val/loss", np.nan), "wall (s)": run.attrs.get("wall_seconds", np.nan),
@@ -250,8 +251,6 @@ def main():
         print("The mixers with learned positions, one change from the grid's setting in each check "
               "(plateau_checks/<check>/<mixer>/; the grid's own cell for comparison).\n")
         c = pd.DataFrame([analyse(path) | {"check": path.split(os.sep)[-3]} for path in checks])
-        c["non-query tokens"] = ["random" if attnlab.load(f).config["dataset"].get("random_non_queries", True)
-                                 else "zeros (token 0)" for f in c["file"]]
         c["grid cell (lr 3e-3, random, mean ± sd)"] = [
             next((r.text for r in cells.itertuples() if (r.mixer, r.width, r.length) == (m.replace(", 1 head", ""), w, l)),
                  "-")
@@ -272,7 +271,7 @@ def main():
               .to_markdown(index=False, floatfmt=".3f"))
 
     print("\n## Every run\n")
-    show = rows.drop(columns=["runner"]).copy()
+    show = rows.drop(columns=["runner", "non-query tokens"]).copy()
     for c in ("val accuracy", "best val accuracy", "val loss"):
         show[c] = show[c].map(lambda v: "-" if pd.isna(v) else f"{v:.3f}")
     for c in ("steps", "wall (s)"):
