@@ -55,13 +55,6 @@ class SignalScope {
 
 }  // namespace
 
-std::string shell_quote(const std::string& s) {
-  if (!s.empty() && s.find_first_of(" '\"\\$`*?[]{}()<>|&;!#~") == std::string::npos) return s;
-  std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
-
 namespace {
 
 struct Child {

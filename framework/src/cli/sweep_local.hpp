@@ -8,6 +8,7 @@
 
 #include "cli/sweep_fork.hpp"
 #include "cli/sweep_manifest.hpp"
+#include "core/shell.hpp"
 
 namespace attnlab::cli::sweep {
 
@@ -30,8 +31,7 @@ struct LaunchOptions {
 std::vector<std::string> run_command(const std::string& runner, const std::string& dir, const Manifest& m,
                                      const Job& job);
 
-/// `s` as one word for a POSIX shell ('single-quoted' where it needs quoting).
-std::string shell_quote(const std::string& s);
+using attnlab::shell_quote;  // core/shell.hpp: `s` as one word for a POSIX shell
 
 /// Runs the jobs. SIGINT/SIGTERM/SIGHUP to the sweep: SIGTERM to every running child (the runner
 /// marks its results `interrupted`), wait for them, mark them in the manifest, return 130; no run

@@ -18,6 +18,7 @@
 #include <filesystem>
 #include <utility>
 
+#include "core/shell.hpp"
 #include "results/lock.hpp"
 
 namespace attnlab::run {
@@ -42,13 +43,6 @@ std::string& build_commit_slot() {
   return commit;
 }
 
-/// `s` between single quotes for sh -c, a ' inside as '\''.
-std::string shell_quoted(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
-
 /// What `command` prints, trailing newlines removed; "" when it fails.
 std::string output_of(const std::string& command) {
   std::string out;
@@ -68,11 +62,11 @@ std::string file_git_commit(const std::string& file) {
   std::error_code ec;
   const fs::path path = fs::absolute(file, ec);
   if (ec || file.empty()) return {};
-  const std::string dir = shell_quoted(path.parent_path().string());
+  const std::string dir = shell_quote(path.parent_path().string());
   const std::string head = output_of("git -C " + dir + " rev-parse --short HEAD");
   if (head.empty() || head.find_first_not_of("0123456789abcdef") != std::string::npos) return {};
   const std::string status =
-      output_of("git -C " + dir + " status --porcelain --ignored -- " + shell_quoted(path.filename().string()));
+      output_of("git -C " + dir + " status --porcelain --ignored -- " + shell_quote(path.filename().string()));
   return status.empty() ? head : head + "-dirty";
 }
 
